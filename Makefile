@@ -1,0 +1,37 @@
+# The course's two entry points: `make book` builds and opens the book; `make test`
+# runs the whole test suite. Both set up a virtual environment in .venv first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: book test browser lint data clean
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
+	touch $(STAMP)
+
+## Build the HTML book (no GPU needed) and open it in a browser where there is one.
+book: $(STAMP)
+	$(VENV)/bin/jupyter-book build . -W -n --keep-going
+	$(PY) -m tilelab.open_book _build/html/index.html
+
+## Headless Chromium and its driver, for the browser tests of the built book.
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } || \
+	  echo "make browser: could not install chromium and chromium-driver (needs apt-get as root); browser tests will be skipped"
+
+## Everything: unit tests, emulator, grader pipeline, book build and browser checks.
+test: $(STAMP) browser
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf _build .pytest_cache

@@ -1,0 +1,25 @@
+"""Shared fixtures and the ``gpu`` marker: tests that need a GPU are skipped without one."""
+
+from __future__ import annotations
+
+import pytest
+
+from tilelab import backend
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    ok, why = backend.gpu_probe()
+    if ok:
+        return
+    skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {why}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def rng():
+    """A fresh random generator for each test, seeded differently on every run."""
+    import numpy as np
+
+    return np.random.default_rng()
