@@ -1,0 +1,155 @@
+"""The ``tilelab`` command: list, check, grade, calibrate, bench, backend."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tilelab import exercises, gates
+
+
+def cmd_list(a: argparse.Namespace) -> int:
+    data = [e.to_dict() for e in exercises.EXERCISES.values()]
+    if a.json:
+        print(json.dumps(data, indent=1))
+        return 0
+    for e in data:
+        print(f"{e['id']}  [{e['assignment']}]  {e['title']}")
+        print(f"    {e['signature']}")
+        print(f"    launch: {e['launch']}")
+        deg = (
+            f"; on the emulator: bank degree <= {e['max_bank_degree']}"
+            if e["max_bank_degree"]
+            else ""
+        )
+        print(f"    gate: >= {e['gate']}x over {e['baseline']} at {tuple(e['speed_shape'])}{deg}")
+    return 0
+
+
+def cmd_check(a: argparse.Namespace) -> int:
+    from tilelab.grade import grade_source
+
+    path = Path(a.file)
+    if not path.is_file():
+        print(f"tilelab check: no such file: {path}", file=sys.stderr)
+        return 2
+    gate = gates.load(a.gates).get(a.exercise) if a.gates else None
+    v = grade_source(
+        a.exercise, path.read_bytes(), backend_name=a.backend, speed=not a.no_speed, gate=gate
+    )
+    if a.json:
+        d = v.to_dict()
+        print(
+            json.dumps(
+                {
+                    k: d[k]
+                    for k in (
+                        "exercise",
+                        "passed",
+                        "correct",
+                        "speedup",
+                        "gate",
+                        "backend",
+                        "gpu",
+                        "messages",
+                    )
+                }
+                | {"verdict": d},
+                indent=1,
+            )
+        )
+    else:
+        print(v.report())
+    return 0 if v.correct else 1
+
+
+def cmd_grade(a: argparse.Namespace) -> int:
+    from tilelab import classroom
+
+    summary = classroom.grade_class(
+        Path(a.course),
+        assignments=a.assignment or None,
+        students=a.student or None,
+        backend=a.backend,
+        award_speed_without_gpu=a.award_speed_without_gpu,
+        progress=not a.quiet,
+    )
+    print(summary if isinstance(summary, str) else json.dumps(summary, indent=1, default=str))
+    return 0
+
+
+def cmd_calibrate(a: argparse.Namespace) -> int:
+    doc = gates.calibrate(a.fraction)
+    Path(a.write).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.write).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    print(f"{'exercise':18} {'reference':>10} {'gate':>6}  (default)")
+    for k, g in doc["gates"].items():
+        print(f"{k:18} {g['reference_speedup']:9.2f}x {g['gate']:5.2f}x  ({g['default_gate']}x)")
+    print(f"written to {a.write}; grade with --gates {a.write}")
+    return 0
+
+
+def cmd_bench(a: argparse.Namespace) -> int:
+    from tilelab import experiments
+
+    names = a.experiments or list(experiments.ALL)
+    for path in experiments.run(names, Path(a.out)):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_backend(a: argparse.Namespace) -> int:
+    from tilelab.runtime import get_runtime
+
+    print(get_runtime().describe())
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tilelab", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("list", help="the exercises: ids, kernels, signatures, launch, gates")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_list)
+    s = sub.add_parser("check", help="grade one .cu file against an exercise")
+    s.add_argument("exercise", choices=sorted(exercises.EXERCISES))
+    s.add_argument("file")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--backend", choices=("gpu", "emu"))
+    s.add_argument("--no-speed", action="store_true", help="skip the speed gate")
+    s.add_argument("--gates", help="gates file written by `tilelab calibrate`")
+    s.set_defaults(func=cmd_check)
+    s = sub.add_parser("grade", help="autograde a class with nbgrader, then feedback and CSV")
+    s.add_argument("--course", default=".", help="the course repository (default: here)")
+    s.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
+    s.add_argument("--student", action="append", help="only this student (repeatable)")
+    s.add_argument("--backend", choices=("gpu", "emu"))
+    s.add_argument(
+        "--award-speed-without-gpu",
+        action="store_true",
+        help="without a GPU, give speed points anyway (they were not measured)",
+    )
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_grade)
+    s = sub.add_parser("calibrate", help="set speed gates from the reference speedups here")
+    s.add_argument("--fraction", type=float, help="gate = fraction x reference speedup")
+    s.add_argument("--write", default="autograder/gates.json")
+    s.set_defaults(func=cmd_calibrate)
+    s = sub.add_parser("bench", help="measure on a GPU and write the book's data files")
+    s.add_argument("experiments", nargs="*", help="default: all")
+    s.add_argument("--out", default="book/data")
+    s.set_defaults(func=cmd_bench)
+    s = sub.add_parser("backend", help="say where kernels run here")
+    s.set_defaults(func=cmd_backend)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    return a.func(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Grade a kernel source in a fresh child process with time and memory limits.
+
+The hidden tests, the ``tilelab check`` command and the class pipeline all call
+:func:`grade_source`. The child (``tilelab.grade_worker``) sees only the kernel source,
+so a learner's Python cannot patch the grader that scores it; a crash, an endless loop or
+a flood of output in the child becomes a verdict, never an exception here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+
+from tilelab import backend, exercises
+from tilelab.verdict import Verdict
+
+DEFAULT_TIMEOUT = float(os.environ.get("TILELAB_GRADE_TIMEOUT", "300"))
+MEMORY_LIMIT = 6 * 1024**3  # address space of an emulator grading process
+OUTPUT_LIMIT = 64 * 1024
+
+
+def _limits(backend_name: str) -> None:
+    """Run in the child before exec: own process group, caps on files and memory."""
+    os.setsid()
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024**2, 64 * 1024**2))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if backend_name == "emu":  # CUDA maps huge address ranges; cap only the emulator
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def grade_source(
+    exercise_id: str,
+    source: str | bytes,
+    *,
+    backend_name: str | None = None,
+    timeout: float | None = None,
+    speed: bool = True,
+    sanitize: bool = True,
+    gate: float | None = None,
+) -> Verdict:
+    """Grade ``source`` for an exercise in a clean child process; always returns a Verdict."""
+    ex = exercises.get(exercise_id)
+    chosen = backend_name or backend.active()
+    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+    with tempfile.TemporaryDirectory(prefix="tilelab-grade-") as tmp:
+        src = os.path.join(tmp, "kernel.cu")
+        out = os.path.join(tmp, "verdict.json")
+        with open(src, "wb") as f:
+            f.write(source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source)
+        cmd = [
+            sys.executable,
+            "-m",
+            "tilelab.grade_worker",
+            "--exercise",
+            ex.id,
+            "--source",
+            src,
+            "--out",
+            out,
+            "--backend",
+            chosen,
+        ]
+        cmd += ["--no-speed"] if not speed else []
+        cmd += ["--no-sanitize"] if not sanitize else []
+        cmd += ["--gate", str(gate)] if gate is not None else []
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        proc = subprocess.Popen(
+            cmd,
+            cwd=tmp,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=lambda: _limits(chosen),
+        )
+        try:
+            _stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            return _failed(
+                ex,
+                chosen,
+                f"grading took longer than {timeout:g} s and was stopped "
+                "(an endless loop in the kernel, or a barrier some threads never reach?)",
+            )
+        if os.path.exists(out):
+            try:
+                with open(out, encoding="utf-8") as f:
+                    return Verdict.from_dict(json.load(f))
+            except (OSError, ValueError) as exc:
+                return _failed(ex, chosen, f"the grader's verdict could not be read: {exc}")
+        tail = stderr[-OUTPUT_LIMIT:].decode("utf-8", "replace").strip().splitlines()[-8:]
+        how = (
+            f"signal {signal.Signals(-proc.returncode).name}"
+            if proc.returncode < 0
+            else f"exit status {proc.returncode}"
+        )
+        return _failed(
+            ex,
+            chosen,
+            f"the grading process died ({how}) before writing a verdict"
+            + (": " + " | ".join(tail) if tail else ""),
+        )
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+
+
+def _failed(ex: exercises.Exercise, backend_name: str, message: str) -> Verdict:
+    v = Verdict(
+        exercise=ex.id,
+        backend=backend_name,
+        gate=ex.gate,
+        max_points_correct=ex.points_correct,
+        max_points_speed=ex.points_speed,
+    )
+    v.messages.append(message)
+    return v

@@ -1,0 +1,237 @@
+"""The grader's clean process: compile one kernel source, check it, time it, judge it.
+
+Run as ``python -m tilelab.grade_worker --exercise ID --source FILE --out FILE``; it
+writes a JSON :class:`~tilelab.verdict.Verdict`. It never imports a learner's Python:
+only the kernel source reaches it, so nothing a notebook does can change its verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from typing import Any
+
+import numpy as np
+
+from tilelab import exercises
+from tilelab.check import check_function
+from tilelab.exercises import Exercise
+from tilelab.runtime import Runtime, get_runtime
+from tilelab.source_checks import SourceRejected, validate_source
+from tilelab.verdict import Verdict
+
+ANALYSIS_SHAPE = {"matmul": (64, 64, 64), "transpose": (64, 64)}
+
+
+def compile_errors(rt: Runtime) -> tuple[type[BaseException], ...]:
+    if rt.name == "gpu":
+        import pycuda.driver as cuda
+
+        return (cuda.CompileError,)
+    from tilelab.emu import errors
+
+    return (errors.CompileError, errors.UnsupportedConstruct)
+
+
+def launch_errors(rt: Runtime) -> tuple[type[BaseException], ...]:
+    if rt.name == "gpu":
+        import pycuda.driver as cuda
+
+        return (cuda.Error, TypeError, ValueError)
+    from tilelab.emu import errors
+
+    return (errors.EmulatorError, TypeError, ValueError)
+
+
+def compile_kernel(rt: Runtime, source: str, name: str, v: Verdict, **kw: Any) -> Any | None:
+    """The compiled function, or None with the reason in the verdict."""
+    try:
+        module = rt.SourceModule(source, **kw)
+    except compile_errors(rt) as exc:
+        v.messages.append(f"the kernel does not compile:\n{_compiler_text(exc)}")
+        return None
+    v.compiled = True
+    try:
+        return module.get_function(name)
+    except Exception as exc:
+        v.messages.append(
+            f"no kernel named {name!r} was found ({_one_line(exc)}). The kernel must be "
+            f"declared exactly as given in the exercise: __global__ void {name}(...)."
+        )
+        return None
+
+
+def check_correctness(
+    rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random.Generator
+) -> bool:
+    for shape in ex.shapes:
+        try:
+            res = check_function(rt, fn, ex.problem, ex.launch, shape, rng)
+        except launch_errors(rt) as exc:
+            v.messages.append(f"shape {shape}: the launch failed: {_one_line(exc, 1500)}")
+            v.shapes.append({"shape": list(shape), "ok": False, "message": str(exc)[:1500]})
+            return False
+        v.shapes.append(res.to_dict())
+        if not res.ok:
+            v.messages.append(res.message)
+            return False
+    return True
+
+
+def emu_analysis(
+    rt: Runtime, source: str, ex: Exercise, v: Verdict, rng: np.random.Generator
+) -> bool:
+    """Race and bank-conflict analysis on the emulator; False when it finds a race."""
+    from tilelab.check import launch
+
+    fn = compile_kernel(rt, source, ex.kernel, Verdict(ex.id, rt.name), analysis=True)
+    if fn is None:
+        return True
+    shape = ANALYSIS_SHAPE[ex.problem.name]
+    try:
+        launch(rt, fn, ex.problem, ex.launch, shape, ex.problem.make_inputs(shape, rng))
+    except launch_errors(rt) as exc:
+        v.messages.append(f"analysis run failed: {_one_line(exc, 1500)}")
+        return False
+    report = fn.last_report.analysis
+    v.races = len(report.races)
+    v.bank_degree = report.average_degree
+    if report.has_races:
+        v.messages.append(
+            "shared-memory race found by the emulator's analysis:\n" + report.summary()
+        )
+        return False
+    return True
+
+
+def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random.Generator) -> None:
+    from tilelab.bench import prepared_launch, time_interleaved
+
+    base = rt.SourceModule(ex.baseline.source()).get_function(ex.baseline.name)
+    shape = ex.speed_shape
+    inputs = ex.problem.make_inputs(shape, rng)
+    keep: list = []
+    runs = {
+        "candidate": prepared_launch(rt, fn, ex.problem, ex.launch, shape, inputs, keep),
+        "baseline": prepared_launch(rt, base, ex.problem, ex.baseline.launch, shape, inputs, keep),
+    }
+    t = time_interleaved(runs)
+    v.speed_measured = True
+    v.candidate_ms = t["candidate"].median_ms
+    v.baseline_ms = t["baseline"].median_ms
+    v.speedup = v.baseline_ms / v.candidate_ms
+    v.speed_passed = v.speedup >= ex.gate
+    if not v.speed_passed:
+        v.messages.append(
+            f"speed: {v.speedup:.2f}x over {ex.baseline.label} at {shape}; the gate is "
+            f"{ex.gate:g}x. {ex.gate_reason}"
+        )
+
+
+def evaluate(
+    exercise_id: str,
+    source: str | bytes,
+    backend_name: str | None = None,
+    speed: bool = True,
+    sanitize: bool = True,
+    gate: float | None = None,
+) -> Verdict:
+    """Grade one kernel source for one exercise, in this process."""
+    ex = exercises.get(exercise_id)
+    if gate is not None:
+        ex = ex.with_gate(gate, f"gate set by the instructor to {gate:g}x")
+    rt = get_runtime(backend_name)
+    v = Verdict(
+        exercise=ex.id,
+        backend=rt.name,
+        gpu=rt.device_name if rt.name == "gpu" else None,
+        gate=ex.gate,
+        baseline=ex.baseline.label,
+        max_bank_degree=ex.max_bank_degree,
+        max_points_correct=ex.points_correct,
+        max_points_speed=ex.points_speed,
+    )
+    try:
+        text = validate_source(source)
+    except SourceRejected as exc:
+        v.messages.append(str(exc))
+        return v
+    rng = np.random.default_rng()
+    fn = compile_kernel(rt, text, ex.kernel, v)
+    if fn is None:
+        return v
+    correct = check_correctness(rt, fn, ex, v, rng)
+    if correct and rt.name == "emu":
+        correct = emu_analysis(rt, text, ex, v, rng)
+    if correct and rt.name == "gpu" and sanitize:
+        from tilelab.sanitizer import run_sanitizers
+
+        v.sanitizer = run_sanitizers(ex.id, text)
+        problems = [r["summary"] for r in v.sanitizer.values() if r.get("errors")]
+        if problems:
+            correct = False
+            v.messages.extend(problems)
+    v.correct = correct
+    if correct:
+        v.messages.append(f"correct on {len(ex.shapes)} shapes with fresh random inputs")
+        if rt.name == "gpu" and speed:
+            measure_speed(rt, fn, ex, v, rng)
+        elif ex.max_bank_degree is not None and v.bank_degree is not None:
+            v.speed_passed = v.bank_degree <= ex.max_bank_degree
+            v.messages.append(
+                f"no GPU: graded by the emulator's bank-conflict degree, {v.bank_degree:.2f} "
+                f"on average (gate <= {ex.max_bank_degree:g}); speed was not measured"
+            )
+        else:
+            v.messages.append("speed was not measured: no GPU here (correctness only)")
+    v.points_correct = ex.points_correct if v.correct else 0.0
+    v.points_speed = ex.points_speed if (v.correct and v.speed_passed) else 0.0
+    return v
+
+
+def _compiler_text(exc: BaseException) -> str:
+    text = getattr(exc, "stderr", None) or getattr(exc, "msg", None) or str(exc)
+    text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+    return text.strip()[:4000]
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    return f"{type(exc).__name__}: {exc}"[:limit]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tilelab.grade_worker")
+    p.add_argument("--exercise", required=True)
+    p.add_argument("--source", required=True, help="file with the kernel source")
+    p.add_argument("--out", required=True, help="where to write the JSON verdict")
+    p.add_argument("--backend", choices=("gpu", "emu"))
+    p.add_argument("--no-speed", action="store_true")
+    p.add_argument("--no-sanitize", action="store_true")
+    p.add_argument("--gate", type=float)
+    a = p.parse_args(argv)
+    with open(a.source, "rb") as f:
+        source = f.read()
+    try:
+        verdict = evaluate(
+            a.exercise,
+            source,
+            a.backend,
+            speed=not a.no_speed,
+            sanitize=not a.no_sanitize,
+            gate=a.gate,
+        )
+    except Exception as exc:  # the grader's own failure: say so, never crash silently
+        verdict = Verdict(
+            exercise=a.exercise, backend=a.backend or "?", error=f"{type(exc).__name__}: {exc}"
+        )
+        verdict.messages.append(f"internal grader error: {_one_line(exc)}")
+        traceback.print_exc()
+    with open(a.out, "w", encoding="utf-8") as f:
+        json.dump(verdict.to_dict(), f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

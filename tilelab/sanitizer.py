@@ -1,0 +1,115 @@
+"""compute-sanitizer's racecheck and memcheck over one launch of a kernel, on a GPU.
+
+``run_sanitizers`` starts ``compute-sanitizer --tool T python -m tilelab.sanitizer ...``,
+which launches the kernel once at a small shape, and reads the tool's error summary.
+Where compute-sanitizer is not installed, it says so and checks nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+TOOLS = ("racecheck", "memcheck")
+_SUMMARY = re.compile(r"(?:ERROR|RACECHECK) SUMMARY: (\d+) (?:errors?|hazards?)")
+
+
+def find_sanitizer() -> str | None:
+    """The compute-sanitizer executable, from PATH or the CUDA toolkit folder."""
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_ROOT"), "/usr/local/cuda"):
+        if root and os.path.exists(p := os.path.join(root, "bin", "compute-sanitizer")):
+            return p
+    return None
+
+
+def parse(tool: str, output: str) -> dict[str, Any]:
+    counts = [int(n) for n in _SUMMARY.findall(output)]
+    errors = max(counts, default=0)
+    hazards = [
+        ln.strip()
+        for ln in output.splitlines()
+        if ln.startswith("=========")
+        and ("hazard" in ln or "Invalid" in ln or "Race reported" in ln)
+    ]
+    summary = f"compute-sanitizer {tool}: {errors} problem(s)" + (
+        f"; first: {hazards[0].lstrip('= ')}" if hazards else ""
+    )
+    return {
+        "tool": tool,
+        "errors": errors,
+        "summary": summary,
+        "excerpt": "\n".join(output.splitlines()[:40]),
+    }
+
+
+def run_sanitizers(exercise_id: str, source: str, timeout: float = 300) -> dict[str, Any]:
+    exe = find_sanitizer()
+    if exe is None:
+        return {"skipped": {"errors": 0, "summary": "compute-sanitizer not installed; not run"}}
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "kernel.cu")
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(source)
+        for tool in TOOLS:
+            cmd = [
+                exe,
+                "--tool",
+                tool,
+                "--print-limit",
+                "20",
+                sys.executable,
+                "-m",
+                "tilelab.sanitizer",
+                "--exercise",
+                exercise_id,
+                "--source",
+                src,
+            ]
+            try:
+                p = subprocess.run(
+                    cmd, capture_output=True, text=True, timeout=timeout, errors="replace"
+                )
+                results[tool] = parse(tool, p.stdout + p.stderr)
+            except subprocess.TimeoutExpired:
+                results[tool] = {
+                    "tool": tool,
+                    "errors": 0,
+                    "summary": f"compute-sanitizer {tool} timed out; not judged",
+                }
+    return results
+
+
+def _launch_once(exercise_id: str, source_path: str) -> None:
+    import numpy as np
+
+    from tilelab import exercises
+    from tilelab.check import launch
+    from tilelab.grade_worker import ANALYSIS_SHAPE
+    from tilelab.runtime import get_runtime
+
+    ex = exercises.get(exercise_id)
+    rt = get_runtime("gpu")
+    with open(source_path, encoding="utf-8") as f:
+        fn = rt.SourceModule(f.read()).get_function(ex.kernel)
+    shape = ANALYSIS_SHAPE[ex.problem.name]
+    launch(
+        rt, fn, ex.problem, ex.launch, shape, ex.problem.make_inputs(shape, np.random.default_rng())
+    )
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--exercise", required=True)
+    ap.add_argument("--source", required=True)
+    args = ap.parse_args()
+    _launch_once(args.exercise, args.source)
