@@ -276,7 +276,7 @@ def emu_stride_degrees() -> dict[int, float]:
     """The emulator's conflict degree for the bank_stride access at each stride."""
     try:
         from tilelab import emu
-    except ImportError:
+    except ImportError:  # a GPU-only install: leave the column empty
         return {}
     rt = get_runtime("emu")
     mod = emu.SourceModule(kernel_file("bank_stride.cu"), analysis=True)

@@ -1,0 +1,58 @@
+"""The grader on a GPU: references pass both gates; slow-but-right kernels lose speed only."""
+
+from __future__ import annotations
+
+import pytest
+
+from tilelab import exercises
+from tilelab.grade import grade_source
+from tilelab.reference import KERNELS, tiled_without_barrier
+
+pytestmark = pytest.mark.gpu
+
+
+def _report(v):
+    print(v.report())
+    return v
+
+
+@pytest.mark.parametrize("exercise_id", list(exercises.EXERCISES))
+def test_reference_solution_passes_both_gates(exercise_id):
+    ex = exercises.get(exercise_id)
+    v = _report(grade_source(exercise_id, ex.reference.source(), backend_name="gpu"))
+    assert v.correct and v.speed_measured and v.speed_passed, v.report()
+    assert v.speedup >= ex.gate and v.gpu
+
+
+SLOW_BUT_RIGHT = {
+    # uncoalesced naive: the row-walking kernel under the exercise's name and launch
+    "naive": KERNELS["naive_xrow"].source().replace("matmul_naive_xrow", "matmul_naive")
+    .replace("int row = blockIdx.x * blockDim.x + threadIdx.x;",
+             "int row = blockIdx.y * blockDim.y + threadIdx.x;")
+    .replace("int col = blockIdx.y * blockDim.y + threadIdx.y;",
+             "int col = blockIdx.x * blockDim.x + threadIdx.y;"),
+    # an untiled "tiled" kernel: the naive kernel, renamed
+    "tiled": KERNELS["naive"].source().replace("matmul_naive", "matmul_tiled"),
+    # unpadded "padded" kernels
+    "transpose_padded": KERNELS["transpose_shared"].source()
+    .replace("transpose_padded", "transpose_unused").replace("transpose_shared",
+                                                             "transpose_padded"),
+    "matmul_at_padded": KERNELS["tiled32_at"].source(),
+}
+
+
+@pytest.mark.parametrize("exercise_id", list(SLOW_BUT_RIGHT))
+def test_slow_but_correct_kernels_keep_correctness_and_lose_speed(exercise_id):
+    v = _report(grade_source(exercise_id, SLOW_BUT_RIGHT[exercise_id], backend_name="gpu"))
+    assert v.correct and v.points_correct > 0, v.report()
+    assert v.speed_measured and not v.speed_passed and v.points_speed == 0, v.report()
+
+
+def test_racecheck_catches_a_missing_barrier_on_the_gpu():
+    from tilelab.sanitizer import find_sanitizer
+
+    if find_sanitizer() is None:
+        pytest.skip("compute-sanitizer not installed")
+    v = _report(grade_source("tiled", tiled_without_barrier(2), backend_name="gpu"))
+    assert not v.correct
+    assert v.sanitizer["racecheck"]["errors"] > 0

@@ -1,0 +1,56 @@
+"""The exercise registry and the command line's `list`."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tilelab import cli, exercises
+from tilelab.reference import KERNELS, tiled_without_barrier
+
+
+def test_every_exercise_is_consistent():
+    for ex in exercises.EXERCISES.values():
+        assert ex.reference.name == ex.kernel, ex.id
+        assert f"void {ex.kernel}(" in ex.signature
+        assert f"void {ex.kernel}(" in ex.reference.source()
+        assert ex.gate > 1.0 and ex.gate_reason
+        assert ex.baseline.problem is ex.problem
+        assert len(ex.shapes) >= 5
+        assert (1,) * len(ex.problem.dims) in ex.shapes, "a 1x1 case"
+
+
+def test_shapes_cover_partial_tiles_and_rectangles():
+    for ex in exercises.EXERCISES.values():
+        tile = ex.launch.tile[0]
+        assert any(any(s % tile for s in shape) for shape in ex.shapes), ex.id
+        assert any(len(set(shape)) > 1 for shape in ex.shapes), ex.id
+
+
+def test_unknown_exercise_names_the_known_ones():
+    with pytest.raises(KeyError, match="naive"):
+        exercises.get("nope")
+
+
+def test_assignments_group_exercises():
+    assert exercises.ASSIGNMENTS["03-padded"] == (
+        "transpose_shared", "transpose_padded", "matmul_at_padded")
+
+
+def test_list_json(capsys):
+    assert cli.main(["list", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {d["id"] for d in data} == set(exercises.EXERCISES)
+    for d in data:
+        assert {"kernel", "signature", "launch", "gate", "block"} <= d.keys()
+
+
+def test_barrier_variants_remove_exactly_one_barrier():
+    full = KERNELS["tiled32"].source()
+    for which in (1, 2):
+        src = tiled_without_barrier(which)
+        assert src.count("__syncthreads()") == full.count("__syncthreads()") - 1
+        assert src.count("\n") == full.count("\n")
+    assert re.search(r"#define TILE 32", full)
