@@ -481,6 +481,7 @@ def _sass_of(source: str, arch: str) -> str:
 
 def racecheck(rt: Runtime, out: Path) -> Path:
     """compute-sanitizer racecheck on the tiled kernel with and without each barrier."""
+    from tilelab.grade_worker import SANITIZE_SHAPE
     from tilelab.sanitizer import find_sanitizer, parse
 
     exe = find_sanitizer()
@@ -528,8 +529,9 @@ def racecheck(rt: Runtime, out: Path) -> Path:
         out,
         "racecheck",
         "compute-sanitizer racecheck on the tiled kernel",
-        "The reference tiled kernel (TILE 32) at M=N=K=64, as written and with its "
-        "first or second __syncthreads() removed.",
+        "The reference tiled kernel (TILE 32), one launch at (M, N, K) = "
+        f"{SANITIZE_SHAPE['matmul']}, as written and with its first or second "
+        "__syncthreads() removed.",
         {"variant": "", "hazards": "", "excerpt": ""},
         rows,
         method="compute-sanitizer --tool racecheck, one launch",

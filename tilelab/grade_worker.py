@@ -23,6 +23,8 @@ from tilelab.source_checks import SourceRejected, validate_source
 from tilelab.verdict import Verdict
 
 ANALYSIS_SHAPE = {"matmul": (64, 64, 64), "transpose": (64, 64)}
+# compute-sanitizer runs one launch at a shape with partial tiles, to expose missing guards
+SANITIZE_SHAPE = {"matmul": (50, 70, 40), "transpose": (50, 70)}
 
 
 def compile_errors(rt: Runtime) -> tuple[type[BaseException], ...]:

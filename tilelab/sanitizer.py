@@ -94,14 +94,14 @@ def _launch_once(exercise_id: str, source_path: str) -> None:
 
     from tilelab import exercises
     from tilelab.check import launch
-    from tilelab.grade_worker import ANALYSIS_SHAPE
+    from tilelab.grade_worker import SANITIZE_SHAPE
     from tilelab.runtime import get_runtime
 
     ex = exercises.get(exercise_id)
     rt = get_runtime("gpu")
     with open(source_path, encoding="utf-8") as f:
         fn = rt.SourceModule(f.read()).get_function(ex.kernel)
-    shape = ANALYSIS_SHAPE[ex.problem.name]
+    shape = SANITIZE_SHAPE[ex.problem.name]
     launch(
         rt, fn, ex.problem, ex.launch, shape, ex.problem.make_inputs(shape, np.random.default_rng())
     )
