@@ -1,0 +1,93 @@
+"""The out-of-process grader on the CPU emulator: verdicts a learner can act on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tilelab import cli, exercises
+from tilelab.grade import grade_source
+from tilelab.reference import KERNELS, tiled_without_barrier
+
+pytestmark = pytest.mark.slow
+
+
+def emu(exercise_id: str, source: str | bytes, **kw):
+    return grade_source(exercise_id, source, backend_name="emu", **kw)
+
+
+@pytest.mark.parametrize("exercise_id", list(exercises.EXERCISES))
+def test_reference_solutions_are_correct_on_the_emulator(exercise_id):
+    ex = exercises.get(exercise_id)
+    v = emu(exercise_id, ex.reference.source())
+    assert v.correct, v.report()
+    assert v.points_correct == ex.points_correct
+    assert len(v.shapes) == len(ex.shapes)
+    assert v.races == 0
+    if ex.max_bank_degree is not None:  # padded kernels: graded by conflicts instead of time
+        assert v.speed_passed and v.points_speed == ex.points_speed
+        assert v.bank_degree <= ex.max_bank_degree
+    else:
+        assert not v.speed_measured and v.points_speed == 0
+        assert any("speed was not measured" in m for m in v.messages)
+
+
+def test_unpadded_kernels_fail_the_bank_conflict_gate():
+    unpadded = KERNELS["transpose_shared"].source()
+    unpadded = unpadded.replace("transpose_padded", "unused").replace(
+        "transpose_shared", "transpose_padded")
+    v = emu("transpose_padded", unpadded)
+    assert v.correct and not v.speed_passed and v.points_speed == 0
+    assert v.bank_degree > 10
+    v = emu("matmul_at_padded", KERNELS["tiled32_at"].source())
+    assert v.correct and not v.speed_passed and v.bank_degree > 1.1
+
+
+@pytest.mark.parametrize("which", [1, 2])
+def test_missing_barrier_is_wrong_and_named(which):
+    v = emu("tiled", tiled_without_barrier(which))
+    assert not v.correct and v.points_correct == 0
+    text = "\n".join(v.messages)
+    assert "wrong" in text or "race" in text
+
+
+def test_compile_error_reports_the_learners_line():
+    src = KERNELS["naive"].source().replace("float acc = 0.0f;", "float acc = 0.0f")
+    line = next(i for i, ln in enumerate(src.splitlines(), 1) if "float acc = 0.0f" in ln)
+    v = emu("naive", src)
+    assert not v.compiled and not v.correct
+    assert "does not compile" in v.messages[0]
+    assert f"{line}" in v.messages[0] or f"{line + 1}" in v.messages[0]
+
+
+def test_wrong_kernel_name_is_explained():
+    v = emu("naive", KERNELS["naive"].source().replace("matmul_naive", "matmul"))
+    assert not v.correct and "no kernel named 'matmul_naive'" in v.messages[0]
+
+
+def test_missing_boundary_guard_is_caught():
+    src = KERNELS["naive"].source().replace("if (row < M && col < N) {", "{")
+    v = emu("naive", src)
+    assert not v.correct
+    assert any("launch failed" in m or "boundary" in m for m in v.messages), v.messages
+
+
+def test_endless_loop_becomes_a_verdict():
+    src = KERNELS["naive"].source().replace("float acc = 0.0f;",
+                                            "float acc = 0.0f; volatile int spin = 1; "
+                                            "while (spin) { }")
+    v = emu("naive", src, timeout=20)
+    assert not v.correct
+    assert any("longer than" in m or "did not finish" in m for m in v.messages), v.messages
+
+
+def test_check_command_json(tmp_path, capsys):
+    f = tmp_path / "k.cu"
+    f.write_text(KERNELS["naive"].source())
+    rc = cli.main(["check", "naive", str(f), "--json", "--backend", "emu"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert {"exercise", "passed", "correct", "speedup", "gate", "backend", "gpu",
+            "messages"} <= out.keys()
+    assert out["correct"] is True and out["backend"] == "emu" and out["speedup"] is None
