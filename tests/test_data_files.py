@@ -1,0 +1,42 @@
+"""The book's measured data files: each carries its provenance and well-formed rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tilelab import experiments
+
+DATA = Path(__file__).resolve().parents[1] / "book" / "data"
+FILES = sorted(DATA.glob("*.json"))
+GPU_FIELDS = ("gpu", "driver", "cuda_driver", "pycuda", "date", "command", "method")
+
+
+def test_there_is_measured_data():
+    assert FILES, "book/data has no data files; run `tilelab bench` on a GPU"
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_data_file_has_provenance_and_rows(path):
+    doc = json.loads(path.read_text())
+    assert doc["experiment"] == path.stem
+    assert doc["rows"], "no rows"
+    prov = doc["provenance"]
+    assert prov["command"].startswith("tilelab bench")
+    if prov.get("gpu") is not None:
+        for field in GPU_FIELDS:
+            assert prov.get(field), f"{path.name}: provenance lacks {field}"
+    else:
+        assert prov.get("backend") == "CPU emulator"
+    for col in doc["columns"]:
+        assert any(col in row for row in doc["rows"]), f"column {col} in no row"
+
+
+def test_write_records_provenance_without_a_gpu(tmp_path):
+    path = experiments.write(tmp_path, "demo", "t", "d", {"x": ""}, [{"x": 1}], gpu=False,
+                             method="m")
+    doc = json.loads(path.read_text())
+    assert doc["provenance"]["backend"] == "CPU emulator"
+    assert doc["provenance"]["method"] == "m" and doc["rows"] == [{"x": 1}]
