@@ -17,20 +17,17 @@ from typing import Any
 CPU_EXPERIMENTS = frozenset({"emu_analysis"})
 #: Units whose values are times: lower is better.
 TIME_UNITS = frozenset({"s", "ms", "us", "µs", "ns"})
-#: Provenance fields shown in the box, in order, with their labels.
-PROVENANCE_FIELDS = (
-    ("gpu", "GPU"),
-    ("compute_capability", "compute capability"),
-    ("driver", "driver"),
-    ("cuda_driver", "CUDA (driver)"),
-    ("nvcc", "nvcc"),
-    ("pycuda", "PyCUDA"),
-    ("numpy", "NumPy"),
-    ("tilelab", "tilelab"),
-    ("date", "date"),
-    ("command", "command"),
-    ("method", "method"),
-)
+
+
+#: How columns are named in headers and on axes when a page does not say ("" = unit only).
+DEFAULT_LABELS = {
+    "median_ms": "median time",
+    "gflops": "",
+    "gbps": "",
+    "n": "N",
+    "speedup_vs_naive": "speedup over naive",
+    "speedup_vs_shared": "speedup over shared",
+}
 
 
 class DataError(ValueError):
@@ -119,6 +116,8 @@ def _matches(value: Any, accepted: list[str]) -> bool:
 
 
 def _equal(value: Any, text: str) -> bool:
+    if text == "*":
+        return value is not None
     if value is None:
         return text in ("", "null", "none")
     if isinstance(value, bool):
@@ -132,7 +131,10 @@ def _equal(value: Any, text: str) -> bool:
 
 
 def parse_filters(text: str | None) -> dict[str, list[str]]:
-    """``"kernel=naive|tiled32, n=4096"`` -> ``{"kernel": ["naive", "tiled32"], "n": ["4096"]}``."""
+    """``"kernel=naive|tiled32, n=4096"`` -> ``{"kernel": ["naive", "tiled32"], "n": ["4096"]}``.
+
+    ``column=*`` keeps the rows that have a value in ``column``.
+    """
     filters: dict[str, list[str]] = {}
     for part in (text or "").split(","):
         part = part.strip()
@@ -164,12 +166,36 @@ def parse_mapping(text: str | None) -> dict[str, str]:
     return out
 
 
+def label(column: str, unit: str, labels: dict[str, str] | None = None) -> str:
+    """A column's header or axis label: ``name (unit)``, or the unit alone."""
+    labels = labels or {}
+    if column in labels:
+        name = labels[column]
+    else:
+        name = DEFAULT_LABELS.get(column, column.replace("_", " "))
+    if not name:
+        return unit or column
+    return f"{name} ({unit})" if unit and unit not in name else name
+
+
+def format_bytes(value: float) -> str:
+    """``49152`` -> ``"48 KiB"``."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(value) >= size:
+            q = value / size
+            return f"{int(q) if q == int(q) else format_value(q)} {unit}"
+    return f"{value:g} B"
+
+
 def format_value(value: Any, spec: str | None = None) -> str:
-    """A value as the page shows it: ``spec`` is a Python format spec, or a sensible default."""
+    """A value as the page shows it: ``spec`` is a Python format spec (or ``bytes``, for
+    KiB/MiB/GiB), or a sensible default."""
     if value is None:
         return "—"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
+    if spec == "bytes":
+        return format_bytes(value)
     if spec:
         try:
             return format(value, spec)
@@ -187,8 +213,9 @@ def format_value(value: Any, spec: str | None = None) -> str:
     return f"{value:.3g}"
 
 
-def missing_hint(experiment: str) -> str:
-    """The command that writes the data file of ``experiment``, and where it must run."""
+def missing_hint(experiment: str) -> tuple[str, str, str]:
+    """What to say about a missing data file: (not-yet phrase, command, where it runs)."""
     cmd = f"tilelab bench {experiment} --out book/data"
-    where = "no GPU needed" if experiment in CPU_EXPERIMENTS else "on a GPU"
-    return f"run `{cmd}` ({where})"
+    if experiment in CPU_EXPERIMENTS:
+        return "not computed yet", cmd, "(no GPU needed)"
+    return "not measured yet", cmd, "on a GPU"

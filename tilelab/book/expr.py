@@ -18,8 +18,8 @@ from typing import Any
 
 from tilelab.book.data import (
     TIME_UNITS,
-    Dataset,
     DataError,
+    Dataset,
     Missing,
     format_value,
     parse_filters,
@@ -84,7 +84,9 @@ class Expr:
 
 
 def valid_spec(spec: str) -> bool:
-    """Whether ``spec`` formats a float or an int."""
+    """Whether ``spec`` formats a float or an int (``bytes`` is ours: KiB, MiB, GiB)."""
+    if spec == "bytes":
+        return True
     for sample in (1.5, 1):
         try:
             format(sample, spec)
@@ -131,7 +133,7 @@ def parse(text: str) -> Expr:
 
 
 def _check(node: ast.AST, text: str) -> None:
-    allowed = (ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.USub, ast.UAdd, *_OPS)
+    allowed = (ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.expr_context)
     for sub in ast.walk(node):
         if not isinstance(sub, (*allowed, ast.operator, ast.unaryop)):
             raise DataError(f"{text!r}: only + - * / and parentheses may combine values")

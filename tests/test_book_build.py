@@ -1,0 +1,107 @@
+"""The whole book, built the way `make book` builds it: warning-free, every TOC page, the
+provenance on every page that shows data, nothing fetched from a network.
+
+The session fixture builds once (tilelab.book.testing caches the build for the browser
+tests too) and prints how long it took; the 60-second budget is checked by reading that
+line, not by a wall-clock assertion.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tilelab.book.testing import Build, build_book, toc_docnames
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "tests" / "data" / "book"
+CHAPTERS = [d for d in toc_docnames(REPO) if re.search(r"book/\d\d-", d)]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def book(tmp_path_factory: pytest.TempPathFactory) -> Build:
+    result = build_book(REPO, tmp_path_factory.getbasetemp() / "book")
+    print(f"\njupyter-book build of the book: {result.seconds:.1f} s (budget: 60 s)")
+    return result
+
+
+def page(book: Build, docname: str) -> str:
+    return (book.html / f"{docname}.html").read_text(encoding="utf-8")
+
+
+def test_book_builds_without_warnings(book):
+    assert book.returncode == 0, book.output[-4000:]
+    assert book.warnings == [], "\n".join(book.warnings)
+
+
+def test_every_toc_page_is_built(book):
+    for docname in toc_docnames(REPO):
+        assert (book.html / f"{docname}.html").is_file(), docname
+
+
+def test_chapters_show_their_provenance(book):
+    assert CHAPTERS
+    for docname in CHAPTERS:
+        html = page(book, docname)
+        assert "Where the numbers on this page come from" in html, docname
+        assert "book/data/" in html, docname
+
+
+def test_math_is_rendered_at_build_time(book):
+    html = page(book, "book/01-gpu-memories")
+    assert "<math" in html
+    assert not re.search(r"\\(frac|text|cdot)\b", re.sub(r"<[^>]+>", "", html)), "raw TeX left"
+
+
+def test_nothing_is_loaded_from_the_network(book):
+    for docname in toc_docnames(REPO):
+        html = page(book, docname)
+        assert not re.search(r"<script[^>]+src=\"https?:", html), docname
+        assert not re.search(r"<link[^>]+rel=\"stylesheet\"[^>]+href=\"https?:", html), docname
+        assert not re.search(r"<script[^>]*mathjax", html, re.I), docname
+
+
+def test_reference_kernels_are_included_not_copied(book):
+    html = page(book, "book/03-tiling")
+    src = (REPO / "tilelab" / "kernels" / "matmul_tiled.cu").read_text()
+    assert "matmul_tiled" in html and "__syncthreads" in src
+    for path in (REPO / "book").rglob("*.md"):
+        assert "__global__ void" not in path.read_text(), f"{path}: include kernels instead"
+
+
+def test_notebooks_get_colab_and_download_buttons(book):
+    cfg = yaml.safe_load((REPO / "_config.yml").read_text())
+    assert cfg["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    assert cfg["repository"]["url"].startswith("https://github.com/")
+    assert cfg["html"]["use_download_button"] is True
+    assert cfg["execute"]["execute_notebooks"] == "off"
+    for docname in toc_docnames(REPO):
+        if (REPO / f"{docname}.ipynb").is_file():
+            html = page(book, docname)
+            assert "colab.research.google.com/github/" in html, docname
+            assert "download-notebook-button" in html or ".ipynb" in html, docname
+
+
+def test_no_measured_number_is_typed_into_a_page():
+    # Decimal numbers with a measured unit next to them belong in data files, not prose.
+    unit = r"(?:ms|GB/s|TB/s|GFLOP/s|TFLOP/s|TFLOPS|GFLOPS)"
+    for path in (REPO / "book").rglob("*.md"):
+        text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+        hits = re.findall(rf"\b\d[\d,.]*\s*{unit}", text)
+        assert not hits, f"{path.relative_to(REPO)}: typed measurements {hits}"
+
+
+def test_the_book_lights_up_with_complete_data(tmp_path_factory):
+    """Built against the example data set in strict mode, every value, table and figure
+    reference of every page must resolve."""
+    result = build_book(REPO, tmp_path_factory.getbasetemp() / "book-example-data",
+                        {"TILELAB_BOOK_DATA": str(EXAMPLES), "TILELAB_BOOK_STRICT": "1"})
+    assert result.returncode == 0, "\n".join(result.warnings) or result.output[-4000:]
+    for docname in toc_docnames(REPO):
+        html = (result.html / f"{docname}.html").read_text(encoding="utf-8")
+        assert "tl-missing" not in html, docname

@@ -1,0 +1,263 @@
+"""The class pipeline end to end: nbgrader autograde, clean re-grade, feedback, CSV.
+
+A temporary course (the committed nbgrader config, solutions and exercises) gets a
+class of sample submissions built from the released notebooks by substituting kernel
+cells with ``tests/fixtures/submissions/*.cu``; ``grade_class`` grades it and every
+student's points per hidden test are checked in the gradebook and the CSV.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from nbgrader.api import Gradebook
+
+from tilelab import classroom, exercises
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning"),  # inside nbgrader autograde
+]
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures" / "submissions"
+SOLUTION = "solution"  # the kernel of the solutions/ notebook
+
+# student -> exercise -> fixture (a .cu file's stem, or the solution); exercises of an
+# assignment the student submits but leaves out keep the released stub.
+CLASS: dict[str, dict[str, str]] = {
+    "alice": {e: SOLUTION for e in exercises.EXERCISES},  # correct
+    "bob": {"naive": "naive-wrong_result"},
+    "carol": {"tiled": "tiled-missing_barrier"},
+    "dave": {"tiled": "tiled-no_boundary_guard"},
+    "erin": {
+        "transpose_shared": SOLUTION,
+        "transpose_padded": "transpose_padded-out_of_bounds_write",
+        "matmul_at_padded": SOLUTION,
+    },
+    "frank": {"naive": "naive-compile_error"},
+    "grace": {  # correct but slow: uncoalesced, untiled, unpadded
+        "naive": "naive-uncoalesced",
+        "tiled": "tiled-untiled",
+        "transpose_shared": SOLUTION,
+        "transpose_padded": "transpose_padded-unpadded",
+        "matmul_at_padded": "matmul_at_padded-unpadded",
+    },
+}
+# Python in the kernel cell: not a literal (henry); a learner patching the grader (mallory)
+CELLS = {
+    "henry": ("naive", 'KERNEL = open("naive.cu").read()\n'),
+    "mallory": (
+        "naive",
+        'KERNEL = r"""__global__ void matmul_naive(const float* A, const float* B, float* C,'
+        ' int M, int N, int K) { }"""\n'
+        "import tilelab.grade\n"
+        "from tilelab.verdict import Verdict\n"
+        "tilelab.grade.grade_source = lambda e, s, **k: Verdict(e, 'emu', correct=True,"
+        " speed_passed=True, points_correct=3, points_speed=2)\n",
+    ),
+}
+
+# (correctness, speed) points per student and exercise, on the emulator without a GPU
+EMU = {
+    "alice": {
+        "naive": (3, 0),
+        "tiled": (3, 0),
+        "transpose_shared": (3, 0),
+        "transpose_padded": (3, 2),
+        "matmul_at_padded": (3, 2),
+    },
+    "bob": {"naive": (0, 0)},
+    "carol": {"tiled": (0, 0)},
+    "dave": {"tiled": (0, 0)},
+    "erin": {"transpose_shared": (3, 0), "transpose_padded": (0, 0), "matmul_at_padded": (3, 2)},
+    "frank": {"naive": (0, 0)},
+    "grace": {
+        "naive": (3, 0),
+        "tiled": (3, 0),
+        "transpose_shared": (3, 0),
+        "transpose_padded": (3, 0),
+        "matmul_at_padded": (3, 0),
+    },
+    "henry": {"naive": (0, 0)},
+    "mallory": {"naive": (0, 0)},
+}
+# on a GPU the speed gates apply: slow kernels keep correctness, lose speed
+GPU = {
+    **EMU,
+    "alice": {e: (3, 2) for e in exercises.EXERCISES},
+    "erin": {"transpose_shared": (3, 2), "transpose_padded": (0, 0), "matmul_at_padded": (3, 2)},
+    "grace": {**EMU["grace"], "transpose_shared": (3, 2)},
+}
+MESSAGES = {
+    ("bob", "naive"): "elements wrong",
+    ("carol", "tiled"): "wrong",
+    ("dave", "tiled"): "Out-of-bounds read",
+    ("erin", "transpose_padded"): "Out-of-bounds write",
+    ("frank", "naive"): "does not compile",
+    ("grace", "transpose_padded"): "bank",
+    ("henry", "naive"): "plain string literal",
+    ("mallory", "naive"): "never written",
+}
+
+
+def kernel_cell(source: str, kernel: str) -> str:
+    """The kernel cell with ``kernel`` as its string (same variable name)."""
+    var = source.split("=", 1)[0].strip()
+    assert '"""' not in kernel
+    return f'{var} = r"""\n{kernel}"""\n'
+
+
+def solution_kernel(exercise_id: str) -> str:
+    ex = exercises.get(exercise_id)
+    path = REPO / "solutions" / ex.assignment / f"{classroom.notebook_id(ex.assignment)}.ipynb"
+    return classroom.extract_kernel(path, exercise_id)
+
+
+def submission(assignment: str, cells: dict[str, str]) -> dict:
+    """The released notebook with these kernel cells' sources replaced (by exercise id)."""
+    path = REPO / "exercises" / assignment / f"{classroom.notebook_id(assignment)}.ipynb"
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id", "")
+        exercise_id = grade_id.removeprefix("kernel_")
+        if grade_id.startswith("kernel_") and exercise_id in cells:
+            cell["source"] = cells[exercise_id]
+    return nb
+
+
+def build_course(root: Path) -> None:
+    """A copy of the course with the class's submissions under autograder/submitted/."""
+    (root / "autograder").mkdir(parents=True)
+    shutil.copy(REPO / "autograder" / "nbgrader_config.py", root / "autograder")
+    for folder in ("solutions", "exercises"):
+        shutil.copytree(REPO / folder, root / folder)
+    released = {
+        a: json.loads((REPO / "exercises" / a / f"{classroom.notebook_id(a)}.ipynb").read_text())
+        for a in exercises.ASSIGNMENTS
+    }
+    plan: dict[tuple[str, str], dict[str, str]] = {}
+    for student, kernels in CLASS.items():
+        for exercise_id, fixture in kernels.items():
+            ex = exercises.get(exercise_id)
+            src = (
+                solution_kernel(exercise_id)
+                if fixture == SOLUTION
+                else (FIXTURES / f"{fixture}.cu").read_text(encoding="utf-8")
+            )
+            stub = next(
+                "".join(c["source"])
+                for c in released[ex.assignment]["cells"]
+                if c["metadata"].get("nbgrader", {}).get("grade_id") == f"kernel_{exercise_id}"
+            )
+            plan.setdefault((student, ex.assignment), {})[exercise_id] = kernel_cell(stub, src)
+    for student, (exercise_id, cell) in CELLS.items():
+        plan[(student, exercises.get(exercise_id).assignment)] = {exercise_id: cell}
+    for (student, assignment), cells in plan.items():
+        folder = root / "autograder" / "submitted" / student / assignment
+        folder.mkdir(parents=True)
+        nb = submission(assignment, cells)
+        (folder / f"{classroom.notebook_id(assignment)}.ipynb").write_text(json.dumps(nb))
+
+
+def points_in_gradebook(root: Path) -> dict[str, dict[str, tuple[float, float]]]:
+    """student -> exercise -> (correctness, speed) scores of the hidden tests."""
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    db = f"sqlite:///{root / 'autograder' / 'gradebook.db'}"
+    with Gradebook(db, "tilelab") as gb:
+        for student, assignment in ((s, a) for s in set(EMU) for a in exercises.ASSIGNMENTS):
+            try:
+                sub = gb.find_submission(assignment, student)
+            except Exception:
+                continue
+            grades = {g.name: g.score for nb in sub.notebooks for g in nb.grades}
+            for e in exercises.ASSIGNMENTS[assignment]:
+                out.setdefault(student, {})[e] = (
+                    grades[f"test_{e}_correct"],
+                    grades[f"test_{e}_speed"],
+                )
+    return out
+
+
+def expected_points(table: dict) -> dict[str, dict[str, tuple[float, float]]]:
+    """Every exercise of every submitted assignment (stubs score 0)."""
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for student, per in table.items():
+        for a in {exercises.get(e).assignment for e in per}:
+            for e in exercises.ASSIGNMENTS[a]:
+                out.setdefault(student, {})[e] = per.get(e, (0, 0))
+    return out
+
+
+def run_class(tmp: Path, backend: str) -> tuple[Path, dict]:
+    root = tmp / "course"
+    build_course(root)
+    summary = classroom.grade_class(root, backend=backend, progress=False)
+    return root, summary
+
+
+@pytest.fixture(scope="module")
+def graded_emu(tmp_path_factory):
+    return run_class(tmp_path_factory.mktemp("class-emu"), "emu")
+
+
+def test_each_student_gets_the_points_of_each_hidden_test(graded_emu):
+    root, summary = graded_emu
+    assert summary["failures"] == [], summary["failures"]
+    assert summary["backend"] == "emu" and not summary["speed_measured"]
+    assert points_in_gradebook(root) == expected_points(EMU)
+
+
+def test_the_csv_export_holds_each_assignment_score(graded_emu):
+    _, summary = graded_emu
+    with open(summary["csv"], encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    got = {(r["student_id"], r["assignment"]): float(r["score"]) for r in rows}
+    for student, per in expected_points(EMU).items():
+        for a in exercises.ASSIGNMENTS:
+            want = sum(sum(per[e]) for e in exercises.ASSIGNMENTS[a] if e in per)
+            assert got[(student, a)] == want, (student, a)
+
+
+def test_feedback_and_verdict_files_say_what_went_wrong(graded_emu):
+    root, _ = graded_emu
+    for (student, exercise_id), text in MESSAGES.items():
+        a = exercises.get(exercise_id).assignment
+        folder = root / "autograder" / "feedback" / student / a
+        assert (folder / f"{classroom.notebook_id(a)}.html").is_file()
+        report = (folder / "tilelab_verdict.txt").read_text()
+        assert "CPU emulator" in report and "not awarded" in report
+        doc = json.loads((folder / "tilelab_verdict.json").read_text())
+        verdict = next(v for v in doc["verdicts"] if v["exercise"] == exercise_id)
+        assert text in "\n".join(verdict["messages"]), (student, verdict["messages"])
+
+
+def test_a_patched_grader_in_the_notebook_earns_nothing(graded_emu):
+    root, _ = graded_emu
+    db = f"sqlite:///{root / 'autograder' / 'gradebook.db'}"
+    with Gradebook(db, "tilelab") as gb:
+        grade = gb.find_grade("test_naive_correct", "naive", "01-naive", "mallory")
+        assert grade.auto_score == 3  # the notebook's own (patched) test passed ...
+        assert grade.score == 0  # ... but the clean re-grade decides
+
+
+def test_award_speed_without_gpu_when_asked(tmp_path):
+    root = tmp_path / "course"
+    build_course(root)
+    summary = classroom.grade_class(
+        root, students=["alice"], backend="emu", award_speed_without_gpu=True, progress=False
+    )
+    assert summary["failures"] == []
+    assert points_in_gradebook(root)["alice"] == {e: (3, 2) for e in exercises.EXERCISES}
+
+
+@pytest.mark.gpu
+def test_speed_gates_on_a_gpu(tmp_path):
+    root, summary = run_class(tmp_path, "gpu")
+    assert summary["failures"] == [], summary["failures"]
+    assert summary["speed_measured"] and summary["gpu"]
+    assert points_in_gradebook(root) == expected_points(GPU)

@@ -1,0 +1,95 @@
+"""Reading a kernel out of a submitted notebook: JSON and a literal, never execution."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tilelab import classroom
+
+REPO = Path(__file__).resolve().parents[1]
+SUBMITTED = REPO / "exercises" / "01-naive" / "naive.ipynb"
+
+
+def with_kernel_cell(tmp_path: Path, cell_source: str | None) -> Path:
+    """The released naive notebook with its kernel cell's source replaced (None: deleted)."""
+    nb = json.loads(SUBMITTED.read_text(encoding="utf-8"))
+    cells = []
+    for c in nb["cells"]:
+        if c["metadata"].get("nbgrader", {}).get("grade_id") == "kernel_naive":
+            if cell_source is None:
+                continue
+            c["source"] = cell_source
+        cells.append(c)
+    nb["cells"] = cells
+    path = tmp_path / "naive.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    return path
+
+
+def test_the_released_kernel_cell_is_read():
+    src = classroom.extract_kernel(SUBMITTED, "naive")
+    assert "__global__ void matmul_naive(" in src and "YOUR CODE HERE" in src
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        'KERNEL = r"""__global__ void k() {}"""',
+        '# my kernel\nKERNEL: str = "__global__ void k() {}"\nprint(len(KERNEL))',
+        'KERNEL = ("__global__ void k()"\n          " {}")',
+    ],
+)
+def test_a_string_literal_is_read_without_running_anything(tmp_path, cell):
+    assert classroom.extract_kernel(with_kernel_cell(tmp_path, cell), "naive") == (
+        "__global__ void k() {}"
+    )
+
+
+@pytest.mark.parametrize(
+    "cell, says",
+    [
+        (None, "no kernel cell 'kernel_naive'"),
+        ('KERNEL = open("k.cu").read()', "plain string literal"),
+        ('KERNEL = "a" + "b"', "plain string literal"),
+        ('KERNEL = r"""ok"""\nKERNEL = KERNEL.upper()', "plain string literal"),
+        ('KERNEL = r"""unterminated', "not valid Python"),
+        ("%%writefile k.cu\n__global__ void k() {}", "not valid Python"),
+    ],
+)
+def test_an_unreadable_kernel_cell_is_explained(tmp_path, cell, says):
+    with pytest.raises(classroom.KernelCellError, match=says):
+        classroom.extract_kernel(with_kernel_cell(tmp_path, cell), "naive")
+
+
+def test_a_missing_or_broken_notebook_is_explained(tmp_path):
+    with pytest.raises(classroom.KernelCellError, match="was not submitted"):
+        classroom.extract_kernel(tmp_path / "naive.ipynb", "naive")
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text("{ not json", encoding="utf-8")
+    with pytest.raises(classroom.KernelCellError, match="not a readable notebook"):
+        classroom.extract_kernel(broken, "naive")
+
+
+def test_an_unreadable_kernel_scores_zero_with_the_reason(tmp_path):
+    path = with_kernel_cell(tmp_path, None)
+    (v,) = classroom.grade_notebook(path, "01-naive", "emu")
+    assert v.points == 0 and not v.compiled
+    assert "no kernel cell" in v.messages[0]
+    assert classroom.scores(v, award_without_gpu=True) == {"correct": 0.0, "speed": 0.0}
+
+
+def test_course_layout_comes_from_the_config_file():
+    cd = classroom.open_api(REPO).coursedir
+    assert Path(cd.root) == REPO
+    assert (cd.source_directory, cd.release_directory) == ("solutions", "exercises")
+    assert cd.submitted_directory == "autograder/submitted"
+    assert cd.db_url == f"sqlite:///{REPO / 'autograder' / 'gradebook.db'}"
+    assert classroom.config_path(REPO / "autograder") == classroom.config_path(REPO)
+
+
+def test_unknown_assignments_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown assignment"):
+        classroom.grade_class(REPO, assignments=["04-nope"], backend="emu", progress=False)

@@ -1,0 +1,161 @@
+"""Analysis mode finds shared-memory races and measures bank conflicts like the hardware."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilelab.emu as cuda
+from tilelab.emu.samples import TILED_MATMUL, line_of, without_barrier
+
+
+def _analyse_tiled(source: str, rng, n: int = 32) -> cuda.AnalysisReport:
+    A = rng.standard_normal((n, n)).astype(np.float32)
+    B = rng.standard_normal((n, n)).astype(np.float32)
+    C = np.zeros((n, n), np.float32)
+    return cuda.analyze(source, "matmul_tiled", cuda.In(A), cuda.In(B), cuda.Out(C),
+                        np.int32(n), np.int32(n), np.int32(n), block=(16, 16, 1),
+                        grid=(n // 16, n // 16))
+
+
+def test_tiled_matmul_with_both_barriers_has_no_race(rng):
+    report = _analyse_tiled(TILED_MATMUL, rng)
+    assert not report.has_races and report.races == []
+    use = line_of(TILED_MATMUL, "use the tiles")
+    assert report.line(use, "As").count > 0
+    assert report.average_degree == pytest.approx(1.0)
+    assert "Races: none found." in report.summary()
+
+
+@pytest.mark.parametrize("which", [1, 2])
+def test_tiled_matmul_missing_barrier_has_race(rng, which):
+    source = without_barrier(TILED_MATMUL, which)
+    report = _analyse_tiled(source, rng)
+    assert report.has_races
+    store = {"As": line_of(source, "store A tile"), "Bs": line_of(source, "store B tile")}
+    use = line_of(source, "use the tiles")
+    arrays = {r.array for r in report.races}
+    assert arrays == {"As", "Bs"}
+    for race in report.races:
+        assert sorted(race.lines) == sorted([store[race.array], use])
+        assert set(race.kinds) == {"read", "write"}
+        assert race.threads[0] != race.threads[1]
+        assert len(race.index) == 2 and all(0 <= i < 16 for i in race.index)
+        assert race.count >= 1
+    text = report.summary()
+    assert "RACES" in text and f"line {use}" in text
+
+
+BANKS = r"""
+__global__ void column(float* out)      // a warp walks down a column of [32][32]
+{
+    __shared__ float s[32][32];
+    int t = threadIdx.x;
+    for (int j = 0; j < 32; ++j) s[t][j] = t + j;
+    __syncthreads();
+    out[t] = s[t][0];                                         // COLUMN
+}
+
+__global__ void column_padded(float* out)
+{
+    __shared__ float p[32][33];
+    int t = threadIdx.x;
+    for (int j = 0; j < 32; ++j) p[t][j] = t + j;
+    __syncthreads();
+    out[t] = p[t][0];                                         // PADDED
+}
+
+__global__ void strided(float* out)
+{
+    __shared__ float q[64];
+    int t = threadIdx.x;
+    q[t] = t; q[t + 32] = t;
+    __syncthreads();
+    out[t] = q[2 * t];                                        // STRIDE2
+}
+
+__global__ void broadcast(float* out)
+{
+    __shared__ float b[32];
+    int t = threadIdx.x;
+    b[t] = t;
+    __syncthreads();
+    out[t] = b[0];                                            // BROADCAST
+}
+
+__global__ void vectors(float* out)
+{
+    __shared__ float4 v[32];
+    int t = threadIdx.x;
+    v[t] = make_float4(t, t, t, t);
+    __syncthreads();
+    float4 r = v[t];                                          // FLOAT4
+    out[t] = r.x + r.w;
+}
+
+__global__ void reduce_racy(const float* x, float* out)
+{
+    extern __shared__ float buf[];
+    unsigned t = threadIdx.x;
+    buf[t] = x[t];
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (t < s) buf[t] += buf[t + s];                     // REDUCE (no barrier in the loop)
+    }
+    if (t == 0) out[0] = buf[0];
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def banks():
+    return cuda.SourceModule(BANKS, analysis=True)
+
+
+@pytest.mark.parametrize(("kernel", "marker", "array", "degree"), [
+    ("column", "COLUMN", "s", 32),
+    ("column_padded", "PADDED", "p", 1),
+    ("strided", "STRIDE2", "q", 2),
+    ("broadcast", "BROADCAST", "b", 1),
+    ("vectors", "FLOAT4", "v", 1),
+])
+def test_bank_conflict_degree(banks, kernel, marker, array, degree):
+    f = banks.get_function(kernel)
+    out = np.zeros(32, np.float32)
+    f(cuda.Out(out), block=(32, 1, 1))
+    report = f.last_report.analysis
+    line = report.line(line_of(BANKS, marker), array, "read")
+    assert (line.count, line.max_degree) == (1, degree)
+    assert line.avg_degree == degree
+    assert not report.has_races
+    assert not np.isnan(out).any()  # the kernel still wrote all its results
+
+
+def test_bank_report_summary_and_dict(banks):
+    f = banks.get_function("column")
+    f(cuda.Out(np.zeros(32, np.float32)), block=(32, 1, 1))
+    report = f.last_report.analysis
+    store = report.line(line_of(BANKS, "s[t][j] = t + j"), "s", "write")
+    assert (store.count, store.max_degree) == (32, 32)  # the store loop conflicts too
+    assert report.average_degree == pytest.approx(32.0)
+    d = report.to_dict()
+    assert d["kernel"] == "column" and len(d["bank_lines"]) == 2 and d["races"] == []
+    assert "avg degree" in report.summary()
+
+
+def test_dynamic_shared_race(banks):
+    f = banks.get_function("reduce_racy")
+    x = np.ones(64, np.float32)
+    f(cuda.In(x), cuda.Out(np.zeros(1, np.float32)), block=(64, 1, 1), shared=64 * 4)
+    races = f.last_report.analysis.races
+    line = line_of(BANKS, "REDUCE")
+    assert races and all(r.array == "buf" and r.lines == (line, line) for r in races)
+    assert all(r.threads[0] != r.threads[1] for r in races)
+
+
+def test_shared_index_out_of_range_in_analysis_mode(banks):
+    src = "__global__ void k(float* o) { __shared__ float s[8]; s[threadIdx.x] = 1; o[0] = 0; }"
+    f = cuda.SourceModule(src, analysis=True).get_function("k")
+    with pytest.raises(cuda.OutOfBoundsAccess, match=r"index 8 in dimension 1 of s") as info:
+        f(cuda.Out(np.zeros(1, np.float32)), block=(16, 1, 1))
+    assert info.value.buffer == "s" and info.value.thread == (8, 0, 0)

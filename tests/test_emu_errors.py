@@ -1,0 +1,228 @@
+"""Failures become clear Python errors, and the process running the tests survives them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilelab.emu as cuda
+from tilelab.emu.samples import line_of
+
+FAULTY = r"""
+__global__ void read_past(const float* src, float* dst, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n) dst[i % n] = src[i];              // off by one: reads src[n]
+}
+
+__global__ void write_past(float* dst, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    dst[i] = 1.0f;                                 // no bounds test at all
+}
+
+__global__ void write_before(float* dst)
+{
+    dst[(int)threadIdx.x - 2] = 5.0f;
+}
+
+__global__ void null_write(float* dst)
+{
+    float* p = 0;
+    if (threadIdx.x == 3) *p = dst[0];
+}
+
+__global__ void spin(float* x)
+{
+    while (x[0] == x[0]) x[1] += 1.0f;
+}
+
+__global__ void checked(int n)
+{
+    assert(threadIdx.x < n);
+}
+
+__global__ void scale(float* x, float a, int n)
+{
+    int i = threadIdx.x;
+    if (i < n) x[i] *= a;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def faulty():
+    return cuda.SourceModule(FAULTY)
+
+
+def test_out_of_bounds_read_names_parameter_and_line(faulty):
+    src, dst = np.ones(64, np.float32), np.zeros(64, np.float32)
+    with pytest.raises(cuda.OutOfBoundsAccess) as info:
+        faulty.get_function("read_past")(cuda.In(src), cuda.Out(dst), np.int32(64),
+                                         block=(32, 1, 1), grid=(3, 1))
+    e = info.value
+    assert (e.buffer, e.access, e.index) == ("src", "read", 64)
+    assert e.line == line_of(FAULTY, "off by one")
+    assert e.block == (2, 0, 0) and e.thread == (0, 0, 0)
+    assert f"line {e.line}" in str(e) and "src[64]" in str(e) and "1 element(s) past" in str(e)
+    assert (dst == 0).all()
+
+
+def test_out_of_bounds_write_names_parameter_and_line(faulty):
+    dst = cuda.mem_alloc(100 * 4)
+    with pytest.raises(cuda.OutOfBoundsAccess) as info:
+        faulty.get_function("write_past")(dst, np.int32(100), block=(64, 1, 1), grid=(2, 1))
+    e = info.value
+    assert (e.buffer, e.access, e.index) == ("dst", "write", 100)
+    assert e.line == line_of(FAULTY, "no bounds test")
+    assert "write_past" in str(e)
+
+
+def test_small_underflow_write_is_caught(faulty):
+    with pytest.raises(cuda.OutOfBoundsAccess, match=r"dst\[-2\], 2 element\(s\) before"):
+        faulty.get_function("write_before")(cuda.Out(np.zeros(8, np.float32)), block=(4, 1, 1))
+
+
+def test_segfault_is_reported_and_process_survives(faulty):
+    with pytest.raises(cuda.KernelCrash, match=r"thread \(3,0,0\).*null pointer") as info:
+        faulty.get_function("null_write")(cuda.In(np.zeros(4, np.float32)), block=(8, 1, 1))
+    assert info.value.line == line_of(FAULTY, "*p = dst[0]")
+    x = np.ones(4, np.float32)
+    faulty.get_function("scale")(cuda.InOut(x), np.float32(3), np.int32(4), block=(4, 1, 1))
+    assert (x == 3).all()
+
+
+def test_endless_loop_times_out(faulty, monkeypatch):
+    x = np.zeros(2, np.float32)
+    with pytest.raises(cuda.KernelTimeout, match=r"did not finish within 0\.5 s"):
+        faulty.get_function("spin")(cuda.InOut(x), block=(1, 1, 1), timeout=0.5)
+    monkeypatch.setenv("TILELAB_EMU_TIMEOUT", "0.3")
+    with pytest.raises(cuda.KernelTimeout, match=r"0\.3 s"):
+        faulty.get_function("spin")(cuda.InOut(x), block=(1, 1, 1))
+    assert (x == 0).all()
+
+
+def test_failed_assert_is_a_crash(faulty):
+    with pytest.raises(cuda.KernelCrash, match=r"assertion `threadIdx.x < n` failed.*\(5,0,0\)"):
+        faulty.get_function("checked")(np.int32(5), block=(8, 1, 1))
+
+
+def test_argument_types_are_checked(faulty):
+    f = faulty.get_function("scale")
+    x = cuda.In(np.zeros(4, np.float32))
+    with pytest.raises(TypeError, match=r"parameter #2 \(0-based\).*wrap it: np\.int32\(4\)"):
+        f(x, np.float32(2), 4, block=(4, 1, 1))
+    with pytest.raises(TypeError, match=r"parameter #1 \(0-based\) `float a`.*numpy\.int32"):
+        f(x, np.int32(2), np.int32(4), block=(4, 1, 1))
+    with pytest.raises(TypeError, match=r"`int n`.*numpy\.float64"):
+        f(x, np.float32(2), np.float64(4), block=(4, 1, 1))
+    with pytest.raises(TypeError, match="needs device memory, got a NumPy array"):
+        f(np.zeros(4, np.float32), np.float32(2), np.int32(4), block=(4, 1, 1))
+    with pytest.raises(TypeError, match="takes 3 arguments, got 2"):
+        f(x, np.float32(2), block=(4, 1, 1))
+
+
+def test_launch_limits(faulty):
+    f = faulty.get_function("scale")
+    args = (cuda.In(np.zeros(4, np.float32)), np.float32(2), np.int32(4))
+    with pytest.raises(cuda.LaunchError, match="2048 threads"):
+        f(*args, block=(64, 32, 1))
+    with pytest.raises(cuda.LaunchError, match="too many resources requested for launch"):
+        f(*args, block=(4, 1, 1), shared=300 * 1024)
+
+
+def test_unknown_kernel_lists_kernels(faulty):
+    with pytest.raises(cuda.LogicError, match=r"named symbol not found.*read_past, write_past"):
+        faulty.get_function("matmul")
+
+
+def test_compile_error_reports_learner_line():
+    src = ("__global__ void k(float* x)\n{\n"
+           "    int i = threadIdx.x;\n    x[i] = undefined_thing;\n}\n")
+    with pytest.raises(cuda.CompileError) as info:
+        cuda.SourceModule(src)
+    assert info.value.lines == (4,)
+    assert "kernel.cu:4" in str(info.value) and "undefined_thing" in str(info.value)
+    assert "    4 |     x[i] = undefined_thing;" in str(info.value)  # the learner's own line
+    assert "tilelab_emu" not in str(info.value)
+
+
+@pytest.mark.parametrize("target", ['"/etc/passwd"', "</etc/shadow>", '"../secret.h"',
+                                    "<sys/socket.h>"])
+def test_disallowed_include_is_rejected_without_reading_it(target):
+    with pytest.raises(cuda.CompileError) as info:
+        cuda.SourceModule(f"#include {target}\n__global__ void k() {{}}\n")
+    msg = str(info.value)
+    assert target in msg and "<stdio.h>" in msg and info.value.lines == (1,)
+    assert "root:" not in msg and not info.value.stderr
+
+
+@pytest.mark.parametrize(("code", "name"), [
+    ("float v = __shfl_down_sync(0xffffffff, 1.0f, 1);", "__shfl_down_sync (warp shuffles)"),
+    ("unsigned b = __ballot_sync(0xffffffff, 1);", "__ballot_sync (warp votes)"),
+    ("__syncwarp();", "__syncwarp"),
+    ('asm volatile("trap;");', "inline assembly"),
+    ("__half h;", "half precision"),
+])
+def test_unsupported_construct_is_named(code, name):
+    with pytest.raises(cuda.UnsupportedConstruct) as info:
+        cuda.SourceModule(f"__global__ void k()\n{{\n    {code}\n}}\n")
+    assert name in str(info.value) and "run this kernel on a GPU" in str(info.value)
+    assert info.value.line == 3
+
+
+def test_constant_memory_is_unsupported():
+    with pytest.raises(cuda.UnsupportedConstruct, match="__constant__"):
+        cuda.SourceModule("__constant__ float w[16];\n__global__ void k() {}\n")
+
+
+def test_kernel_process_dies_with_its_parent(tmp_path):
+    """A grader killing the launching process must not leave the kernel's process running."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "spin.py"
+    script.write_text(
+        "import numpy as np, tilelab.emu as cuda\n"
+        "f = cuda.SourceModule('__global__ void spin(int* x) { while (x[0] == x[0]) x[1]++; }')"
+        ".get_function('spin')\n"
+        "f(cuda.InOut(np.zeros(2, np.int32)), timeout=120)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], start_new_session=True)
+
+    def children() -> list[int]:
+        out = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == proc.pid:
+                        out.append(int(pid))
+            except (OSError, ValueError, IndexError):
+                pass
+        return out
+
+    deadline = time.monotonic() + 60
+    while not (kids := children()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if not kids:
+        proc.kill()
+    assert kids, "the launch never forked"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    def running(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 5
+    while any(map(running, kids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = [k for k in kids if running(k)]
+    for k in alive:  # do not leave a spinning orphan behind when this fails
+        os.kill(k, signal.SIGKILL)
+    assert not alive, f"kernel process(es) {alive} outlived their parent"

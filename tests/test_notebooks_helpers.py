@@ -1,0 +1,111 @@
+"""``tilelab.notebook``: the visible check never raises, the speed test says why it fails."""
+
+from __future__ import annotations
+
+import pytest
+
+from tilelab import exercises, notebook
+from tilelab.reference import KERNELS, tiled_without_barrier
+from tilelab.verdict import Verdict
+
+
+def verdict(exercise_id: str = "naive", **kw) -> Verdict:
+    ex = exercises.get(exercise_id)
+    base = dict(
+        exercise=ex.id,
+        backend="emu",
+        compiled=True,
+        correct=True,
+        gate=ex.gate,
+        baseline=ex.baseline.label,
+        max_points_correct=ex.points_correct,
+        max_points_speed=ex.points_speed,
+        points_correct=ex.points_correct,
+    )
+    return Verdict(**(base | kw))
+
+
+def test_setup_names_the_emulator(monkeypatch, capsys):
+    monkeypatch.setenv("TILELAB_BACKEND", "emu")
+    notebook.setup()
+    out = capsys.readouterr().out
+    assert "CPU emulator" in out and "speed is not measured" in out
+
+
+@pytest.mark.slow
+def test_check_prints_a_verdict_and_the_bank_analysis(monkeypatch, capsys):
+    monkeypatch.setenv("TILELAB_BACKEND", "emu")
+    notebook.check("transpose_shared", KERNELS["transpose_shared"].source())
+    out = capsys.readouterr().out
+    assert "Backend: CPU emulator" in out and "correctness: PASS" in out
+    assert "speed: not measured" in out
+    assert "Bank conflicts" in out and "32.00" in out  # the column read of a [32][32] tile
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "exercise_id, source, says",
+    [
+        ("naive", "__global__ void matmul_naive(int x) { x = ; }", "does not compile"),
+        ("naive", "", "empty"),
+        ("tiled", tiled_without_barrier(1), "RACES"),
+    ],
+)
+def test_check_explains_a_wrong_kernel_without_raising(
+    monkeypatch, capsys, exercise_id, source, says
+):
+    monkeypatch.setenv("TILELAB_BACKEND", "emu")
+    notebook.check(exercise_id, source)
+    out = capsys.readouterr().out
+    assert "correctness: FAIL" in out and says in out
+
+
+def test_check_is_skipped_while_a_class_is_graded(monkeypatch, capsys):
+    monkeypatch.setenv("TILELAB_BACKEND", "emu")
+    monkeypatch.setenv(notebook.CLASS_GRADING_ENV, "1")
+    notebook.check("naive", "not even C")
+    assert "skipped during class grading" in capsys.readouterr().out
+
+
+def test_speed_not_measured_fails_unless_the_instructor_awards_it(monkeypatch):
+    v = verdict()
+    monkeypatch.delenv(notebook.AWARD_ENV, raising=False)
+    with pytest.raises(AssertionError, match="speed not measured: no GPU"):
+        notebook.assert_speed(v)
+    assert notebook.speed_points(v, award_without_gpu=False) == 0
+    monkeypatch.setenv(notebook.AWARD_ENV, "1")
+    notebook.assert_speed(v)
+    assert notebook.speed_points(v, award_without_gpu=True) == v.max_points_speed
+
+
+def test_bank_conflict_gate_decides_on_the_emulator_even_when_awarding(monkeypatch):
+    monkeypatch.setenv(notebook.AWARD_ENV, "1")
+    ok = verdict("transpose_padded", speed_passed=True, bank_degree=1.0, max_bank_degree=1.1)
+    bad = verdict("transpose_padded", speed_passed=False, bank_degree=16.5, max_bank_degree=1.1)
+    notebook.assert_speed(ok)
+    with pytest.raises(AssertionError, match=r"bank-conflict degree: 16\.50"):
+        notebook.assert_speed(bad)
+    assert notebook.speed_points(bad, award_without_gpu=True) == 0
+
+
+def test_a_slow_kernel_is_told_its_numbers(capsys):
+    v = verdict(
+        backend="gpu",
+        gpu="NVIDIA H100",
+        speed_measured=True,
+        speed_passed=False,
+        speedup=1.02,
+        candidate_ms=18.0,
+        baseline_ms=18.4,
+    )
+    with pytest.raises(AssertionError, match=r"1\.02x over .* on NVIDIA H100 \(gate 2x"):
+        notebook.assert_speed(v)
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_an_incorrect_kernel_earns_no_speed_points(monkeypatch):
+    monkeypatch.setenv(notebook.AWARD_ENV, "1")
+    v = verdict(correct=False, points_correct=0)
+    with pytest.raises(AssertionError, match="not correct"):
+        notebook.assert_speed(v)
+    assert notebook.speed_points(v, award_without_gpu=True) == 0

@@ -1,0 +1,103 @@
+"""The provenance box: which data files a page shows, and where and how they were measured.
+
+``{provenance}`` leaves a placeholder; once the whole page is read (``doctree-read``) the
+placeholder becomes a box listing every data file the page's tables, figures and values
+used, plus any named in the directive. A page that shows data without the directive gets
+the box appended at its end.
+"""
+
+from __future__ import annotations
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.util.docutils import SphinxDirective
+
+from tilelab.book import context
+from tilelab.book.data import DataError, Missing, data_path
+
+
+class provenance_placeholder(nodes.General, nodes.Element):
+    """Replaced by the rendered box at doctree-read."""
+
+
+class Provenance(SphinxDirective):
+    """``{provenance}`` [experiment ...]: the page's provenance box goes here."""
+
+    optional_arguments = 20
+
+    def run(self) -> list[nodes.Node]:
+        for name in self.arguments:
+            try:
+                context.note_use(self.env, name)
+            except DataError as exc:
+                context.report(self.env, exc, self.get_location())
+        return [provenance_placeholder(experiments=list(self.arguments))]
+
+
+def summary(prov: dict) -> str:
+    """One line: where and with what a data file was measured."""
+    parts = []
+    if prov.get("gpu"):
+        cc = f" (compute capability {prov['compute_capability']})" if prov.get(
+            "compute_capability") else ""
+        parts.append(f"{prov['gpu']}{cc}")
+    elif prov.get("backend"):
+        parts.append(f"{prov['backend']} (no GPU)")
+    for key, label in (("driver", "driver"), ("cuda_driver", "CUDA"), ("nvcc", "nvcc"),
+                       ("pycuda", "PyCUDA"), ("numpy", "NumPy"), ("tilelab", "tilelab")):
+        if prov.get(key):
+            parts.append(f"{label} {prov[key]}")
+    if prov.get("date"):
+        parts.append(str(prov["date"]).replace("T", " ").replace("+00:00", " UTC"))
+    return " · ".join(parts)
+
+
+def render(app: Sphinx, experiments: list[str]) -> nodes.Element:
+    """The box for ``experiments`` (a data file each): one line per file, then the
+    commands and methods that produced them (each distinct one once)."""
+    env = app.env
+    box = nodes.admonition(classes=["tl-provenance"])
+    box += nodes.title("", "Where the numbers on this page come from")
+    box += nodes.paragraph("", "Every measured value, table and plot on this page is rendered "
+                           "when the book is built, from these data files; none is typed in.")
+    items = nodes.bullet_list()
+    extra: dict[str, dict[str, None]] = {"command": {}, "method": {}}
+    for name in experiments:
+        path = data_path(context.data_dir(env), name)
+        try:
+            ds = context.dataset(env, name)
+        except DataError as exc:
+            context.report(env, exc, (env.docname, 0))
+            ds = None
+        para = nodes.paragraph()
+        para += nodes.literal("", context.relpath(env, path))
+        para += nodes.Text(" — ")
+        if ds is None:
+            para.extend(context.missing_message(Missing(name)))
+        else:
+            para += nodes.Text(f"{ds.title}: {summary(ds.provenance)}")
+            for key in extra:
+                if ds.provenance.get(key):
+                    extra[key][str(ds.provenance[key])] = None
+        items += nodes.list_item("", para)
+    box += items
+    for key, label in (("command", "Command"), ("method", "Method")):
+        for value in extra[key]:
+            para = nodes.paragraph("", "", nodes.strong("", f"{label}: "))
+            para += nodes.literal("", value) if key == "command" else nodes.Text(value)
+            box += para
+    return box
+
+
+def on_doctree_read(app: Sphinx, doctree: nodes.document) -> None:
+    """Fill each placeholder; append a box to a page that used data but has none."""
+    used = list(app.env.tilelab_used.get(app.env.docname, []))  # type: ignore[attr-defined]
+    holders = list(doctree.findall(provenance_placeholder))
+    if not holders and used:
+        section = next(iter(doctree.findall(nodes.section)), doctree)
+        holder = provenance_placeholder(experiments=[])
+        section += holder
+        holders = [holder]
+    for holder in holders:
+        names = list(dict.fromkeys([*holder["experiments"], *used]))
+        holder.replace_self(render(app, names) if names else [])

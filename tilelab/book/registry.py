@@ -1,0 +1,44 @@
+"""The ``exercise-table`` directive: the exercise registry, as the grader sees it."""
+
+from __future__ import annotations
+
+from docutils import nodes
+from sphinx.util.docutils import SphinxDirective
+
+from tilelab.book import context
+from tilelab.book.data import DataError
+
+HEADS = ["exercise (assignment: kernel)", "speed gate on a GPU", "on the emulator",
+         "points (correct + speed)"]
+
+
+def rows() -> list[list[str]]:
+    """One row per exercise of :mod:`tilelab.exercises` (policy, not measurements)."""
+    from tilelab import exercises
+
+    out = []
+    for ex in exercises.EXERCISES.values():
+        d = ex.to_dict()
+        emu = (f"conflict degree ≤ {d['max_bank_degree']}" if d.get("max_bank_degree")
+               else "correctness only")
+        shape = " × ".join(str(s) for s in d["speed_shape"])
+        pts = d["points"]
+        out.append([f"{d['id']} ({d['assignment']}: {d['kernel']})",
+                    f"≥ {d['gate']}× over {d['baseline']}, at {shape}", emu,
+                    f"{pts['correctness']:g} + {pts['speed']:g}"])
+    return out
+
+
+class ExerciseTable(SphinxDirective):
+    """The graded exercises, their default gates and points."""
+
+    def run(self) -> list[nodes.Node]:
+        from tilelab.book.directives import _table
+
+        try:
+            cells = rows()
+        except Exception as exc:  # the registry is another module: say what broke
+            context.report(self.env, DataError(f"exercise registry: {exc}"),
+                           self.get_location())
+            return []
+        return [_table(HEADS, cells, [False] * len(HEADS))]

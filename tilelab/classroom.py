@@ -1,0 +1,496 @@
+"""Grade a class with nbgrader: autograde, a clean re-grade of every kernel, feedback, CSV.
+
+Points come only from the grader's clean process. A learner's Python runs inside the
+notebook kernel during ``nbgrader autograde`` and could patch the grader there, so after
+autograding, each kernel cell is read straight from the submitted notebook's JSON (by its
+``kernel_<exercise>`` grade id; nothing is executed: the ``NAME = r\"\"\"...\"\"\"`` value
+is parsed with :func:`ast.literal_eval`), graded by :func:`tilelab.grade.grade_source`,
+and its points are written over the hidden tests' scores in the gradebook (as nbgrader
+manual scores), so the CSV export and the feedback show only those. The verdicts are
+also written next to the feedback as ``tilelab_verdict.txt`` and ``.json``.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.apps.api import NbGraderAPI
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.plugins import CsvExportPlugin
+from nbgrader.utils import temp_attrs
+from traitlets.config import Config
+from traitlets.config.loader import PyFileConfigLoader
+
+from tilelab import backend as backends
+from tilelab import exercises
+from tilelab.grade import grade_source
+from tilelab.notebook import AWARD_ENV, CLASS_GRADING_ENV, speed_points
+from tilelab.verdict import Verdict
+
+CONFIG_FILE = "nbgrader_config.py"
+VERDICT_FILE = "tilelab_verdict"
+CSV_FILE = "grades.csv"
+
+
+class KernelCellError(ValueError):
+    """A submitted notebook has no gradable kernel cell; the message says why."""
+
+
+def notebook_id(assignment: str) -> str:
+    """The notebook of an assignment: ``01-naive`` holds ``naive.ipynb``."""
+    return assignment.split("-", 1)[1]
+
+
+def kernel_cell_id(exercise_id: str) -> str:
+    return f"kernel_{exercise_id}"
+
+
+def test_cell_id(exercise_id: str, kind: str) -> str:
+    """The hidden test's grade id; ``kind`` is ``correct`` or ``speed``."""
+    return f"test_{exercise_id}_{kind}"
+
+
+# ------------------------------------------------------------------ nbgrader plumbing
+
+
+def config_path(course_root: str | Path) -> Path:
+    """``autograder/nbgrader_config.py`` of a course (given the repository or autograder/)."""
+    root = Path(course_root).resolve()
+    for candidate in (root / "autograder" / CONFIG_FILE, root / CONFIG_FILE):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"no autograder/{CONFIG_FILE} under {root}")
+
+
+def load_config(course_root: str | Path) -> Config:
+    """The course's nbgrader configuration (only this file: no user or system configs)."""
+    path = config_path(course_root)
+    return PyFileConfigLoader(path.name, path=str(path.parent)).load_config()
+
+
+def _alembic_on_path() -> None:
+    """nbgrader creates a gradebook by running ``alembic`` from PATH; a virtual environment
+    used without activation has it next to the interpreter only."""
+    here = Path(sys.executable).parent
+    if shutil.which("alembic") is None and (here / "alembic").exists():
+        os.environ["PATH"] = os.pathsep.join([str(here), os.environ.get("PATH", "")])
+
+
+def open_api(course_root: str | Path) -> NbGraderAPI:
+    """nbgrader's Python API on this course."""
+    _alembic_on_path()
+    config = load_config(course_root)
+    return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+
+
+def _gradebook(coursedir: CourseDirectory) -> Gradebook:
+    return Gradebook(coursedir.db_url, coursedir.course_id)
+
+
+def _check(result: dict[str, Any], what: str) -> None:
+    if not result.get("success"):
+        detail = (result.get("error") or result.get("log") or "").strip()
+        raise RuntimeError(f"nbgrader {what} failed:\n{detail[-4000:]}")
+
+
+def release(
+    course_root: str | Path = ".",
+    assignments: Iterable[str] | None = None,
+    dest: str | Path | None = None,
+) -> list[Path]:
+    """``nbgrader generate_assignment --force``: release ``solutions/`` into ``exercises/``
+    (or into ``dest``); also records the assignments in the gradebook. Returns the notebooks."""
+    api = open_api(course_root)
+    cd = api.coursedir
+    names = list(assignments or exercises.ASSIGNMENTS)
+    out = str(Path(dest).resolve()) if dest is not None else cd.release_directory
+    with temp_attrs(cd, release_directory=out):
+        for a in names:
+            _check(api.generate_assignment(a, force=True, create=True), f"generate_assignment {a}")
+        return sorted(
+            Path(cd.format_path(cd.release_directory, ".", a)).resolve() / f"{notebook_id(a)}.ipynb"
+            for a in names
+        )
+
+
+def _ensure_in_gradebook(api: NbGraderAPI, assignment: str) -> None:
+    """Autograde needs the source's cells in the gradebook: record them if missing."""
+    with _gradebook(api.coursedir) as gb:
+        try:
+            known = gb.find_assignment(assignment).notebooks
+        except MissingEntry:
+            known = []
+    if not known:
+        with tempfile.TemporaryDirectory(prefix="tilelab-release-") as tmp:
+            release(api.coursedir.root, [assignment], dest=tmp)
+
+
+# ------------------------------------------------------------------ reading submissions
+
+
+def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
+    """The kernel source in a submitted notebook's ``kernel_<exercise>`` cell, read from the
+    JSON without executing anything; :class:`KernelCellError` when it cannot be read."""
+    grade_id = kernel_cell_id(exercise_id)
+    path = Path(notebook_path)
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        cells = nb["cells"]
+    except FileNotFoundError:
+        raise KernelCellError(f"the notebook {path.name} was not submitted") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise KernelCellError(f"{path.name} is not a readable notebook ({exc})") from None
+    cell = next(
+        (
+            c
+            for c in cells
+            if isinstance(c, dict)
+            and (c.get("metadata") or {}).get("nbgrader", {}).get("grade_id") == grade_id
+        ),
+        None,
+    )
+    if cell is None:
+        raise KernelCellError(
+            f"no kernel cell {grade_id!r} in {path.name}: the cell holding the kernel was "
+            "deleted or replaced; copy it back from the released notebook."
+        )
+    source = cell.get("source", "")
+    source = "".join(source) if isinstance(source, list) else str(source)
+    return kernel_from_cell(source, grade_id)
+
+
+def kernel_from_cell(source: str, grade_id: str = "the kernel cell") -> str:
+    """The string literal assigned in a kernel cell (``KERNEL = r\"\"\"...\"\"\"``)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise KernelCellError(
+            f"{grade_id} is not valid Python (line {exc.lineno}: {exc.msg}); it must be "
+            'NAME = r"""<your CUDA C>"""'
+        ) from None
+    found: tuple[str, str] | None = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            if found and found[0] in names:
+                found = None  # the literal was rebound: what ran is not what we can read
+            if names and node.value is not None:
+                try:
+                    value = ast.literal_eval(node.value)
+                except (ValueError, TypeError, SyntaxError, RecursionError):
+                    continue
+                if isinstance(value, str):
+                    found = (names[0], value)
+    if found is None:
+        raise KernelCellError(
+            f"{grade_id} does not assign the kernel as a plain string literal "
+            '(NAME = r"""<your CUDA C>"""); the grader reads the literal without running '
+            "the cell, so build the source in the string itself."
+        )
+    return found[1]
+
+
+# ------------------------------------------------------------------ grading
+
+
+def _unreadable(ex: exercises.Exercise, backend_name: str, gpu: str | None, why: str) -> Verdict:
+    v = Verdict(
+        exercise=ex.id,
+        backend=backend_name,
+        gpu=gpu,
+        gate=ex.gate,
+        baseline=ex.baseline.label,
+        max_bank_degree=ex.max_bank_degree,
+        max_points_correct=ex.points_correct,
+        max_points_speed=ex.points_speed,
+    )
+    v.messages.append(f"not graded (0 points): {why}")
+    return v
+
+
+def grade_notebook(
+    notebook_path: str | Path,
+    assignment: str,
+    backend_name: str,
+    gpu: str | None = None,
+) -> list[Verdict]:
+    """A clean-process verdict for every kernel of one submitted notebook."""
+    verdicts = []
+    for exercise_id in exercises.ASSIGNMENTS[assignment]:
+        ex = exercises.get(exercise_id)
+        try:
+            source = extract_kernel(notebook_path, exercise_id)
+        except KernelCellError as exc:
+            verdicts.append(_unreadable(ex, backend_name, gpu, str(exc)))
+            continue
+        verdicts.append(grade_source(exercise_id, source, backend_name=backend_name))
+    return verdicts
+
+
+def scores(verdict: Verdict, award_without_gpu: bool) -> dict[str, float]:
+    """The points of each hidden test of one kernel."""
+    return {
+        "correct": verdict.points_correct if verdict.correct else 0.0,
+        "speed": speed_points(verdict, award_without_gpu),
+    }
+
+
+def record(
+    coursedir: CourseDirectory,
+    assignment: str,
+    student: str,
+    verdicts: Sequence[Verdict],
+    award_without_gpu: bool,
+) -> dict[str, dict[str, float]]:
+    """Write the verdicts' points over the hidden tests' scores (nbgrader manual scores),
+    and each report as the comment on the kernel cell. Returns the points written."""
+    nb = notebook_id(assignment)
+    written: dict[str, dict[str, float]] = {}
+    with _gradebook(coursedir) as gb:
+        gb.update_or_create_student(student)
+        try:
+            gb.find_submission(assignment, student)
+        except MissingEntry:
+            gb.add_submission(assignment, student)
+        for v in verdicts:
+            written[v.exercise] = {}
+            for kind, points in scores(v, award_without_gpu).items():
+                grade = gb.find_grade(test_cell_id(v.exercise, kind), nb, assignment, student)
+                grade.manual_score = min(points, grade.max_score)
+                grade.needs_manual_grade = False
+                written[v.exercise][kind] = grade.manual_score
+            comment = gb.find_comment(kernel_cell_id(v.exercise), nb, assignment, student)
+            comment.manual_comment = v.report()
+        gb.db.commit()
+    return written
+
+
+def write_verdicts(
+    folder: Path,
+    student: str,
+    assignment: str,
+    verdicts: Sequence[Verdict],
+    points: dict[str, dict[str, float]],
+    award_without_gpu: bool,
+) -> None:
+    """``tilelab_verdict.txt`` (the reports) and ``.json`` (everything) in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    v0 = verdicts[0] if verdicts else None
+    where = f"GPU {v0.gpu}" if v0 and v0.gpu else "the CPU emulator (no GPU)"
+    head = [
+        f"tilelab verdicts: student {student}, assignment {assignment}, graded on {where}",
+        "Speed points without a GPU: "
+        + ("awarded (the instructor's choice)" if award_without_gpu else "not awarded"),
+    ]
+    body = [v.report() for v in verdicts]
+    (folder / f"{VERDICT_FILE}.txt").write_text("\n\n".join(["\n".join(head), *body]) + "\n")
+    doc = {
+        "student": student,
+        "assignment": assignment,
+        "graded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "award_speed_without_gpu": award_without_gpu,
+        "points": points,
+        "verdicts": [v.to_dict() for v in verdicts],
+    }
+    (folder / f"{VERDICT_FILE}.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str | None]) -> Iterator[None]:
+    """Set (or, with None, remove) environment variables for the notebooks nbgrader runs."""
+    old = {k: os.environ.get(k) for k in values}
+    try:
+        for k, v in values.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+class Progress:
+    """A one-line progress bar on stderr (silent when disabled)."""
+
+    def __init__(self, total: int, enabled: bool = True, width: int = 30) -> None:
+        self.total, self.enabled, self.width, self.done = max(total, 1), enabled, width, 0
+
+    def show(self, label: str) -> None:
+        if not self.enabled:
+            return
+        filled = self.width * self.done // self.total
+        bar = "#" * filled + "-" * (self.width - filled)
+        sys.stderr.write(f"\r[{bar}] {self.done}/{self.total} {label[:40]:<40}")
+        sys.stderr.flush()
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        self.show(label)
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def grade_class(
+    course_root: str | Path = ".",
+    assignments: Sequence[str] | None = None,
+    students: Sequence[str] | None = None,
+    backend: str | None = None,
+    award_speed_without_gpu: bool = False,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Autograde, re-grade every kernel cleanly, generate feedback and export the CSV, for
+    every submission under ``autograder/submitted/`` (or the ones named). One bad
+    submission never stops the run: its failure is in the summary."""
+    api = open_api(course_root)
+    cd = api.coursedir
+    chosen = backend or backends.active()
+    gpu = backends.gpu_probe()[1] if chosen == "gpu" else None
+    names = list(assignments or exercises.ASSIGNMENTS)
+    unknown = [a for a in names if a not in exercises.ASSIGNMENTS]
+    if unknown:
+        known = ", ".join(exercises.ASSIGNMENTS)
+        raise ValueError(f"unknown assignment(s) {unknown}; the assignments are {known}")
+    work = [
+        (a, s)
+        for a in names
+        for s in sorted(api.get_submitted_students(a))
+        if not students or s in students
+    ]
+    summary: dict[str, Any] = {
+        "backend": chosen,
+        "gpu": gpu,
+        "speed_measured": chosen == "gpu",
+        "award_speed_without_gpu": award_speed_without_gpu,
+        "submissions": [],
+        "failures": [],
+    }
+    if chosen != "gpu":
+        summary["note"] = (
+            "no GPU: speed was not measured; padded kernels were graded by their emulated "
+            "bank-conflict degree, other speed points were "
+            + ("awarded anyway (as asked)" if award_speed_without_gpu else "not awarded")
+        )
+    bar = Progress(len(work), progress)
+    env = {
+        backends.ENV_VAR: chosen,
+        AWARD_ENV: "1" if award_speed_without_gpu else None,
+        CLASS_GRADING_ENV: "1",
+    }
+    with _environ(env):
+        for a in sorted({a for a, _ in work}):
+            try:
+                _ensure_in_gradebook(api, a)
+            except Exception as exc:
+                summary["failures"].append({"assignment": a, "step": "release", "error": str(exc)})
+        for a, s in work:
+            bar.show(f"{a} {s}")
+            summary["submissions"].append(
+                _grade_one(api, a, s, chosen, gpu, award_speed_without_gpu, summary["failures"])
+            )
+            bar.step(f"{a} {s}")
+    bar.close()
+    csv = Path(cd.root) / "autograder" / CSV_FILE
+    try:
+        export_csv(cd, csv)
+        summary["csv"] = str(csv)
+    except Exception as exc:
+        summary["failures"].append({"step": "export", "error": str(exc)})
+    return summary
+
+
+def _grade_one(
+    api: NbGraderAPI,
+    assignment: str,
+    student: str,
+    backend_name: str,
+    gpu: str | None,
+    award: bool,
+    failures: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Autograde, re-grade, record, feedback and verdict files for one submission."""
+    cd = api.coursedir
+
+    def failed(step: str, error: str) -> None:
+        failures.append(
+            {"assignment": assignment, "student": student, "step": step, "error": error[-2000:]}
+        )
+
+    result = api.autograde(assignment, student, force=True, create=True)
+    if not result.get("success"):
+        failed("autograde", result.get("error") or result.get("log") or "")
+    submitted = Path(cd.format_path(cd.submitted_directory, student, assignment))
+    try:
+        verdicts = grade_notebook(
+            submitted / f"{notebook_id(assignment)}.ipynb", assignment, backend_name, gpu
+        )
+    except Exception as exc:  # never trust the notebook's own scores: zero, and say why
+        failed("grade", f"{type(exc).__name__}: {exc}")
+        verdicts = [
+            _unreadable(exercises.get(e), backend_name, gpu, f"internal grader error: {exc}")
+            for e in exercises.ASSIGNMENTS[assignment]
+        ]
+    points: dict[str, dict[str, float]] = {}
+    try:
+        points = record(cd, assignment, student, verdicts, award)
+    except Exception as exc:
+        failed("gradebook", f"{type(exc).__name__}: {exc}")
+    result = api.generate_feedback(assignment, student, force=True)
+    if not result.get("success"):
+        failed("generate_feedback", result.get("error") or result.get("log") or "")
+    feedback = Path(cd.format_path(cd.feedback_directory, student, assignment))
+    write_verdicts(feedback, student, assignment, verdicts, points, award)
+    return {
+        "assignment": assignment,
+        "student": student,
+        "points": points,
+        "score": sum(sum(p.values()) for p in points.values()),
+        "max_score": sum(v.max_points_correct + v.max_points_speed for v in verdicts),
+        "messages": {v.exercise: v.messages[:1] for v in verdicts if not v.correct},
+    }
+
+
+def export_csv(coursedir: CourseDirectory, dest: Path) -> Path:
+    """``nbgrader export``: the whole gradebook as CSV."""
+    plugin = CsvExportPlugin()
+    plugin.to = str(dest)
+    with _gradebook(coursedir) as gb:
+        plugin.export(gb)
+    return dest
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tilelab.classroom release``: regenerate ``exercises/`` from ``solutions/``."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m tilelab.classroom", description=main.__doc__)
+    p.add_argument("command", choices=["release"])
+    p.add_argument("--course", default=".", help="the course repository (default: here)")
+    p.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
+    a = p.parse_args(argv)
+    for path in release(a.course, a.assignment):
+        print(f"released {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

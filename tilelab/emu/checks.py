@@ -1,0 +1,81 @@
+"""Checks made before compiling: allowed ``#include``s and CUDA features the emulator lacks."""
+
+from __future__ import annotations
+
+import re
+
+from .errors import CompileError, UnsupportedConstruct
+from .lexer import directives, line_of
+
+# Headers a kernel may include: the prelude already provides everything they declare.
+ALLOWED_INCLUDES = (
+    "stdio.h", "math.h", "stdint.h", "float.h", "limits.h", "assert.h",
+    "cstdio", "cmath", "cstdint", "cfloat", "climits", "cassert",
+    "cuda_runtime.h", "cuda.h", "device_launch_parameters.h",
+)
+_HALF_HEADERS = ("cuda_fp16.h", "cuda_bf16.h")
+
+# (pattern, construct, hint) — the first match in the masked source is reported.
+_UNSUPPORTED = (
+    (r"\b__shfl\w*", "{m} (warp shuffles)", ""),
+    (r"\b__(?:ballot|any|all|match\w*|reduce\w*)_sync\b|\b__activemask\b", "{m} (warp votes)", ""),
+    (r"\b__syncwarp\b", "__syncwarp (warp-level synchronisation)", ""),
+    (r"\bcooperative_groups\b", "cooperative_groups", ""),
+    (r"\btex(?:1D|2D|3D|1Dfetch)\w*|\btexture\s*<|\bsurf(?:1D|2D|3D)\w*|\bcudaTextureObject_t\b",
+     "{m} (textures and surfaces)", ""),
+    (r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile|__volatile__)?\s*\(", "inline assembly ({m})", ""),
+    (r"\bnvcuda\b|\bwmma\s*::|\bmma(?:_sync)?\s*\(", "{m} (tensor-core matrix operations)", ""),
+    (r"\b__constant__\b", "__constant__ memory",
+     " (or pass the values as a kernel parameter or a global buffer)"),
+    (r"\bcudaMalloc\w*|\bcudaFree\b|\bcudaMemcpy\w*", "{m} inside device code", ""),
+    (r"<<<", "dynamic parallelism (a kernel launch <<<...>>> inside the kernel source)", ""),
+    (r"\b__half2?\b|\b__nv_bfloat16\w*|(?:^|[;{}(,])\s*(?:const\s+)?half2?\s*[*&]?\s*[A-Za-z_]",
+     "half precision (__half/half)", " (or use float)"),
+)
+
+
+def check_includes(src: str, masked: str) -> list[tuple[int, int]]:
+    """Spans of the allowed ``#include`` and ``#pragma unroll`` lines to blank out.
+
+    Raises ``CompileError`` for any other include (never opening the file) and
+    ``UnsupportedConstruct`` for the half-precision headers.
+    """
+    blanks = []
+    allowed = ", ".join(f"<{h}>" for h in ALLOWED_INCLUDES)
+    for d in directives(masked):
+        if d.name in ("include", "include_next", "import"):
+            m = re.match(r'\s*(?:#|%:)\s*\w*\s*(<[^>\n]*>|"[^"\n]*")', src[d.start:d.end])
+            target = m.group(1)[1:-1].strip() if m and d.name == "include" else ""
+            if target in _HALF_HEADERS:
+                raise UnsupportedConstruct(f"half precision ({target})", d.line, " (or use float)")
+            if target not in ALLOWED_INCLUDES:
+                shown = (m.group(1) if m else d.arg)[:80]
+                raise CompileError(
+                    f"kernel.cu line {d.line}: #{d.name} {shown} is not allowed in kernels run "
+                    f"by the CPU emulator. Allowed: {allowed} (the prelude already declares "
+                    "what they do). Put the code you need into the kernel source itself.",
+                    lines=(d.line,),
+                )
+            blanks.append((d.start, d.end))
+        elif d.name == "pragma" and re.match(r"unroll\b", d.arg):
+            blanks.append((d.start, d.end))
+        elif d.name == "line":
+            blanks.append((d.start, d.end))  # would break the line mapping
+    return blanks
+
+
+def check_unsupported(masked: str) -> None:
+    """Raise ``UnsupportedConstruct`` for the first CUDA feature the emulator cannot run."""
+    code = "\n".join(
+        "" if re.match(r"\s*(#|%:)\s*(include|pragma)\b", ln) else ln
+        for ln in masked.split("\n")
+    )
+    found = []
+    for pattern, construct, hint in _UNSUPPORTED:
+        m = re.search(pattern, code, re.M)
+        if m:
+            token = m.group(0).strip(" \t;{}(,")
+            found.append((m.start(), construct.format(m=token), hint))
+    if found:
+        pos, construct, hint = min(found)
+        raise UnsupportedConstruct(construct, line_of(code, pos), hint)

@@ -1,0 +1,206 @@
+"""Turn a failed launch's report into the matching ``LaunchError``, in a learner's words."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .args import ArgPlan
+from .errors import (
+    BarrierDivergence,
+    EmulatorError,
+    KernelCrash,
+    KernelTimeout,
+    OutOfBoundsAccess,
+)
+from .kernels import param_name
+from .native import ChildResult
+
+
+@dataclass
+class LaunchContext:
+    """What the messages need to know about the launch."""
+
+    kernel: dict
+    plan: ArgPlan
+    library: Path
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+    timeout: float
+
+
+def _xyz(v: list[int] | None) -> str:
+    return f"({v[0]},{v[1]},{v[2]})" if v else "?"
+
+
+def source_line(library: Path, pcs: list[int]) -> int | None:
+    """The learner's ``kernel.cu`` line of the innermost of ``pcs`` that has one."""
+    if not pcs or not shutil.which("addr2line"):
+        return None
+    try:
+        out = subprocess.run(["addr2line", "-a", "-i", "-e", str(library),
+                              *[hex(p) for p in pcs]],
+                             capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for ln in out.splitlines():
+        m = re.search(r"(?:^|/)kernel\.cu:(\d+)", ln)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def raise_for(report: dict, child: ChildResult, ctx: LaunchContext) -> None:
+    """Raise the error a non-``ok`` report (or a timeout, or a silent death) describes."""
+    name = ctx.kernel["name"]
+    if child.timed_out:
+        raise KernelTimeout(
+            f"kernel '{name}' did not finish within {ctx.timeout:g} s (grid {ctx.grid}, block "
+            f"{ctx.block}) and was stopped. Look for a loop whose condition never becomes "
+            "false, or a thread spinning on a value another thread sets (in the emulator "
+            "threads take turns only at __syncthreads()). If the kernel is merely slow, pass "
+            "timeout= (seconds) or set TILELAB_EMU_TIMEOUT.")
+    status = report.get("status")
+    if status == "ok":
+        return
+    where = f"thread {_xyz(report.get('thread'))} of block {_xyz(report.get('block'))}"
+    if status == "fault":
+        _fault(report, child, ctx, where)
+    if status == "barrier":
+        _barrier(report, name)
+    if status == "shared_oob":
+        _shared_oob(report, name, where, ctx)
+    if status in ("assert", "trap"):
+        line = report.get("line")
+        what = (f"assertion `{report.get('expr')}` failed" if status == "assert"
+                else "the kernel called __trap()")
+        raise KernelCrash(f"kernel '{name}': {what} at kernel.cu line {line}, in {where}.",
+                          line=line)
+    if status == "error":
+        raise EmulatorError(f"the emulator could not run kernel '{name}': {report.get('message')}")
+    if child.signal:
+        raise KernelCrash(f"kernel '{name}': the process running it was killed by "
+                          f"{signal.Signals(child.signal).name} (out of memory?).")
+    raise KernelCrash(f"kernel '{name}': the process running it exited (status {child.status}) "
+                      "without a report.")
+
+
+def _buffer_name(ctx: LaunchContext, b: int) -> tuple[str, str, int]:
+    buf = ctx.plan.buffers[b]
+    p = buf.params[0] if buf.params else 0
+    param = ctx.kernel["params"][p]
+    names = [param_name(ctx.kernel["params"][i]["text"], i) for i in buf.params]
+    label = "/".join(dict.fromkeys(names)) or f"#{p}"
+    return label, param["text"], p
+
+
+def _fault(report: dict, child: ChildResult, ctx: LaunchContext, where: str) -> None:
+    name = ctx.kernel["name"]
+    kind = report.get("kind")
+    access = report.get("access", "access")
+    line = source_line(ctx.library, report.get("pcs", []))
+    at = f" at kernel.cu line {line}" if line else ""
+    block = tuple(report["block"]) if report.get("block") else None
+    thread = tuple(report["thread"]) if report.get("thread") else None
+    if kind in ("global", "canary"):
+        b, index = report["buffer"], report["index"]
+        label, text, p = _buffer_name(ctx, b)
+        buf = ctx.plan.buffers[b]
+        count = buf.nbytes // buf.elem
+        off = ctx.plan.pointers.get(p, (b, 0))[1] // buf.elem
+        if index >= count:
+            side = f"{index - count + 1} element(s) past the end"
+        else:
+            side = f"{-index} element(s) before the start"
+        who = (f"by {where}" if kind == "global" else
+               "found only after the kernel ended, so the thread and line are unknown")
+        rel = f"{label}[{index - off}]" if off else f"{label}[{index}]"
+        raise OutOfBoundsAccess(
+            f"Out-of-bounds {access} in kernel '{name}'{at}: {rel}, {side} of `{text}` "
+            f"(parameter #{p}), which holds {count - off} elements of {buf.elem} bytes; "
+            f"{who}. Check the bounds test that should guard this access (e.g. "
+            "`if (row < M && col < N)`) and the index arithmetic, and that the buffer passed "
+            "is as large as the kernel assumes.",
+            buffer=label, access=access, index=index - off, line=line, block=block,
+            thread=thread)
+    if kind == "dynamic_shared":
+        raise OutOfBoundsAccess(
+            f"Out-of-bounds {access} of dynamic shared memory (extern __shared__) in kernel "
+            f"'{name}'{at}: byte {report.get('byte_offset')}, but the launch gave "
+            f"shared={ctx.shared} bytes; by {where}. Pass a large enough shared= (in bytes, "
+            "e.g. block_size * 4 for one float per thread) or fix the index.",
+            buffer="extern __shared__", access=access, line=line, block=block, thread=thread)
+    if kind == "stack":
+        raise KernelCrash(
+            f"Stack overflow in kernel '{name}'{at}, {where}: the emulator gives each thread "
+            "64 KiB of stack, and a large local array (or deep recursion) used it up. Keep "
+            "per-thread arrays small, or move the data to shared or global memory.", line=line)
+    if not report.get("in_block"):
+        raise EmulatorError(f"internal error in the emulator runtime ({report.get('signal')}) "
+                            f"while running kernel '{name}'; please report it.")
+    sig, addr = report.get("signal"), report.get("addr", 0)
+    if kind == "null":
+        what = f"null pointer dereference ({access} of address {addr:#x})"
+        todo = "a pointer parameter or variable is NULL; check what was passed and computed."
+    elif sig == "SIGFPE":
+        what = "arithmetic exception"
+        todo = "an integer division or modulo by zero (or INT_MIN / -1)."
+    elif sig in ("SIGSEGV", "SIGBUS") and report.get("code") == 128:
+        what = "general protection fault"
+        todo = ("most likely a misaligned vector access (float4 needs 16-byte, float2 8-byte "
+                "aligned addresses) or a wild pointer.")
+    elif sig in ("SIGSEGV", "SIGBUS"):
+        what = f"invalid memory {access} at address {addr:#x}"
+        todo = ("the address is in no buffer argument: a wild pointer, or an index far out of "
+                "bounds.")
+    elif sig == "SIGABRT":
+        what = "abort"
+        todo = "the kernel (or a library function it called) aborted."
+    else:
+        what = f"signal {sig}"
+        todo = "the kernel executed an illegal instruction or trap."
+    raise KernelCrash(f"Kernel '{name}' crashed{at}, {where}: {what}; {todo}", line=line)
+
+
+def _barrier(report: dict, name: str) -> None:
+    waits = report.get("waits", [])
+    lines = tuple(w["line"] for w in waits)
+    block = _xyz(report.get("block"))
+    if report.get("exited"):
+        w = waits[0] if waits else {"line": "?", "count": 0, "example": None}
+        msg = (f"Barrier divergence in kernel '{name}', block {block}: {w['count']} thread(s) "
+               f"wait at __syncthreads() on line {w['line']} (e.g. thread "
+               f"{_xyz(w['example'])}), but {report.get('n_exited')} thread(s) of the block "
+               f"already exited (e.g. thread {_xyz(report.get('exited_example'))}) and will "
+               "never reach it. Every thread of a block must reach each __syncthreads(): do not "
+               "`return` early before a barrier; guard the loads and stores with an if and keep "
+               "the barrier outside it.")
+    else:
+        parts = "; ".join(f"line {w['line']}: {w['count']} thread(s), e.g. {_xyz(w['example'])}"
+                          for w in waits)
+        msg = (f"Barrier divergence in kernel '{name}', block {block}: threads wait at "
+               f"different __syncthreads() calls ({parts}). A barrier inside an if/else, or in "
+               "a loop whose trip count differs between threads, splits the block; move "
+               "__syncthreads() out of the divergent code.")
+    raise BarrierDivergence(msg, lines=lines, block=tuple(report.get("block") or ()))
+
+
+def _shared_oob(report: dict, name: str, where: str, ctx: LaunchContext) -> None:
+    array, line, index = report.get("array"), report.get("line"), report.get("index")
+    extent, dim = report.get("extent"), report.get("dim")
+    if dim:
+        what = f"index {index} in dimension {dim} of {array}, whose size there is {extent}"
+    else:
+        what = (f"element {index} of extern __shared__ {array}, but shared={ctx.shared} bytes "
+                f"hold only {extent} elements")
+    raise OutOfBoundsAccess(
+        f"Out-of-bounds shared-memory access in kernel '{name}' at kernel.cu line {line}: "
+        f"{what}; by {where}. Fix the index (or the array size).",
+        buffer=str(array), access="access", index=index, line=line,
+        block=tuple(report.get("block") or ()), thread=tuple(report.get("thread") or ()))
+

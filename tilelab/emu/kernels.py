@@ -1,0 +1,93 @@
+"""Find the ``__global__`` functions of a source and emit their C entry points.
+
+Python never parses parameter types: the emitted ``tl_emu::make_kernel(&k, ...)`` lets C++
+templates describe each parameter (pointer? floating? signed? sizeof) and unpack a
+``void** args`` array. Python parses only the parameter texts and names, for messages.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from .lexer import matching, split_top
+
+_SKIP_CALLS = {"__launch_bounds__", "__attribute__", "__align__", "__declspec"}
+_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "enum"}
+_BUILTIN = {"int", "char", "float", "double", "bool", "void", "unsigned", "signed", "long",
+            "short"}
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """A ``__global__`` function: its name, line and parameter texts and names."""
+
+    name: str
+    line: int
+    params: tuple[str, ...]
+    names: tuple[str, ...]
+
+
+def param_name(text: str, index: int) -> str:
+    """The declared name of a parameter, or ``#index`` when it has none."""
+    core = [t for t in re.findall(r"[A-Za-z_]\w*", re.sub(r"\[.*", "", text))
+            if t not in _QUALIFIERS]
+    if len(core) >= 2 and core[-1] not in _BUILTIN:
+        return core[-1]
+    return f"#{index}"
+
+
+def find_kernels(masked: str) -> list[KernelSource]:
+    """The ``__global__`` functions defined in ``masked`` (templates skipped), in order."""
+    found: dict[str, KernelSource] = {}
+    for m in re.finditer(r"\b__global__\b", masked):
+        stmt_start = max(masked.rfind(c, 0, m.start()) for c in ";{}") + 1
+        if re.search(r"\btemplate\b", masked[stmt_start:m.start()]):
+            continue
+        pos = m.end()
+        while True:
+            ident = re.compile(r"\s*(?:[*&]\s*)*([A-Za-z_]\w*)\s*").match(masked, pos)
+            if not ident:
+                break
+            after = ident.end()
+            if after < len(masked) and masked[after] == "(":
+                close = matching(masked, after)
+                if close < 0:
+                    break
+                if ident.group(1) in _SKIP_CALLS:
+                    pos = close + 1
+                    continue
+                tail = masked[close + 1:].lstrip()
+                if tail.startswith("{"):
+                    texts = [" ".join(p.split()) for p in split_top(masked[after + 1:close])]
+                    if texts in ([""], ["void"]):
+                        texts = []
+                    names = tuple(param_name(t, i) for i, t in enumerate(texts))
+                    line = masked.count("\n", 0, m.start()) + 1
+                    found.setdefault(ident.group(1),
+                                     KernelSource(ident.group(1), line, tuple(texts), names))
+                break
+            pos = after
+    return list(found.values())
+
+
+def _cstr(text: str) -> str:
+    return json.dumps(text)  # a valid C string literal for the ASCII a signature holds
+
+
+def entry_code(kernels: list[KernelSource]) -> str:
+    """C++ after the user code: the exported ``tilelab_kernels`` descriptor table."""
+    lines = ['#line 1 "<tilelab entry points>"']
+    entries = []
+    for i, k in enumerate(kernels):
+        texts = "".join(f"{_cstr(t)}, " for t in k.params)
+        lines.append(f"static const char* const tl_pt_{i}[] = {{{texts}nullptr}};")
+        entries.append(f"  tl_emu::make_kernel(&{k.name}, {_cstr(k.name)}, tl_pt_{i}),")
+    if not entries:
+        entries.append("  tl_emu::KernelDesc{},")
+    lines.append("TL_EXPORT const tl_emu::KernelDesc tilelab_kernels[] = {")
+    lines += entries
+    lines.append("};")
+    lines.append(f"TL_EXPORT const int tilelab_nkernels = {len(kernels)};")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,102 @@
+"""Run one kernel launch in a forked child and bring its results back.
+
+The parent copies every buffer into one MAP_SHARED mapping made before the fork; the child
+loads the library, lets the runtime map guarded copies, run the grid and write the results
+back into that mapping, and reports as JSON on a pipe. Results reach the caller's buffers
+only when the launch succeeded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import mmap
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .args import ArgPlan
+from .compile import Library
+from .native import BufSpec, ChildResult, KernelDesc, LaunchSpec, run_forked
+
+PAGE = mmap.PAGESIZE
+
+
+@dataclass
+class Outcome:
+    """The child's JSON report and how the child ended."""
+
+    report: dict
+    child: ChildResult
+
+
+def _round(n: int) -> int:
+    return (max(n, 1) + PAGE - 1) // PAGE * PAGE
+
+
+def run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
+        block: tuple[int, int, int], shared: int, timeout: float) -> Outcome:
+    """Launch kernel ``index`` of ``lib``; copy results into the plan's sinks on success."""
+    offsets, total = [], 0
+    for b in plan.buffers:
+        offsets.append(total)
+        total += _round(b.nbytes)
+    region = mmap.mmap(-1, max(total, PAGE))  # anonymous and MAP_SHARED
+    view = np.frombuffer(region, dtype=np.uint8)
+    anchor = ctypes.c_char.from_buffer(region)
+    try:
+        base = ctypes.addressof(anchor)
+        for b, off in zip(plan.buffers, offsets, strict=True):
+            view[off:off + b.nbytes] = b.initial
+        nparams = len(plan.scalars) + len(plan.pointers)
+        keep = []
+        args = (ctypes.c_void_p * max(nparams, 1))()
+        arg_buf = (ctypes.c_int32 * max(nparams, 1))()
+        arg_off = (ctypes.c_uint64 * max(nparams, 1))()
+        for i in range(nparams):
+            if i in plan.scalars:
+                raw = plan.scalars[i]
+                slot = ctypes.create_string_buffer(raw, max(len(raw), 16))
+                arg_buf[i] = -1
+            else:
+                slot = ctypes.c_void_p(0)
+                arg_buf[i], arg_off[i] = plan.pointers[i]
+            keep.append(slot)
+            args[i] = ctypes.addressof(slot)
+        bufs = (BufSpec * max(len(plan.buffers), 1))()
+        for k, (b, off) in enumerate(zip(plan.buffers, offsets, strict=True)):
+            bufs[k] = BufSpec(base + off, b.nbytes, b.elem, b.align)
+        spec = LaunchSpec(len(plan.buffers), -1, args, bufs, arg_buf, arg_off,
+                          (ctypes.c_uint32 * 3)(*grid), (ctypes.c_uint32 * 3)(*block), shared)
+        path = str(lib.path)
+
+        def child(fd: int) -> None:
+            spec.report_fd = fd
+            so = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+            table = ctypes.addressof(KernelDesc.in_dll(so, "tilelab_kernels"))
+            entry = so.tilelab_launch
+            entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+            entry.restype = ctypes.c_int
+            entry(ctypes.addressof(spec), table + index * ctypes.sizeof(KernelDesc))
+
+        result = run_forked(child, timeout)
+        report = _parse(result.report)
+        if report.get("status") == "ok" and not result.timed_out:
+            for b, off in zip(plan.buffers, offsets, strict=True):
+                if b.sink is not None:
+                    b.sink[:] = view[off:off + b.nbytes]
+        return Outcome(report, result)
+    finally:
+        del view, anchor
+        region.close()
+
+
+def _parse(raw: bytes) -> dict:
+    text = raw.decode("utf-8", errors="replace").strip()
+    if not text:
+        return {}
+    try:
+        return json.loads(text.splitlines()[0])
+    except ValueError:
+        return {"status": "error", "message": f"unreadable report: {text[:200]!r}"}

@@ -1,0 +1,152 @@
+"""Just enough C lexing to transform a kernel source without moving its lines.
+
+``mask`` blanks comments and the insides of string and character literals (same length,
+newlines kept), so regular expressions over the masked text see only code, and positions in
+it are positions in the original.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+def mask(src: str) -> str:
+    """``src`` with comments and literal contents replaced by spaces, newlines kept."""
+    out = list(src)
+    i, n = 0, len(src)
+
+    def blank(a: int, b: int) -> None:
+        for k in range(a, b):
+            if out[k] != "\n":
+                out[k] = " "
+
+    while i < n:
+        c = src[i]
+        if src.startswith("//", i):
+            j = src.find("\n", i)
+            j = n if j < 0 else j
+            blank(i, j)
+            i = j
+        elif src.startswith("/*", i):
+            j = src.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            blank(i, j)
+            i = j
+        elif c == '"' or (c == "'" and not _digit_separator(src, i)):
+            j = i + 1
+            while j < n and src[j] != c and src[j] != "\n":
+                j += 2 if src[j] == "\\" else 1
+            j = min(j, n)
+            blank(i + 1, j)
+            i = j + 1
+        else:
+            i += 1
+    return "".join(out)
+
+
+def _digit_separator(src: str, i: int) -> bool:
+    return 0 < i < len(src) - 1 and src[i - 1].isalnum() and src[i + 1].isalnum() and (
+        src[i - 1].isdigit()
+    )
+
+
+def line_of(text: str, pos: int) -> int:
+    """The 1-based line number of position ``pos``."""
+    return text.count("\n", 0, pos) + 1
+
+
+@dataclass(frozen=True)
+class Directive:
+    """A preprocessor directive: its span (all continued lines), name and argument text."""
+
+    start: int
+    end: int
+    name: str
+    arg: str
+    line: int
+
+
+_DIRECTIVE = re.compile(r"[ \t]*(?:#|%:)[ \t]*(\w*)(.*)", re.S)
+
+
+def directives(masked: str) -> Iterator[Directive]:
+    """Every preprocessor directive of ``masked`` (continuation lines joined)."""
+    pos, line = 0, 1
+    while pos < len(masked):
+        end = masked.find("\n", pos)
+        end = len(masked) if end < 0 else end
+        nlines = 1
+        while end < len(masked) and masked[pos:end].rstrip().endswith("\\"):
+            nxt = masked.find("\n", end + 1)
+            end = len(masked) if nxt < 0 else nxt
+            nlines += 1
+        text = masked[pos:end]
+        m = _DIRECTIVE.match(text)
+        if m:
+            arg = re.sub(r"\\\n", " ", m.group(2)).strip()
+            yield Directive(pos, end, m.group(1), arg, line)
+        line += nlines
+        pos = end + 1
+
+
+def matching(masked: str, open_pos: int) -> int:
+    """Position of the bracket closing the one at ``open_pos`` (or -1)."""
+    pairs = {"(": ")", "[": "]", "{": "}"}
+    stack = []
+    for k in range(open_pos, len(masked)):
+        ch = masked[k]
+        if ch in pairs:
+            stack.append(pairs[ch])
+        elif ch in ")]}":
+            if not stack or stack.pop() != ch:
+                return -1
+            if not stack:
+                return k
+    return -1
+
+
+def split_top(text: str, sep: str = ",") -> list[str]:
+    """Split ``text`` at ``sep`` outside brackets."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return parts
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A brace pair; ``block`` is False for ``extern "C" {`` and ``namespace {`` braces."""
+
+    start: int
+    end: int
+    block: bool
+
+
+def scopes(masked: str) -> list[Scope]:
+    """Every matched brace pair of ``masked``, outermost first."""
+    out, stack = [], []
+    for k, ch in enumerate(masked):
+        if ch == "{":
+            before = masked[max(0, k - 80):k]
+            linkage = re.search(r'(extern\s*"[^"\n]*"|\bnamespace(\s+\w+)?)\s*$', before)
+            stack.append((k, linkage is None))
+        elif ch == "}" and stack:
+            start, block = stack.pop()
+            out.append(Scope(start, k, block))
+    return sorted(out, key=lambda s: s.start)
+
+
+def enclosing(all_scopes: list[Scope], pos: int) -> list[Scope]:
+    """The scopes containing ``pos``, outermost first."""
+    return [s for s in all_scopes if s.start < pos < s.end]

@@ -1,0 +1,178 @@
+"""Emulated device memory with PyCUDA's names: allocations, copies and argument wrappers.
+
+Device bytes live in the parent process; new memory is poisoned with the 0x7FFFFFFF pattern
+(NaN as float or double, INT_MAX as int), as uninitialised device memory might hold.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+
+import numpy as np
+
+from .errors import LogicError
+
+POISON = np.frombuffer(b"\xff\xff\xff\x7f", dtype=np.uint8)
+_BASE = 0x7F0000000000
+_next_address = itertools.count(0)
+_live: weakref.WeakValueDictionary[int, DeviceAllocation] = weakref.WeakValueDictionary()
+
+
+def poisoned(nbytes: int) -> np.ndarray:
+    """``nbytes`` bytes of the poison pattern."""
+    return np.resize(POISON, nbytes) if nbytes else np.empty(0, np.uint8)
+
+
+class DeviceAllocation:
+    """An emulated ``cudaMalloc`` buffer: ``int(alloc)`` is a fake, stable device address."""
+
+    def __init__(self, nbytes: int) -> None:
+        nbytes = int(nbytes)
+        if nbytes < 0:
+            raise ValueError("cannot allocate a negative number of bytes")
+        self.size = nbytes
+        self.data: np.ndarray | None = poisoned(nbytes)
+        slot = next(_next_address)
+        self._address = _BASE + slot * (1 << 32)
+        _live[self._address] = self
+
+    def __int__(self) -> int:
+        return self._address
+
+    __index__ = __int__
+
+    def __repr__(self) -> str:
+        state = "freed" if self.data is None else f"{self.size} bytes"
+        return f"<emulated DeviceAllocation {self._address:#x}, {state}>"
+
+    def free(self) -> None:
+        """Release the memory; using the allocation afterwards raises ``LogicError``."""
+        self.data = None
+        _live.pop(self._address, None)
+
+    def bytes_view(self) -> np.ndarray:
+        """The allocation's bytes (a uint8 array); ``LogicError`` once freed."""
+        if self.data is None:
+            raise LogicError(f"device memory at {self._address:#x} was freed (alloc.free())")
+        return self.data
+
+
+def resolve_address(address: int) -> tuple[DeviceAllocation, int]:
+    """The allocation holding fake device address ``address``, and the offset into it."""
+    slot_base = address - (address - _BASE) % (1 << 32)
+    alloc = _live.get(slot_base)
+    offset = address - slot_base
+    if alloc is None or offset > alloc.size:
+        raise LogicError(f"{address:#x} is not the address of live emulated device memory")
+    return alloc, offset
+
+
+def as_allocation(dest: object) -> tuple[DeviceAllocation, int]:
+    """Accept an allocation, an object with ``gpudata``, or an integer device address."""
+    dest = getattr(dest, "gpudata", dest)
+    if isinstance(dest, DeviceAllocation):
+        return dest, 0
+    if isinstance(dest, (int, np.integer)):
+        return resolve_address(int(dest))
+    raise TypeError(f"expected emulated device memory, got {type(dest).__name__}")
+
+
+def _host_bytes(arr: object) -> np.ndarray:
+    a = np.asarray(arr)
+    if not a.flags.c_contiguous:
+        raise ValueError("host arrays must be C-contiguous; use np.ascontiguousarray(a)")
+    return a.reshape(-1).view(np.uint8)
+
+
+def mem_alloc(nbytes: int) -> DeviceAllocation:
+    """``cuda.mem_alloc``: a poisoned device buffer of ``nbytes`` bytes."""
+    return DeviceAllocation(nbytes)
+
+
+def memcpy_htod(dest: object, src: object) -> None:
+    """Copy a host array (all of it) to device memory."""
+    alloc, off = as_allocation(dest)
+    data = _host_bytes(src)
+    buf = alloc.bytes_view()
+    if off + data.size > buf.size:
+        raise LogicError(f"cuMemcpyHtoD failed: invalid argument ({data.size} bytes do not fit "
+                         f"in the {buf.size - off} bytes of the allocation)")
+    buf[off:off + data.size] = data
+
+
+def memcpy_dtoh(dest: np.ndarray, src: object) -> None:
+    """Copy device memory into a host array (as many bytes as the array holds)."""
+    alloc, off = as_allocation(src)
+    if not isinstance(dest, np.ndarray) or not dest.flags.c_contiguous or not dest.flags.writeable:
+        raise ValueError("memcpy_dtoh needs a writeable, C-contiguous NumPy array")
+    out = dest.reshape(-1).view(np.uint8)
+    buf = alloc.bytes_view()
+    if off + out.size > buf.size:
+        raise LogicError(f"cuMemcpyDtoH failed: invalid argument ({out.size} bytes asked for, "
+                         f"the allocation holds {buf.size - off})")
+    out[:] = buf[off:off + out.size]
+
+
+def to_device(arr: np.ndarray) -> DeviceAllocation:
+    """``cuda.to_device``: allocate and copy a host array."""
+    alloc = DeviceAllocation(np.asarray(arr).nbytes)
+    memcpy_htod(alloc, arr)
+    return alloc
+
+
+def from_device(src: object, shape: tuple[int, ...] | int, dtype: object) -> np.ndarray:
+    """``cuda.from_device``: a new host array copied from device memory."""
+    out = np.empty(shape, dtype)
+    memcpy_dtoh(out, src)
+    return out
+
+
+class ArgumentHandler:
+    """Base of ``In``/``Out``/``InOut``: a host array the launch copies in and/or out."""
+
+    copy_in = False
+    copy_out = False
+
+    def __init__(self, array: np.ndarray) -> None:
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"{type(self).__name__}() needs a NumPy array")
+        if not array.flags.c_contiguous:
+            raise ValueError(f"{type(self).__name__}() needs a C-contiguous array; "
+                             "use np.ascontiguousarray(a)")
+        if self.copy_out and not array.flags.writeable:
+            raise ValueError(f"{type(self).__name__}() needs a writeable array")
+        self.array = array
+
+    def initial_bytes(self) -> np.ndarray:
+        """What device memory holds at launch: the array, or poison for ``Out``."""
+        if self.copy_in:
+            return self.array.reshape(-1).view(np.uint8)
+        return poisoned(self.array.nbytes)
+
+
+class In(ArgumentHandler):
+    """Copy the array to the device before the launch."""
+
+    copy_in = True
+
+
+class Out(ArgumentHandler):
+    """Copy device memory (poisoned at launch) back into the array after the launch."""
+
+    copy_out = True
+
+
+class InOut(ArgumentHandler):
+    """Copy the array in before and back out after the launch."""
+
+    copy_in = True
+    copy_out = True
+
+
+class Context:
+    """PyCUDA's context, reduced to what the emulator needs: launches are synchronous."""
+
+    @staticmethod
+    def synchronize() -> None:
+        """Nothing to wait for: every emulated launch has finished when it returns."""

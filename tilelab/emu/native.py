@@ -1,0 +1,181 @@
+"""ctypes views of the runtime's C structures, and running a function in a forked child."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import selectors
+import signal
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+class ParamDesc(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int) for n in (
+        "is_pointer", "is_floating", "is_signed", "size", "pointee_size", "pointee_align")]
+
+
+class KernelDesc(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("nparams", ctypes.c_int),
+        ("params", ctypes.POINTER(ParamDesc)),
+        ("texts", ctypes.POINTER(ctypes.c_char_p)),
+        ("fn", ctypes.c_void_p),
+        ("invoke", ctypes.c_void_p),
+    ]
+
+
+class BufSpec(ctypes.Structure):
+    _fields_ = [("shared", ctypes.c_void_p), ("nbytes", ctypes.c_uint64),
+                ("elem", ctypes.c_uint64), ("align", ctypes.c_uint64)]
+
+
+class LaunchSpec(ctypes.Structure):
+    _fields_ = [
+        ("nbuf", ctypes.c_int32),
+        ("report_fd", ctypes.c_int32),
+        ("args", ctypes.POINTER(ctypes.c_void_p)),
+        ("bufs", ctypes.POINTER(BufSpec)),
+        ("arg_buf", ctypes.POINTER(ctypes.c_int32)),
+        ("arg_off", ctypes.POINTER(ctypes.c_uint64)),
+        ("grid", ctypes.c_uint32 * 3),
+        ("block", ctypes.c_uint32 * 3),
+        ("dyn_shared", ctypes.c_uint64),
+    ]
+
+
+def kernel_table(lib: ctypes.CDLL) -> ctypes.Array:
+    """The library's exported ``tilelab_kernels`` array."""
+    n = ctypes.c_int.in_dll(lib, "tilelab_nkernels").value
+    return (KernelDesc * max(n, 1)).in_dll(lib, "tilelab_kernels")[:n]
+
+
+def describe_library(path: str) -> dict:
+    """Kernel and parameter descriptors of a compiled library (call in a child process)."""
+    lib = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    lib.tilelab_static_shared_bytes.restype = ctypes.c_uint64
+    kernels = []
+    for k in kernel_table(lib):
+        params = []
+        for i in range(k.nparams):
+            p = k.params[i]
+            params.append({f: getattr(p, f) for f, _ in ParamDesc._fields_}
+                          | {"text": (k.texts[i] or b"").decode()})
+        kernels.append({"name": k.name.decode(), "params": params})
+    return {"kernels": kernels, "static_shared": lib.tilelab_static_shared_bytes()}
+
+
+@dataclass
+class ChildResult:
+    """What a forked child left: its report bytes, stdout bytes, and how it ended."""
+
+    report: bytes
+    stdout: bytes
+    stdout_truncated: bool
+    status: int | None  # exit code, or None when killed by a signal
+    signal: int | None
+    timed_out: bool
+    seconds: float
+
+
+def run_forked(child: Callable[[int], None], timeout: float, stdout_cap: int = 1 << 20
+               ) -> ChildResult:
+    """Fork; the child calls ``child(report_fd)`` with its stdout on a pipe, then exits.
+
+    The parent collects the report pipe and the child's stdout (keeping at most
+    ``stdout_cap`` bytes), kills the child's process group after ``timeout`` seconds,
+    and survives whatever the child does.
+    """
+    rep_r, rep_w = os.pipe()
+    out_r, out_w = os.pipe()
+    t0 = time.monotonic()
+    parent = os.getpid()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (Jupyter)
+        pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 70
+        try:
+            _detach(parent)
+            os.dup2(out_w, 1)
+            os.dup2(out_w, 2)  # glibc's own complaints join the captured output
+            _close_other_fds(rep_w)
+            child(rep_w)
+            code = 0
+        except BaseException as exc:  # report anything, then exit without unwinding
+            with contextlib.suppress(BaseException):
+                os.write(rep_w, json.dumps({"status": "error", "message": repr(exc)}).encode())
+        finally:
+            os._exit(code)
+    with contextlib.suppress(OSError):  # the child got there first (or already exited)
+        os.setpgid(pid, pid)
+    os.close(rep_w)
+    os.close(out_w)
+    report, out = bytearray(), bytearray()
+    truncated = timed_out = False
+    sel = selectors.DefaultSelector()
+    sel.register(rep_r, selectors.EVENT_READ)
+    sel.register(out_r, selectors.EVENT_READ)
+    open_fds = 2
+    try:
+        while open_fds:
+            left = t0 + timeout - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            for key, _ in sel.select(left):
+                data = os.read(key.fd, 1 << 16)
+                if not data:
+                    sel.unregister(key.fd)
+                    open_fds -= 1
+                elif key.fd == rep_r:
+                    report += data
+                else:
+                    room = stdout_cap - len(out)
+                    truncated = truncated or len(data) > room
+                    out += data[:max(room, 0)]
+    finally:
+        if timed_out or open_fds:
+            _kill_group(pid)
+        sel.close()
+        os.close(rep_r)
+        os.close(out_r)
+        _, wstatus = os.waitpid(pid, 0)
+    seconds = time.monotonic() - t0
+    status = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None
+    sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else None
+    return ChildResult(bytes(report), bytes(out), truncated, status, sig, timed_out, seconds)
+
+
+def _detach(parent: int) -> None:
+    """In the child: own process group, and die with the parent (even by SIGKILL)."""
+    os.setpgid(0, 0)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(70)
+
+
+def _close_other_fds(report_fd: int) -> None:
+    """Close inherited descriptors (a grader's pipes, a notebook's sockets) but ours."""
+    try:
+        limit = os.sysconf("SC_OPEN_MAX")
+    except (ValueError, OSError):
+        limit = 4096
+    os.closerange(3, report_fd)
+    os.closerange(report_fd + 1, max(limit, report_fd + 1))
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,239 @@
+// tilelab CPU emulator: the CUDA C surface a kernel sees, compiled with g++.
+//
+// Included once, before the learner's source, by the code tilelab.emu.translate emits.
+// Blocks run one at a time; the threads of a block are fibers that switch only at
+// __syncthreads() and at exit (see tilelab_emu_rt.h). Define TILELAB_ANALYSIS to
+// instrument shared-memory accesses (see tilelab_emu_analysis.h).
+#pragma once
+
+#include <assert.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <type_traits>
+#include <utility>
+
+#define TILELAB_EMU 1
+
+// ---- vector types and launch geometry -------------------------------------------------
+#define TL_VEC2(T, N, A)                                                                 \
+  struct __attribute__((aligned(A))) N { T x, y; };                                      \
+  static inline N make_##N(T x, T y) { return N{x, y}; }
+#define TL_VEC3(T, N)                                                                    \
+  struct N { T x, y, z; };                                                               \
+  static inline N make_##N(T x, T y, T z) { return N{x, y, z}; }
+#define TL_VEC4(T, N, A)                                                                 \
+  struct __attribute__((aligned(A))) N { T x, y, z, w; };                                \
+  static inline N make_##N(T x, T y, T z, T w) { return N{x, y, z, w}; }
+
+TL_VEC2(float, float2, 8)
+TL_VEC3(float, float3)
+TL_VEC4(float, float4, 16)
+TL_VEC2(int, int2, 8)
+TL_VEC3(int, int3)
+TL_VEC4(int, int4, 16)
+TL_VEC2(unsigned int, uint2, 8)
+TL_VEC3(unsigned int, uint3)
+TL_VEC4(unsigned int, uint4, 16)
+TL_VEC2(double, double2, 16)
+TL_VEC2(long long, longlong2, 16)
+TL_VEC4(unsigned char, uchar4, 4)
+TL_VEC4(signed char, char4, 4)
+
+struct dim3 {
+  unsigned int x, y, z;
+  constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
+      : x(vx), y(vy), z(vz) {}
+  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+  constexpr operator uint3() const { return uint3{x, y, z}; }
+};
+
+// The current fiber's indices: the scheduler rewrites them at every switch.
+extern uint3 threadIdx;
+extern uint3 blockIdx;
+extern dim3 blockDim;
+extern dim3 gridDim;
+uint3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+constexpr int warpSize = 32;
+
+// ---- math and intrinsics ---------------------------------------------------------------
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+// glibc already declares these names (as its own internals), so they are macros here.
+#define __expf(x) expf(x)
+#define __exp10f(x) powf(10.0f, (x))
+#define __logf(x) logf(x)
+#define __log2f(x) log2f(x)
+#define __log10f(x) log10f(x)
+#define __powf(x, y) powf((x), (y))
+#define __sinf(x) sinf(x)
+#define __cosf(x) cosf(x)
+#define __tanf(x) tanf(x)
+#define __sincosf(x, s, c) sincosf((x), (s), (c))
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline float __frcp_rn(float a) { return 1.0f / a; }
+static inline float __fsqrt_rn(float a) { return sqrtf(a); }
+static inline float __frsqrt_rn(float a) { return 1.0f / sqrtf(a); }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
+static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+static inline int __float2int_rz(float x) { return (int)x; }
+static inline int __float2int_rd(float x) { return (int)floorf(x); }
+static inline int __float2int_ru(float x) { return (int)ceilf(x); }
+static inline unsigned int __float2uint_rn(float x) { return (unsigned int)nearbyintf(x); }
+static inline float __int2float_rn(int x) { return (float)x; }
+static inline float __uint2float_rn(unsigned int x) { return (float)x; }
+static inline int __double2int_rn(double x) { return (int)nearbyint(x); }
+template <class To, class From> static inline To tl_bits(From v) {
+  static_assert(sizeof(To) == sizeof(From), "size mismatch");
+  To t;
+  memcpy(&t, &v, sizeof t);
+  return t;
+}
+static inline float __int_as_float(int x) { return tl_bits<float>(x); }
+static inline int __float_as_int(float x) { return tl_bits<int>(x); }
+static inline float __uint_as_float(unsigned int x) { return tl_bits<float>(x); }
+static inline unsigned int __float_as_uint(float x) { return tl_bits<unsigned int>(x); }
+static inline double __longlong_as_double(long long x) { return tl_bits<double>(x); }
+static inline long long __double_as_longlong(double x) { return tl_bits<long long>(x); }
+static inline int __popc(unsigned int x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __clz(int x) { return x ? __builtin_clz((unsigned int)x) : 32; }
+static inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline unsigned int __brev(unsigned int x) {
+  unsigned int r = 0;
+  for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
+  return r;
+}
+static inline int __mul24(int a, int b) { return a * b; }
+static inline unsigned int __umul24(unsigned int a, unsigned int b) { return a * b; }
+static inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+static inline unsigned int __umulhi(unsigned int a, unsigned int b) {
+  return (unsigned int)(((unsigned long long)a * b) >> 32);
+}
+static inline long long clock64() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+template <class T> static inline T __ldg(const T* p) { return *p; }
+
+// ---- atomics: trivially atomic, since fibers never preempt one another -------------------
+#define TL_ATOMIC(NAME, T, EXPR)                                                         \
+  static inline T NAME(T* a, T v) {                                                      \
+    T old = *a;                                                                          \
+    *a = (EXPR);                                                                         \
+    return old;                                                                          \
+  }
+#define TL_ATOMIC_INT(NAME, EXPR)                                                        \
+  TL_ATOMIC(NAME, int, EXPR)                                                             \
+  TL_ATOMIC(NAME, unsigned int, EXPR)                                                    \
+  TL_ATOMIC(NAME, unsigned long long, EXPR)
+TL_ATOMIC_INT(atomicAdd, old + v)
+TL_ATOMIC(atomicAdd, float, old + v)
+TL_ATOMIC(atomicAdd, double, old + v)
+TL_ATOMIC(atomicSub, int, old - v)
+TL_ATOMIC(atomicSub, unsigned int, old - v)
+TL_ATOMIC_INT(atomicMax, old > v ? old : v)
+TL_ATOMIC(atomicMax, long long, old > v ? old : v)
+TL_ATOMIC_INT(atomicMin, old < v ? old : v)
+TL_ATOMIC(atomicMin, long long, old < v ? old : v)
+TL_ATOMIC_INT(atomicExch, v)
+TL_ATOMIC(atomicExch, float, v)
+TL_ATOMIC_INT(atomicAnd, old & v)
+TL_ATOMIC_INT(atomicOr, old | v)
+TL_ATOMIC_INT(atomicXor, old ^ v)
+TL_ATOMIC(atomicInc, unsigned int, old >= v ? 0u : old + 1u)
+TL_ATOMIC(atomicDec, unsigned int, (old == 0u || old > v) ? v : old - 1u)
+#define TL_ATOMIC_CAS(T)                                                                 \
+  static inline T atomicCAS(T* a, T cmp, T v) {                                         \
+    T old = *a;                                                                          \
+    if (old == cmp) *a = v;                                                              \
+    return old;                                                                          \
+  }
+TL_ATOMIC_CAS(int)
+TL_ATOMIC_CAS(unsigned int)
+TL_ATOMIC_CAS(unsigned long long)
+TL_ATOMIC_CAS(unsigned short)
+#define atomicAdd_block atomicAdd
+#define atomicAdd_system atomicAdd
+
+// Value<T>: the arithmetic value behind T (analysis mode specialises it for its proxies).
+namespace tl_emu {
+template <class T> struct Value { using type = T; };
+template <class A, class B>
+using Common = std::common_type_t<typename Value<A>::type, typename Value<B>::type>;
+template <class T> inline auto value(const T& v) { return (typename Value<T>::type)v; }
+}  // namespace tl_emu
+
+#include "tilelab_emu_rt.h"
+#ifdef TILELAB_ANALYSIS
+#include "tilelab_emu_analysis.h"
+#endif
+
+// ---- min/max as CUDA overloads them (usual arithmetic conversions) ------------------------
+template <class A, class B,
+          class = std::enable_if_t<std::is_arithmetic_v<typename tl_emu::Value<A>::type> &&
+                                   std::is_arithmetic_v<typename tl_emu::Value<B>::type>>>
+static inline tl_emu::Common<A, B> min(A a, B b) {
+  tl_emu::Common<A, B> x = tl_emu::value(a), y = tl_emu::value(b);
+  return y < x ? y : x;
+}
+template <class A, class B,
+          class = std::enable_if_t<std::is_arithmetic_v<typename tl_emu::Value<A>::type> &&
+                                   std::is_arithmetic_v<typename tl_emu::Value<B>::type>>>
+static inline tl_emu::Common<A, B> max(A a, B b) {
+  tl_emu::Common<A, B> x = tl_emu::value(a), y = tl_emu::value(b);
+  return x < y ? y : x;
+}
+
+// ---- printf and assert --------------------------------------------------------------------
+namespace tl_emu {
+template <class T> inline auto vararg(const T& v) {
+  if constexpr (std::is_class_v<T>) return tl_emu::value(v);
+  else return v;
+}
+template <class... A> inline int kprintf(const char* fmt, A... a) {
+  return ::printf(fmt, vararg(a)...);
+}
+}  // namespace tl_emu
+
+// ---- CUDA keywords ------------------------------------------------------------------------
+#define __global__
+#define __device__
+#define __host__
+#define __inline__ inline
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __restrict__ __restrict
+#define __align__(n) __attribute__((aligned(n)))
+#define TL_SHARED __attribute__((section("tlshared"), aligned(16)))
+// A barrier is identified by its call site (__COUNTER__) and reported by its line.
+#define __syncthreads() tl_emu::syncthreads(__LINE__, __COUNTER__)
+#define __syncthreads_count(p) tl_emu::syncthreads_count(__LINE__, __COUNTER__, (p))
+#define __syncthreads_and(p) tl_emu::syncthreads_and(__LINE__, __COUNTER__, (p))
+#define __syncthreads_or(p) (tl_emu::syncthreads_count(__LINE__, __COUNTER__, (p)) != 0)
+#define __trap() tl_emu::trap(__LINE__)
+#define __brkpt() tl_emu::trap(__LINE__)
+#undef assert
+#define assert(e) ((e) ? (void)0 : tl_emu::assert_fail(#e, __LINE__))
+#define printf(...) tl_emu::kprintf(__VA_ARGS__)

@@ -1,0 +1,113 @@
+"""Rewrite ``__shared__`` declarations (and, in analysis mode, their uses) on the same lines.
+
+Static arrays become ``static TL_SHARED T name[..];``: one linker section the runtime
+poisons at every block start. ``extern __shared__ T name[];`` becomes a ``T*`` to the
+launch's dynamic buffer. In analysis mode each array gets a registrar (``tl_reg_<name>``)
+and every ``name[`` in its scope becomes ``tl_emu::sh(name, tl_reg_name, __LINE__)[``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .lexer import Scope, enclosing, line_of, split_top
+
+Edit = tuple[int, int, str]
+
+
+@dataclass(frozen=True)
+class SharedDecl:
+    """One ``__shared__`` declarator."""
+
+    name: str
+    type: str
+    dims: tuple[str, ...]
+    dynamic: bool
+    line: int
+    scope: tuple[int, int]  # uses of the name are rewritten from the declaration to the end
+
+    @property
+    def is_array(self) -> bool:
+        return bool(self.dims)
+
+
+_QUALS = re.compile(r"((?:\b(?:extern|static|volatile|const)\b\s*)*)$")
+_ATTRS = re.compile(r"\b__align__\s*\([^()]*\)|\b__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)")
+
+
+def _declarators(body: str) -> tuple[str, list[tuple[str, tuple[str, ...], str]]]:
+    """Split ``float a[2][3], *p`` into the type and (name, dims, pointer stars)."""
+    parts = split_top(body)
+    first = parts[0]
+    cut = first.find("[")
+    head = first if cut < 0 else first[:cut]
+    m = re.search(r"(\**)\s*([A-Za-z_]\w*)\s*$", head)
+    if not m:
+        return body.strip(), []
+    type_ = head[:m.start()].strip()
+    decls = [(m.group(2), tuple(re.findall(r"\[([^\]]*)\]", first[m.end():])), m.group(1))]
+    for part in parts[1:]:
+        d = re.match(r"\s*(\**)\s*([A-Za-z_]\w*)((?:\s*\[[^\]]*\])*)", part)
+        if d:
+            decls.append((d.group(2), tuple(re.findall(r"\[([^\]]*)\]", d.group(3))), d.group(1)))
+    return type_, decls
+
+
+def rewrite_declarations(masked: str, all_scopes: list[Scope], analysis: bool
+                         ) -> tuple[list[Edit], list[SharedDecl]]:
+    """Edits replacing every ``__shared__`` declaration, and the declarators found."""
+    edits: list[Edit] = []
+    decls: list[SharedDecl] = []
+    for m in re.finditer(r"\b__shared__\b", masked):
+        q = _QUALS.search(masked, max(0, m.start() - 100), m.start())
+        start = q.start() if q else m.start()
+        quals = q.group(1).split() if q else []
+        end = masked.find(";", m.end())
+        if end < 0:
+            continue
+        body = " ".join(masked[m.end():end].split())
+        inside = enclosing(all_scopes, m.start())
+        function_scope = any(s.block for s in inside)
+        scope_end = inside[-1].end if inside else len(masked)
+        type_, names = _declarators(body)
+        keep = " ".join(x for x in quals if x in ("volatile", "const"))
+        line = line_of(masked, m.start())
+        extern = "extern" in quals
+        out = []
+        if extern:
+            ptr_type = " ".join(_ATTRS.sub(" ", f"{keep} {type_}").split())
+            for name, _dims, stars in names:
+                t = f"{ptr_type}{stars}"
+                if function_scope and not analysis:
+                    out.append(f"{t}* const {name} = ({t}*)tl_emu::g_dyn_shared;")
+                else:
+                    out.append(f'static {t}* {name}; static tl_emu::DynReg tl_reg_{name}'
+                               f'({name}, "{name}");')
+        else:
+            out.append(" ".join(f"static TL_SHARED {keep} {body};".split()))
+            if analysis:
+                out += [f'static tl_emu::ShReg tl_reg_{n}({n}, "{n}");'
+                        for n, dims, stars in names if dims and not stars]
+        text = " ".join(out) + "\n" * masked.count("\n", start, end + 1)
+        edits.append((start, end + 1, text))
+        for name, dims, stars in names:
+            decls.append(SharedDecl(name, f"{type_}{stars}", () if stars else dims, extern,
+                                    line, (end + 1, scope_end)))
+    return edits, decls
+
+
+def rewrite_uses(masked: str, decls: list[SharedDecl]) -> list[Edit]:
+    """Analysis mode: edits turning ``name[`` into a recorded access, within each scope."""
+    edits: list[Edit] = []
+    for d in decls:
+        if not (d.is_array or d.dynamic):
+            continue
+        pattern = re.compile(rf"\b{re.escape(d.name)}\s*\[")
+        for m in pattern.finditer(masked, d.scope[0], d.scope[1]):
+            before = masked[max(0, m.start() - 40):m.start()].rstrip()
+            if before.endswith((".", "->", "::")) or re.search(r"\bsizeof\s*\(?$", before):
+                continue
+            edits.append((m.start(), m.end(),
+                          f"tl_emu::sh({d.name}, tl_reg_{d.name}, __LINE__)["))
+    return edits

@@ -1,0 +1,66 @@
+"""Turn a learner's CUDA C source into C++ for g++, keeping every line where it was.
+
+The output is: ``#include "tilelab_emu.h"``, PyCUDA's ``extern "C" {`` (unless
+``no_extern_c``), ``#line 1 "kernel.cu"``, the transformed source (same number of lines),
+then the entry-point table (see ``kernels.entry_code``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .checks import check_includes, check_unsupported
+from .errors import CompileError
+from .kernels import KernelSource, entry_code, find_kernels
+from .lexer import mask, scopes
+from .shared import SharedDecl, rewrite_declarations, rewrite_uses
+
+
+@dataclass(frozen=True)
+class Translation:
+    """The C++ to compile, with the kernels and shared declarations found."""
+
+    code: str
+    kernels: tuple[KernelSource, ...]
+    shared: tuple[SharedDecl, ...]
+    analysis: bool
+
+
+def _apply(src: str, edits: list[tuple[int, int, str]]) -> str:
+    out, last = [], 0
+    for start, end, text in sorted(edits):
+        if start < last:
+            continue  # overlapping edit (a use inside a declaration): keep the first
+        out.append(src[last:start])
+        out.append(text)
+        last = end
+    out.append(src[last:])
+    return "".join(out)
+
+
+def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False) -> Translation:
+    """Check and transform ``source``; raises ``CompileError``/``UnsupportedConstruct``."""
+    source = source.replace("\r\n", "\n").replace("\r", "\n")
+    masked = mask(source)
+    blanks = check_includes(source, masked)
+    check_unsupported(masked)
+    for start, end in blanks:
+        masked = masked[:start] + "".join(c if c == "\n" else " " for c in masked[start:end]) \
+            + masked[end:]
+    edits = [(s, e, "".join(c for c in masked[s:e] if c == "\n")) for s, e in blanks]
+    decl_edits, decls = rewrite_declarations(masked, scopes(masked), analysis)
+    edits += decl_edits
+    if analysis:
+        edits += rewrite_uses(masked, decls)
+    body = _apply(source, edits)
+    if body.count("\n") != source.count("\n"):  # would misreport every line number
+        raise CompileError("internal error: the emulator's source transform moved lines; "
+                           "please report this kernel.")
+    kernels = find_kernels(masked)
+    head = ['#include "tilelab_emu.h"']
+    if not no_extern_c:
+        head.append('extern "C" {')
+    head.append('#line 1 "kernel.cu"')
+    tail = "\n" + ("}\n" if not no_extern_c else "") + entry_code(kernels)
+    code = "\n".join(head) + "\n" + body + tail
+    return Translation(code, tuple(kernels), tuple(decls), analysis)
