@@ -8,6 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("sphinx", reason="the book's tests need Sphinx (requirements.txt)")
 from sphinx.application import Sphinx
 from sphinx.util.docutils import docutils_namespace
 

@@ -261,3 +261,16 @@ def test_speed_gates_on_a_gpu(tmp_path):
     assert summary["failures"] == [], summary["failures"]
     assert summary["speed_measured"] and summary["gpu"]
     assert points_in_gradebook(root) == expected_points(GPU)
+
+
+def test_hidden_tests_show_the_clean_verdict_without_grading_twice(graded_emu):
+    root, _ = graded_emu
+    nb = root / "autograder" / "autograded" / "alice" / "02-tiled" / "tiled.ipynb"
+    outputs = "".join(
+        "".join(o.get("text", ""))
+        for c in json.loads(nb.read_text())["cells"]
+        if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_tiled_correct"
+        for o in c.get("outputs", [])
+    )
+    assert "correctness: PASS" in outputs
+    assert "graded once, by the class grader's clean process" in outputs

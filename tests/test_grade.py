@@ -91,3 +91,18 @@ def test_check_command_json(tmp_path, capsys):
     assert {"exercise", "passed", "correct", "speedup", "gate", "backend", "gpu",
             "messages"} <= out.keys()
     assert out["correct"] is True and out["backend"] == "emu" and out["speedup"] is None
+
+
+def test_a_class_runs_cached_verdict_is_returned_only_for_the_same_source(tmp_path, monkeypatch):
+    from tilelab.grade import CACHE_ENV, cache_verdict
+    from tilelab.verdict import Verdict
+
+    source = KERNELS["naive"].source()
+    stored = Verdict("naive", "emu", correct=True, points_correct=3.0, messages=["stored"])
+    cache_verdict(tmp_path, source, stored)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    hit = emu("naive", source)
+    assert hit.correct and hit.messages[0] == "stored" and not hit.shapes  # not re-graded
+    other = emu("naive", source + "\n// edited after the clean grade\n")
+    assert other.correct and len(other.shapes) == len(exercises.get("naive").shapes)
+    assert "stored" not in other.messages

@@ -1,12 +1,14 @@
 """Grade a class with nbgrader: autograde, a clean re-grade of every kernel, feedback, CSV.
 
 Points come only from the grader's clean process. A learner's Python runs inside the
-notebook kernel during ``nbgrader autograde`` and could patch the grader there, so after
-autograding, each kernel cell is read straight from the submitted notebook's JSON (by its
+notebook kernel during ``nbgrader autograde`` and could patch the grader there, so each
+kernel cell is read straight from the submitted notebook's JSON (by its
 ``kernel_<exercise>`` grade id; nothing is executed: the ``NAME = r\"\"\"...\"\"\"`` value
 is parsed with :func:`ast.literal_eval`), graded by :func:`tilelab.grade.grade_source`,
 and its points are written over the hidden tests' scores in the gradebook (as nbgrader
-manual scores), so the CSV export and the feedback show only those. The verdicts are
+manual scores), so the CSV export and the feedback show only those. This clean grade runs
+before autograding, so the hidden tests, which call the same grader, get its verdict back
+from a cache instead of grading every kernel twice. The verdicts are
 also written next to the feedback as ``tilelab_verdict.txt`` and ``.json``.
 """
 
@@ -34,7 +36,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from tilelab import backend as backends
 from tilelab import exercises
-from tilelab.grade import grade_source
+from tilelab.grade import CACHE_ENV, cache_verdict, grade_source
 from tilelab.notebook import AWARD_ENV, CLASS_GRADING_ENV, speed_points
 from tilelab.verdict import Verdict
 
@@ -225,8 +227,10 @@ def grade_notebook(
     assignment: str,
     backend_name: str,
     gpu: str | None = None,
+    cache: Path | None = None,
 ) -> list[Verdict]:
-    """A clean-process verdict for every kernel of one submitted notebook."""
+    """A clean-process verdict for every kernel of one submitted notebook (each also kept
+    in ``cache``, for the notebook's hidden tests, where one is given)."""
     verdicts = []
     for exercise_id in exercises.ASSIGNMENTS[assignment]:
         ex = exercises.get(exercise_id)
@@ -235,7 +239,10 @@ def grade_notebook(
         except KernelCellError as exc:
             verdicts.append(_unreadable(ex, backend_name, gpu, str(exc)))
             continue
-        verdicts.append(grade_source(exercise_id, source, backend_name=backend_name))
+        verdict = grade_source(exercise_id, source, backend_name=backend_name)
+        if cache is not None:
+            cache_verdict(cache, source, verdict)
+        verdicts.append(verdict)
     return verdicts
 
 
@@ -435,20 +442,28 @@ def _grade_one(
             {"assignment": assignment, "student": student, "step": step, "error": error[-2000:]}
         )
 
-    result = api.autograde(assignment, student, force=True, create=True)
+    submitted = Path(cd.format_path(cd.submitted_directory, student, assignment))
+    with tempfile.TemporaryDirectory(prefix="tilelab-verdicts-") as cache:
+        try:
+            verdicts = grade_notebook(
+                submitted / f"{notebook_id(assignment)}.ipynb",
+                assignment,
+                backend_name,
+                gpu,
+                cache=Path(cache),
+            )
+        except Exception as exc:  # never trust the notebook's own scores: zero, and say why
+            failed("grade", f"{type(exc).__name__}: {exc}")
+            verdicts = [
+                _unreadable(exercises.get(e), backend_name, gpu, f"internal grader error: {exc}")
+                for e in exercises.ASSIGNMENTS[assignment]
+            ]
+        # nbgrader runs the notebook; its hidden tests get the verdicts above back from the
+        # cache (no second grading); their scores are then replaced by those verdicts' points
+        with _environ({CACHE_ENV: cache}):
+            result = api.autograde(assignment, student, force=True, create=True)
     if not result.get("success"):
         failed("autograde", result.get("error") or result.get("log") or "")
-    submitted = Path(cd.format_path(cd.submitted_directory, student, assignment))
-    try:
-        verdicts = grade_notebook(
-            submitted / f"{notebook_id(assignment)}.ipynb", assignment, backend_name, gpu
-        )
-    except Exception as exc:  # never trust the notebook's own scores: zero, and say why
-        failed("grade", f"{type(exc).__name__}: {exc}")
-        verdicts = [
-            _unreadable(exercises.get(e), backend_name, gpu, f"internal grader error: {exc}")
-            for e in exercises.ASSIGNMENTS[assignment]
-        ]
     points: dict[str, dict[str, float]] = {}
     try:
         points = record(cd, assignment, student, verdicts, award)
