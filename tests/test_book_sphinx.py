@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("sphinx", reason="the book's tests need Sphinx (requirements.txt)")
+pytest.importorskip("sphinx.application", reason="the book's tests need Sphinx (requirements.txt)")
 from sphinx.application import Sphinx
 from sphinx.util.docutils import docutils_namespace
 
