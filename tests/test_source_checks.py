@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tilelab.source_checks import MAX_SOURCE_BYTES, SourceRejected, validate_source
+from tilelab.source_checks import (
+    MAX_SOURCE_BYTES,
+    SourceRejected,
+    check_signature,
+    parameter_types,
+    validate_source,
+)
 
 OK = "__global__ void k(float* a) { a[0] = 1.0f; }\n"
 
@@ -32,3 +38,59 @@ def test_non_utf8_and_nul_and_empty_and_huge():
         validate_source("  \n")
     with pytest.raises(SourceRejected, match="more than"):
         validate_source(b"/" * (MAX_SOURCE_BYTES + 1))
+
+
+@pytest.mark.parametrize(
+    "trick",
+    [
+        '#define F "/etc/passwd"\n#include F\n',  # a macro names the file
+        '#inc\\\nlude "/etc/passwd"\n',  # a directive split by a backslash-newline
+        '#include \\\n"/etc/passwd"\n',
+        '%:include "/etc/passwd"\n',  # the digraph of #
+        '#include_next </etc/passwd>\n',
+        '#embed "/etc/passwd"\n',
+    ],
+)
+def test_includes_that_hide_their_target_are_rejected(trick):
+    with pytest.raises(SourceRejected, match="is not allowed") as e:
+        validate_source("// kernel\n" + trick + OK)
+    assert "root:" not in str(e.value)  # the file was never read
+
+
+SIG = "__global__ void k(const float* A, float* C, int M)"
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        "__global__ void k(const float* A, float* C, int M) {}",
+        "__global__ void k(const float *__restrict__ A, float * __restrict__ C, const int M) {}",
+        "extern \"C\" __global__ void __launch_bounds__(256) k(float A[], float* C, int M) {}",
+        "#define K k\n__global__ void K(double* A, int M) {}",  # not found by name: compiler's job
+    ],
+)
+def test_signatures_that_launch_the_same_way_pass(kernel):
+    check_signature(kernel, "k", SIG)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "message"),
+    [
+        ("__global__ void k(const double* A, float* C, int M) {}", "parameter 1 .* is double\\*"),
+        ("__global__ void k(const float* A, float* C, float M) {}", "parameter 3 .* is float,"),
+        ("__global__ void k(const float* A, float* C) {}", "takes 2 parameters, .* passes 3"),
+        ("__global__ void kk(const float* A, float* C, int M) {}", "no kernel named 'k'.*'kk'"),
+    ],
+)
+def test_wrong_signatures_and_names_are_named(kernel, message):
+    with pytest.raises(SourceRejected, match=message) as e:
+        check_signature(kernel, "k", SIG)
+    assert "Declare it exactly as given" in str(e.value) or "fixes the name" in str(e.value)
+
+
+def test_parameter_types():
+    assert parameter_types(["const float* __restrict__ A", "int M", "float B[]"]) == [
+        "float*",
+        "int",
+        "float*",
+    ]

@@ -35,7 +35,7 @@ from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from tilelab import backend as backends
-from tilelab import exercises
+from tilelab import exercises, isolation
 from tilelab.grade import CACHE_ENV, cache_verdict, grade_source
 from tilelab.notebook import AWARD_ENV, CLASS_GRADING_ENV, speed_points
 from tilelab.verdict import Verdict
@@ -43,6 +43,9 @@ from tilelab.verdict import Verdict
 CONFIG_FILE = "nbgrader_config.py"
 VERDICT_FILE = "tilelab_verdict"
 CSV_FILE = "grades.csv"
+#: Seconds one notebook cell may run during a class run (the hidden tests only read
+#: verdicts already measured, so a cell that runs longer is the learner's own code).
+CELL_TIMEOUT = int(os.environ.get("TILELAB_CELL_TIMEOUT", "120"))
 
 
 class KernelCellError(ValueError):
@@ -89,10 +92,13 @@ def _alembic_on_path() -> None:
         os.environ["PATH"] = os.pathsep.join([str(here), os.environ.get("PATH", "")])
 
 
-def open_api(course_root: str | Path) -> NbGraderAPI:
-    """nbgrader's Python API on this course."""
+def open_api(course_root: str | Path, cell_timeout: int | None = None) -> NbGraderAPI:
+    """nbgrader's Python API on this course (with a per-cell time limit, if given)."""
     _alembic_on_path()
     config = load_config(course_root)
+    if cell_timeout is not None:
+        config.Execute.timeout = cell_timeout
+        config.ExecutePreprocessor.timeout = cell_timeout
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
 
 
@@ -150,7 +156,11 @@ def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
         nb = json.loads(path.read_text(encoding="utf-8"))
         cells = nb["cells"]
     except FileNotFoundError:
-        raise KernelCellError(f"the notebook {path.name} was not submitted") from None
+        others = sorted(p.name for p in path.parent.glob("*.ipynb"))
+        raise KernelCellError(
+            f"the notebook {path.name} was not submitted"
+            + (f" (the folder holds {', '.join(others)}: the wrong assignment?)" if others else "")
+        ) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise KernelCellError(f"{path.name} is not a readable notebook ({exc})") from None
     cell = next(
@@ -163,6 +173,20 @@ def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
         None,
     )
     if cell is None:
+        ids = {
+            str((c.get("metadata") or {}).get("nbgrader", {}).get("grade_id", ""))
+            for c in cells
+            if isinstance(c, dict)
+        }
+        other = next(
+            (e.assignment for e in exercises.EXERCISES.values() if kernel_cell_id(e.id) in ids),
+            None,
+        )
+        if other is not None:
+            raise KernelCellError(
+                f"{path.name} is the notebook of assignment {other}, not of the assignment it "
+                "was submitted as; submit the right notebook."
+            )
         raise KernelCellError(
             f"no kernel cell {grade_id!r} in {path.name}: the cell holding the kernel was "
             "deleted or replaced; copy it back from the released notebook."
@@ -364,11 +388,13 @@ def grade_class(
     backend: str | None = None,
     award_speed_without_gpu: bool = False,
     progress: bool = True,
+    cell_timeout: int = CELL_TIMEOUT,
 ) -> dict[str, Any]:
     """Autograde, re-grade every kernel cleanly, generate feedback and export the CSV, for
     every submission under ``autograder/submitted/`` (or the ones named). One bad
-    submission never stops the run: its failure is in the summary."""
-    api = open_api(course_root)
+    submission never stops the run, nor changes another's grade: its failure is in the
+    summary (see :mod:`tilelab.isolation`)."""
+    api = open_api(course_root, cell_timeout)
     cd = api.coursedir
     chosen = backend or backends.active()
     gpu = backends.gpu_probe()[1] if chosen == "gpu" else None
@@ -403,7 +429,10 @@ def grade_class(
         AWARD_ENV: "1" if award_speed_without_gpu else None,
         CLASS_GRADING_ENV: "1",
     }
-    with _environ(env):
+    run = _Run(api, chosen, gpu, award_speed_without_gpu, summary["failures"])
+    run.snapshot.add(Path(cd.root) / cd.submitted_directory)
+    with _environ(env), tempfile.TemporaryDirectory(prefix="tilelab-class-") as scratch:
+        run.scratch = Path(scratch)
         for a in sorted({a for a, _ in work}):
             try:
                 _ensure_in_gradebook(api, a)
@@ -411,11 +440,16 @@ def grade_class(
                 summary["failures"].append({"assignment": a, "step": "release", "error": str(exc)})
         for a, s in work:
             bar.show(f"{a} {s}")
-            summary["submissions"].append(
-                _grade_one(api, a, s, chosen, gpu, award_speed_without_gpu, summary["failures"])
-            )
+            try:
+                summary["submissions"].append(run.grade_one(a, s))
+            except Exception as exc:  # the grader's own failure: record it, go on
+                run.failed(a, s, "internal", f"{type(exc).__name__}: {exc}")
             bar.step(f"{a} {s}")
     bar.close()
+    for a, s in work:  # feedback a later notebook changed is put back
+        folder = Path(cd.format_path(cd.feedback_directory, s, a))
+        if run.snapshot.restore(folder):
+            run.failed(a, s, "feedback", "changed by another submission's code; restored")
     csv = Path(cd.root) / "autograder" / CSV_FILE
     try:
         export_csv(cd, csv)
@@ -425,63 +459,123 @@ def grade_class(
     return summary
 
 
-def _grade_one(
-    api: NbGraderAPI,
-    assignment: str,
-    student: str,
-    backend_name: str,
-    gpu: str | None,
-    award: bool,
-    failures: list[dict[str, Any]],
-) -> dict[str, Any]:
-    """Autograde, re-grade, record, feedback and verdict files for one submission."""
-    cd = api.coursedir
+class _Run:
+    """One class run: what grading each submission needs, and where failures go."""
 
-    def failed(step: str, error: str) -> None:
-        failures.append(
+    def __init__(
+        self, api: NbGraderAPI, backend: str, gpu: str | None, award: bool, failures: list
+    ) -> None:
+        self.api, self.backend, self.gpu, self.award = api, backend, gpu, award
+        self.failures: list[dict[str, Any]] = failures
+        self.snapshot = isolation.FolderSnapshot()
+        cd = api.coursedir
+        self.secret = isolation.solution_lines(
+            sorted(Path(cd.root, cd.source_directory).glob("*/*.ipynb"))
+        )
+        self.scratch = Path(tempfile.gettempdir())
+
+    def failed(self, assignment: str, student: str, step: str, error: str) -> None:
+        self.failures.append(
             {"assignment": assignment, "student": student, "step": step, "error": error[-2000:]}
         )
 
-    submitted = Path(cd.format_path(cd.submitted_directory, student, assignment))
-    with tempfile.TemporaryDirectory(prefix="tilelab-verdicts-") as cache:
+    def grade_one(self, assignment: str, student: str) -> dict[str, Any]:
+        """Clean grade, autograde, record, feedback and verdict files for one submission."""
+        cd = self.api.coursedir
+        notes: list[str] = []
+
+        def problem(step: str, text: str) -> None:
+            self.failed(assignment, student, step, text)
+            notes.append(text)
+
+        submitted = Path(cd.format_path(cd.submitted_directory, student, assignment))
+        if self.snapshot.restore(submitted):
+            problem("submission", "files of this submission were changed during the run by "
+                    "another submission's code; the submitted files were put back")
+        with tempfile.TemporaryDirectory(prefix="tilelab-verdicts-", dir=self.scratch) as cache:
+            try:
+                verdicts = grade_notebook(
+                    submitted / f"{notebook_id(assignment)}.ipynb",
+                    assignment,
+                    self.backend,
+                    self.gpu,
+                    cache=Path(cache),
+                )
+            except Exception as exc:  # never trust the notebook's own scores: zero, say why
+                self.failed(assignment, student, "grade", f"{type(exc).__name__}: {exc}")
+                verdicts = [
+                    _unreadable(exercises.get(e), self.backend, self.gpu,
+                                f"internal grader error: {exc}")
+                    for e in exercises.ASSIGNMENTS[assignment]
+                ]
+            # nbgrader runs the notebook; its hidden tests get the verdicts above back from
+            # the cache (no second grading); their scores are then replaced by those points
+            db = Path(cd.db_url.removeprefix("sqlite:///"))
+            with (
+                isolation.GradebookGuard(db, student, Path(cache)) as guard,
+                _environ({CACHE_ENV: cache}),
+            ):
+                with isolation.Reaper() as reaper:
+                    result = self.api.autograde(assignment, student, force=True, create=True)
+                tampered = guard.verify()
+        if reaper.killed:
+            problem("processes", f"the notebook left {len(reaper.killed)} process(es) "
+                    "running after its cells ended; they were killed")
+        if tampered:
+            problem("gradebook", tampered)
+        elif not result.get("success"):
+            self.failed(assignment, student, "autograde",
+                        result.get("error") or result.get("log") or "")
+            notes.append(_autograde_problem(result))
+        autograded = Path(cd.format_path(cd.autograded_directory, student, assignment))
+        nb_name = f"{notebook_id(assignment)}.ipynb"
+        own = self.snapshot.files.get(submitted / nb_name, b"").decode("utf-8", "replace")
+        leaks = isolation.scrub_outputs(autograded / nb_name, self.secret, own)
+        if leaks:
+            problem("solutions", f"{leaks} output(s) of the notebook showed the course's "
+                    "reference solution (read from the grading machine's disk); removed from "
+                    "the feedback")
+        for v in verdicts:
+            v.messages.extend(f"grading note: {n}" for n in notes)
+        points: dict[str, dict[str, float]] = {}
         try:
-            verdicts = grade_notebook(
-                submitted / f"{notebook_id(assignment)}.ipynb",
-                assignment,
-                backend_name,
-                gpu,
-                cache=Path(cache),
-            )
-        except Exception as exc:  # never trust the notebook's own scores: zero, and say why
-            failed("grade", f"{type(exc).__name__}: {exc}")
-            verdicts = [
-                _unreadable(exercises.get(e), backend_name, gpu, f"internal grader error: {exc}")
-                for e in exercises.ASSIGNMENTS[assignment]
-            ]
-        # nbgrader runs the notebook; its hidden tests get the verdicts above back from the
-        # cache (no second grading); their scores are then replaced by those verdicts' points
-        with _environ({CACHE_ENV: cache}):
-            result = api.autograde(assignment, student, force=True, create=True)
-    if not result.get("success"):
-        failed("autograde", result.get("error") or result.get("log") or "")
-    points: dict[str, dict[str, float]] = {}
-    try:
-        points = record(cd, assignment, student, verdicts, award)
-    except Exception as exc:
-        failed("gradebook", f"{type(exc).__name__}: {exc}")
-    result = api.generate_feedback(assignment, student, force=True)
-    if not result.get("success"):
-        failed("generate_feedback", result.get("error") or result.get("log") or "")
-    feedback = Path(cd.format_path(cd.feedback_directory, student, assignment))
-    write_verdicts(feedback, student, assignment, verdicts, points, award)
-    return {
-        "assignment": assignment,
-        "student": student,
-        "points": points,
-        "score": sum(sum(p.values()) for p in points.values()),
-        "max_score": sum(v.max_points_correct + v.max_points_speed for v in verdicts),
-        "messages": {v.exercise: v.messages[:1] for v in verdicts if not v.correct},
-    }
+            points = record(cd, assignment, student, verdicts, self.award)
+        except Exception as exc:
+            self.failed(assignment, student, "gradebook", f"{type(exc).__name__}: {exc}")
+        result = self.api.generate_feedback(assignment, student, force=True)
+        if not result.get("success"):
+            self.failed(assignment, student, "generate_feedback",
+                        result.get("error") or result.get("log") or "")
+        feedback = Path(cd.format_path(cd.feedback_directory, student, assignment))
+        write_verdicts(feedback, student, assignment, verdicts, points, self.award)
+        self.snapshot.add(feedback)
+        return {
+            "assignment": assignment,
+            "student": student,
+            "points": points,
+            "score": sum(sum(p.values()) for p in points.values()),
+            "max_score": sum(v.max_points_correct + v.max_points_speed for v in verdicts),
+            "messages": {v.exercise: v.messages[:1] for v in verdicts if not v.correct},
+            "notes": notes,
+        }
+
+
+def _autograde_problem(result: dict[str, Any]) -> str:
+    """A learner's sentence for an nbgrader autograde that failed."""
+    log = (result.get("error") or "") + (result.get("log") or "")
+    if "CellTimeoutError" in log or "timed out" in log.lower():
+        why = f"a cell ran longer than the {CELL_TIMEOUT} s a class run allows"
+    elif "DeadKernelError" in log or "Kernel died" in log:
+        why = "the notebook's Python process died (os._exit? a crash?)"
+    elif "NotJSONError" in log or "not valid" in log.lower() or "JSON" in log:
+        why = "the notebook is not a valid notebook file"
+    else:
+        lines = [ln for ln in log.strip().splitlines() if ln.strip()]
+        why = lines[-1][:300] if lines else "nbgrader reported a failure"
+    return (
+        f"nbgrader could not run the notebook ({why}); the kernels were graded from the "
+        "submitted file alone"
+    )
 
 
 def export_csv(coursedir: CourseDirectory, dest: Path) -> Path:

@@ -27,13 +27,14 @@ from tilelab.verdict import Verdict
 CACHE_ENV = "TILELAB_VERDICT_CACHE"
 DEFAULT_TIMEOUT = float(os.environ.get("TILELAB_GRADE_TIMEOUT", "300"))
 MEMORY_LIMIT = 6 * 1024**3  # address space of an emulator grading process
-OUTPUT_LIMIT = 64 * 1024
+OUTPUT_LIMIT = 64 * 1024  # of the child's stderr, read back for a crash report
+FILE_LIMIT = 64 * 1024**2  # any file the child writes, its stderr included
 
 
 def _limits(backend_name: str) -> None:
     """Run in the child before exec: own process group, caps on files and memory."""
     os.setsid()
-    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024**2, 64 * 1024**2))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if backend_name == "emu":  # CUDA maps huge address ranges; cap only the emulator
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
@@ -81,43 +82,61 @@ def grade_source(
         cmd += ["--no-sanitize"] if not sanitize else []
         cmd += ["--gate", str(gate)] if gate is not None else []
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        proc = subprocess.Popen(
-            cmd,
-            cwd=tmp,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            preexec_fn=lambda: _limits(chosen),
-        )
-        try:
-            _stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            return _failed(
-                ex,
-                chosen,
-                f"grading took longer than {timeout:g} s and was stopped "
-                "(an endless loop in the kernel, or a barrier some threads never reach?)",
+        log = os.path.join(tmp, "stderr.txt")
+        with open(log, "wb") as err:
+            # stdout is dropped (a printf flood must not fill this process's memory); the
+            # child's stderr goes to a file, capped by RLIMIT_FSIZE, for a crash report
+            proc = subprocess.Popen(
+                cmd,
+                cwd=tmp,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                preexec_fn=lambda: _limits(chosen),
             )
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                return _failed(
+                    ex,
+                    chosen,
+                    f"grading took longer than {timeout:g} s and was stopped "
+                    "(an endless loop in the kernel, or a barrier some threads never reach?)",
+                )
+            finally:
+                _kill_group(proc)  # nothing the kernel started outlives its grading
         if os.path.exists(out):
             try:
                 with open(out, encoding="utf-8") as f:
                     return Verdict.from_dict(json.load(f))
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError, TypeError) as exc:
                 return _failed(ex, chosen, f"the grader's verdict could not be read: {exc}")
-        tail = stderr[-OUTPUT_LIMIT:].decode("utf-8", "replace").strip().splitlines()[-8:]
-        how = (
-            f"signal {signal.Signals(-proc.returncode).name}"
-            if proc.returncode < 0
-            else f"exit status {proc.returncode}"
+        return _failed(ex, chosen, _death(proc.returncode, _tail(log)))
+
+
+def _tail(path: str) -> str:
+    with open(path, "rb") as f:
+        f.seek(max(0, os.path.getsize(path) - OUTPUT_LIMIT))
+        lines = f.read().decode("utf-8", "replace").strip().splitlines()[-8:]
+    return " | ".join(lines)
+
+
+def _death(returncode: int, tail: str) -> str:
+    """Why the grading process ended without a verdict, in a learner's words."""
+    if returncode == -signal.SIGXFSZ:
+        return (
+            f"the grading process was stopped: it wrote more than {FILE_LIMIT >> 20} MiB of "
+            "output (a printf in a loop, or in every thread?). Remove or limit the printf calls."
         )
-        return _failed(
-            ex,
-            chosen,
-            f"the grading process died ({how}) before writing a verdict"
-            + (": " + " | ".join(tail) if tail else ""),
-        )
+    if returncode < 0:
+        how = f"signal {signal.Signals(-returncode).name}"
+    else:
+        how = f"exit status {returncode}"
+    return f"the grading process died ({how}) before writing a verdict" + (
+        f": {tail}" if tail else ""
+    )
 
 
 def _cache_file(folder: str | Path, exercise_id: str, source: str | bytes) -> Path:
@@ -146,9 +165,9 @@ def _cached(exercise_id: str, source: str | bytes) -> Verdict | None:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate()
+    proc.wait()
 
 
 def _failed(ex: exercises.Exercise, backend_name: str, message: str) -> Verdict:

@@ -19,7 +19,7 @@ from tilelab import exercises
 from tilelab.check import check_function
 from tilelab.exercises import Exercise
 from tilelab.runtime import Runtime, get_runtime
-from tilelab.source_checks import SourceRejected, validate_source
+from tilelab.source_checks import SourceRejected, check_signature, validate_source
 from tilelab.verdict import Verdict
 
 ANALYSIS_SHAPE = {"matmul": (64, 64, 64), "transpose": (64, 64)}
@@ -157,6 +157,7 @@ def evaluate(
     )
     try:
         text = validate_source(source)
+        check_signature(text, ex.kernel, ex.signature)
     except SourceRejected as exc:
         v.messages.append(str(exc))
         return v

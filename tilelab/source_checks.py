@@ -20,7 +20,11 @@ ALLOWED_INCLUDES = frozenset(
         "device_launch_parameters.h",
     }
 )
-_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]*)[>"]', re.MULTILINE)
+# any directive that reads a file; its target must be a literal allowed header
+_INCLUDE = re.compile(
+    r"^[ \t]*(?:#|%:)[ \t]*(include|include_next|import|embed)\b[ \t]*(.*)$", re.MULTILINE
+)
+_TARGET = re.compile(r'^(?:<([^<>"\n]*)>|"([^"\n]*)")\s*(?://.*|/\*.*)?$')
 
 
 class SourceRejected(ValueError):
@@ -46,20 +50,91 @@ def validate_source(source: str | bytes) -> str:
         raise SourceRejected("the kernel source contains a NUL byte; remove binary characters.")
     if not source.strip():
         raise SourceRejected("the kernel source is empty; write the kernel in the kernel cell.")
-    for match in _INCLUDE.finditer(source):
-        header = match.group(2).strip()
+    _check_includes(source)
+    return source
+
+
+def _check_includes(source: str) -> None:
+    """Every file-reading directive names an allowed header literally (never a macro, never
+    split across lines), so no other file is ever opened; its contents are never shown."""
+    spliced, lines = [], []  # backslash-newlines joined first, as the preprocessor does
+    for number, text in enumerate(source.split("\n"), 1):
+        if spliced and spliced[-1].endswith("\\"):
+            spliced[-1] = spliced[-1][:-1] + text
+        else:
+            spliced.append(text)
+            lines.append(number)
+    for text, line in zip(spliced, lines, strict=True):
+        match = _INCLUDE.match(text)
+        if not match:
+            continue
+        target = _TARGET.match(match.group(2).strip())
+        header = (target.group(1) or target.group(2) or "").strip() if target else ""
         if header not in ALLOWED_INCLUDES:
-            line = source.count("\n", 0, match.start()) + 1
+            shown = repr(header) if header else "a computed name"
             raise SourceRejected(
-                f"line {line}: #include of {header!r} is not allowed; kernels may include only "
-                f"{', '.join(sorted(ALLOWED_INCLUDES))}. "
+                f"line {line}: #{match.group(1)} of {shown} is not allowed; kernels may include "
+                f"only {', '.join(sorted(ALLOWED_INCLUDES))}, named literally. "
                 "Put everything the kernel needs in its cell."
             )
-    return source
 
 
 def _too_big(size: int) -> str:
     return (
         f"the kernel source is {size} bytes, more than the {MAX_SOURCE_BYTES} allowed; "
         "a kernel for this course fits in a few kilobytes."
+    )
+
+
+_TYPE_NOISE = re.compile(r"\b(?:const|volatile|__restrict__|__restrict|restrict)\b")
+
+
+def parameter_types(params: tuple[str, ...] | list[str]) -> list[str]:
+    """``("const float* __restrict__ A", "int M")`` -> ``["float*", "int"]``: what the launch
+    passes (qualifiers and names dropped; ``float A[]`` is ``float*``)."""
+    out = []
+    for text in params:
+        text = re.sub(r"\[[^\]]*\]", "*", text)
+        words = re.findall(r"[A-Za-z_]\w*|\*|&", _TYPE_NOISE.sub(" ", text))
+        names = [w for w in words if w not in ("*", "&")]
+        if len(names) >= 2 and names[-1] not in _BUILTIN_TYPES:
+            words.remove(names[-1])  # the parameter's name
+        out.append(" ".join(w for w in words if w not in ("*", "&")) + "*" * words.count("*"))
+    return out
+
+
+_BUILTIN_TYPES = {"int", "char", "float", "double", "bool", "unsigned", "signed", "long", "short"}
+
+
+def check_signature(source: str, kernel: str, signature: str) -> None:
+    """Raise :class:`SourceRejected` when ``kernel`` is defined in ``source`` with parameter
+    types other than ``signature``'s (a launch would pass it the wrong data). A kernel the
+    scan cannot find (say, named by a macro) is left for the compiler to find."""
+    from tilelab.emu.kernels import find_kernels
+    from tilelab.emu.lexer import mask
+
+    found = {k.name: k for k in find_kernels(mask(source))}
+    expected = find_kernels(mask(signature + " {}"))[0]
+    if kernel not in found:
+        if found and not re.search(r"^\s*(?:#|%:)\s*define\b", source, re.M):
+            raise SourceRejected(
+                f"no kernel named {kernel!r}: the source defines "
+                f"{', '.join(repr(n) for n in found)}. The exercise fixes the name and the "
+                f"signature: {signature}"
+            )
+        return
+    got, want = parameter_types(found[kernel].params), parameter_types(expected.params)
+    if got == want:
+        return
+    if len(got) != len(want):
+        what = f"it takes {len(got)} parameters, the exercise passes {len(want)}"
+    else:
+        i = next(i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w)
+        what = (
+            f"parameter {i + 1} ({found[kernel].params[i]!r}) is {got[i]}, the launch "
+            f"passes {want[i]}"
+        )
+    raise SourceRejected(
+        f"line {found[kernel].line}: {kernel} has the wrong signature: {what}. "
+        f"Declare it exactly as given: {signature}"
     )
