@@ -430,6 +430,7 @@ def grade_class(
         CLASS_GRADING_ENV: "1",
     }
     run = _Run(api, chosen, gpu, award_speed_without_gpu, summary["failures"])
+    run.cell_timeout = cell_timeout
     run.snapshot.add(Path(cd.root) / cd.submitted_directory)
     with _environ(env), tempfile.TemporaryDirectory(prefix="tilelab-class-") as scratch:
         run.scratch = Path(scratch)
@@ -473,6 +474,7 @@ class _Run:
             sorted(Path(cd.root, cd.source_directory).glob("*/*.ipynb"))
         )
         self.scratch = Path(tempfile.gettempdir())
+        self.cell_timeout = CELL_TIMEOUT
 
     def failed(self, assignment: str, student: str, step: str, error: str) -> None:
         self.failures.append(
@@ -531,6 +533,9 @@ class _Run:
         nb_name = f"{notebook_id(assignment)}.ipynb"
         own = self.snapshot.files.get(submitted / nb_name, b"").decode("utf-8", "replace")
         leaks = isolation.scrub_outputs(autograded / nb_name, self.secret, own)
+        if stopped := isolation.interrupted_cells(autograded / nb_name):
+            problem("timeout", f"{stopped} cell(s) of the notebook ran longer than the "
+                    f"{self.cell_timeout} s a class run allows a cell and was interrupted")
         if leaks:
             problem("solutions", f"{leaks} output(s) of the notebook showed the course's "
                     "reference solution (read from the grading machine's disk); removed from "
@@ -564,7 +569,7 @@ def _autograde_problem(result: dict[str, Any]) -> str:
     """A learner's sentence for an nbgrader autograde that failed."""
     log = (result.get("error") or "") + (result.get("log") or "")
     if "CellTimeoutError" in log or "timed out" in log.lower():
-        why = f"a cell ran longer than the {CELL_TIMEOUT} s a class run allows"
+        why = "a cell ran past the time limit and could not be interrupted"
     elif "DeadKernelError" in log or "Kernel died" in log:
         why = "the notebook's Python process died (os._exit? a crash?)"
     elif "NotJSONError" in log or "not valid" in log.lower() or "JSON" in log:

@@ -269,3 +269,16 @@ def scrub_outputs(notebook: Path, secret: set[str], own: str = "") -> int:
     if removed:
         notebook.write_text(json.dumps(nb, indent=1), encoding="utf-8")
     return removed
+
+
+def interrupted_cells(notebook: Path) -> int:
+    """How many cells of an executed notebook were stopped by a time limit."""
+    try:
+        nb = json.loads(notebook.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 0
+    return sum(
+        any(o.get("ename") in ("KeyboardInterrupt", "CellTimeoutError")
+            for o in c.get("outputs") or [])
+        for c in nb.get("cells", [])
+    )
