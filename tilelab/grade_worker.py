@@ -187,6 +187,8 @@ def evaluate(
                 f"no GPU: graded by the emulator's bank-conflict degree, {v.bank_degree:.2f} "
                 f"on average (gate <= {ex.max_bank_degree:g}); speed was not measured"
             )
+        elif rt.name == "gpu":
+            v.messages.append("speed was not measured (not asked for): correctness only")
         else:
             v.messages.append("speed was not measured: no GPU here (correctness only)")
     v.points_correct = ex.points_correct if v.correct else 0.0
