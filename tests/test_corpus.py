@@ -232,7 +232,9 @@ def corpus(tmp_path_factory):
     mp.setattr(grade, "DEFAULT_TIMEOUT", 60.0)  # an endless kernel is stopped within a minute
     mp.setenv("TILELAB_EMU_TIMEOUT", "20")
     try:
-        summary = classroom.grade_class(root, backend="emu", progress=False, cell_timeout=15)
+        summary = classroom.grade_class(
+            root, backend="emu", progress=False, cell_timeout=15, gates={"naive": 3.5}
+        )
     finally:
         mp.undo()
     return root, summary
@@ -283,6 +285,12 @@ def test_every_case_is_caught_and_nobody_else_is_affected(corpus, capsys):
         )
     assert not problems, "\n\n".join(map(str, problems))
     assert crashes == [] and affected == [] and rows == expected_rows
+
+
+def test_calibrated_gates_reach_every_verdict(corpus):
+    root, summary = corpus
+    assert summary["gates"]["naive"] == 3.5 and summary["gates"]["tiled"] == 1.25
+    assert verdicts(root, "aaron", "01-naive")["naive"]["gate"] == 3.5
 
 
 def test_feedback_never_shows_a_solution_or_a_system_file(corpus):

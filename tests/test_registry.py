@@ -54,3 +54,18 @@ def test_barrier_variants_remove_exactly_one_barrier():
         assert src.count("__syncthreads()") == full.count("__syncthreads()") - 1
         assert src.count("\n") == full.count("\n")
     assert re.search(r"#define TILE 32", full)
+
+
+def test_gates_files_are_read_strictly(tmp_path):
+    from tilelab import gates
+
+    good = tmp_path / "gates.json"
+    good.write_text(json.dumps({"gates": {"naive": {"gate": 3.1}}}))
+    assert gates.load(good) == {"naive": 3.1} and gates.load(None) == {}
+    with pytest.raises(gates.GatesError, match="no gates file"):
+        gates.load(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    for text in ("{", '{"gates": {"nope": {"gate": 2}}}', '{"gates": []}'):
+        bad.write_text(text)
+        with pytest.raises(gates.GatesError):
+            gates.load(bad)

@@ -252,6 +252,7 @@ def grade_notebook(
     backend_name: str,
     gpu: str | None = None,
     cache: Path | None = None,
+    gates: dict[str, float] | None = None,
 ) -> list[Verdict]:
     """A clean-process verdict for every kernel of one submitted notebook (each also kept
     in ``cache``, for the notebook's hidden tests, where one is given)."""
@@ -263,7 +264,9 @@ def grade_notebook(
         except KernelCellError as exc:
             verdicts.append(_unreadable(ex, backend_name, gpu, str(exc)))
             continue
-        verdict = grade_source(exercise_id, source, backend_name=backend_name)
+        verdict = grade_source(
+            exercise_id, source, backend_name=backend_name, gate=(gates or {}).get(exercise_id)
+        )
         if cache is not None:
             cache_verdict(cache, source, verdict)
         verdicts.append(verdict)
@@ -389,11 +392,13 @@ def grade_class(
     award_speed_without_gpu: bool = False,
     progress: bool = True,
     cell_timeout: int = CELL_TIMEOUT,
+    gates: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Autograde, re-grade every kernel cleanly, generate feedback and export the CSV, for
     every submission under ``autograder/submitted/`` (or the ones named). One bad
     submission never stops the run, nor changes another's grade: its failure is in the
-    summary (see :mod:`tilelab.isolation`)."""
+    summary (see :mod:`tilelab.isolation`). ``gates``: calibrated speed gates by exercise
+    (``tilelab calibrate``), instead of the registry's defaults."""
     api = open_api(course_root, cell_timeout)
     cd = api.coursedir
     chosen = backend or backends.active()
@@ -414,6 +419,7 @@ def grade_class(
         "gpu": gpu,
         "speed_measured": chosen == "gpu",
         "award_speed_without_gpu": award_speed_without_gpu,
+        "gates": {e.id: (gates or {}).get(e.id, e.gate) for e in exercises.EXERCISES.values()},
         "submissions": [],
         "failures": [],
     }
@@ -431,6 +437,7 @@ def grade_class(
     }
     run = _Run(api, chosen, gpu, award_speed_without_gpu, summary["failures"])
     run.cell_timeout = cell_timeout
+    run.gates = dict(gates or {})
     run.snapshot.add(Path(cd.root) / cd.submitted_directory)
     with _environ(env), tempfile.TemporaryDirectory(prefix="tilelab-class-") as scratch:
         run.scratch = Path(scratch)
@@ -475,6 +482,7 @@ class _Run:
         )
         self.scratch = Path(tempfile.gettempdir())
         self.cell_timeout = CELL_TIMEOUT
+        self.gates: dict[str, float] = {}
 
     def failed(self, assignment: str, student: str, step: str, error: str) -> None:
         self.failures.append(
@@ -502,6 +510,7 @@ class _Run:
                     self.backend,
                     self.gpu,
                     cache=Path(cache),
+                    gates=self.gates,
                 )
             except Exception as exc:  # never trust the notebook's own scores: zero, say why
                 self.failed(assignment, student, "grade", f"{type(exc).__name__}: {exc}")

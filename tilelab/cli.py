@@ -75,6 +75,7 @@ def cmd_grade(a: argparse.Namespace) -> int:
         backend=a.backend,
         award_speed_without_gpu=a.award_speed_without_gpu,
         progress=not a.quiet,
+        gates=gates.load(a.gates) if a.gates else None,
     )
     print(summary if isinstance(summary, str) else json.dumps(summary, indent=1, default=str))
     return 0
@@ -131,6 +132,7 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="without a GPU, give speed points anyway (they were not measured)",
     )
+    s.add_argument("--gates", help="gates file written by `tilelab calibrate`")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_grade)
     s = sub.add_parser("calibrate", help="set speed gates from the reference speedups here")
@@ -148,7 +150,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
-    return a.func(a)
+    try:
+        return a.func(a)
+    except gates.GatesError as exc:
+        print(f"tilelab {a.cmd}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

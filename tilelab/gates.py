@@ -13,12 +13,28 @@ from tilelab.bench import prepared_launch, time_interleaved
 from tilelab.runtime import get_runtime
 
 
+class GatesError(ValueError):
+    """A gates file that cannot be used; the message says why and what to do."""
+
+
 def load(path: str | Path | None) -> dict[str, float]:
-    """Gate overrides written by ``tilelab calibrate`` ({} when there is no file)."""
-    if path is None or not Path(path).exists():
+    """Gate overrides written by ``tilelab calibrate`` ({} when no file is named)."""
+    if path is None:
         return {}
-    doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    return {k: float(v["gate"]) for k, v in doc.get("gates", {}).items()}
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        found = {k: float(v["gate"]) for k, v in doc["gates"].items()}
+    except FileNotFoundError:
+        raise GatesError(f"no gates file {path}; write one with `tilelab calibrate`") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise GatesError(
+            f"{path} is not a gates file written by `tilelab calibrate` ({exc!r}); "
+            "calibrate again, or grade with the default gates (no --gates)"
+        ) from None
+    unknown = sorted(set(found) - set(exercises.EXERCISES))
+    if unknown:
+        raise GatesError(f"{path} names unknown exercises {unknown}; calibrate again")
+    return found
 
 
 def calibrate(fraction: float | None = None) -> dict[str, Any]:
