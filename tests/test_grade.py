@@ -106,3 +106,14 @@ def test_a_class_runs_cached_verdict_is_returned_only_for_the_same_source(tmp_pa
     other = emu("naive", source + "\n// edited after the clean grade\n")
     assert other.correct and len(other.shapes) == len(exercises.get("naive").shapes)
     assert "stored" not in other.messages
+
+
+@pytest.mark.parametrize("exercise_id", list(exercises.EXERCISES))
+def test_slow_but_right_kernels_keep_their_correctness_points(exercise_id):
+    from tilelab.reference import slow_but_right
+
+    ex = exercises.get(exercise_id)
+    v = emu(exercise_id, slow_but_right(exercise_id))
+    assert v.correct and v.points_correct == ex.points_correct, v.report()
+    if ex.max_bank_degree is not None:  # unpadded: the emulator's conflict gate fails it
+        assert not v.speed_passed and v.bank_degree > ex.max_bank_degree

@@ -620,6 +620,46 @@ def emu_analysis(rt: Runtime | None, out: Path) -> Path:
     )
 
 
+def calibration(rt: Runtime, out: Path) -> Path:
+    """Each exercise's reference and a slow-but-right kernel against the gate's baseline."""
+    from tilelab import exercises, gates
+
+    rng = np.random.default_rng()
+    rows = []
+    for ex in exercises.EXERCISES.values():
+        t = gates.measure(ex, rt, rng, slow=True)
+        ref = t["baseline"] / t["reference"]
+        rows.append(
+            {
+                "exercise": ex.id,
+                "baseline": ex.baseline.label,
+                "shape": " x ".join(map(str, ex.speed_shape)),
+                "reference_speedup": ref,
+                "slow_speedup": t["baseline"] / t["slow"],
+                "gate": ex.gate,
+                "calibrated_gate": round(max(1.0, ex.calibration_fraction * ref), 3),
+            }
+        )
+    return write(
+        out,
+        "calibration",
+        "The speed gates against what the kernels measure",
+        "For each graded kernel: the reference solution's speedup over the gate's baseline, "
+        "the speedup of a correct kernel that skips the lesson (uncoalesced, untiled or "
+        "unpadded), the default gate, and the gate `tilelab calibrate` would set.",
+        {
+            "exercise": "",
+            "baseline": "",
+            "shape": "",
+            "reference_speedup": "x",
+            "slow_speedup": "x",
+            "gate": "x",
+            "calibrated_gate": "x",
+        },
+        rows,
+    )
+
+
 GPU_EXPERIMENTS: dict[str, Callable[[Runtime, Path], Path]] = {
     "device": device,
     "matmul": matmul,
@@ -629,6 +669,7 @@ GPU_EXPERIMENTS: dict[str, Callable[[Runtime, Path], Path]] = {
     "occupancy": occupancy,
     "sass": sass,
     "racecheck": racecheck,
+    "calibration": calibration,
 }
 CPU_EXPERIMENTS: dict[str, Callable[[Runtime | None, Path], Path]] = {"emu_analysis": emu_analysis}
 ALL = {**GPU_EXPERIMENTS, **CPU_EXPERIMENTS}

@@ -10,7 +10,8 @@ import numpy as np
 
 from tilelab import exercises, provenance
 from tilelab.bench import prepared_launch, time_interleaved
-from tilelab.runtime import get_runtime
+from tilelab.reference import slow_but_right
+from tilelab.runtime import Runtime, get_runtime
 
 
 class GatesError(ValueError):
@@ -37,6 +38,28 @@ def load(path: str | Path | None) -> dict[str, float]:
     return found
 
 
+def measure(ex: exercises.Exercise, rt: Runtime, rng: np.random.Generator,
+            slow: bool = False) -> dict[str, float]:
+    """Median ms of the reference, the baseline (and, with ``slow``, the slow-but-right
+    kernel) at the exercise's speed shape, timed interleaved on one GPU."""
+    inputs = ex.problem.make_inputs(ex.speed_shape, rng)
+    keep: list = []
+    kernels = {
+        "reference": (ex.reference.source(), ex.reference.name, ex.reference.launch),
+        "baseline": (ex.baseline.source(), ex.baseline.name, ex.baseline.launch),
+    }
+    if slow:
+        kernels["slow"] = (slow_but_right(ex.id), ex.kernel, ex.launch)
+    runs = {
+        role: prepared_launch(
+            rt, rt.SourceModule(src).get_function(name), ex.problem, launch,
+            ex.speed_shape, inputs, keep,
+        )
+        for role, (src, name, launch) in kernels.items()
+    }
+    return {role: t.median_ms for role, t in time_interleaved(runs).items()}
+
+
 def calibrate(fraction: float | None = None) -> dict[str, Any]:
     """Measure each reference solution against its baseline on this GPU; derive gates."""
     rt = get_runtime("gpu")
@@ -44,23 +67,15 @@ def calibrate(fraction: float | None = None) -> dict[str, Any]:
     gates: dict[str, Any] = {}
     for ex in exercises.EXERCISES.values():
         frac = ex.calibration_fraction if fraction is None else fraction
-        inputs = ex.problem.make_inputs(ex.speed_shape, rng)
-        keep: list = []
-        runs = {}
-        for role, ref in (("reference", ex.reference), ("baseline", ex.baseline)):
-            fn = rt.SourceModule(ref.source()).get_function(ref.name)
-            runs[role] = prepared_launch(
-                rt, fn, ex.problem, ref.launch, ex.speed_shape, inputs, keep
-            )
-        t = time_interleaved(runs)
-        speedup = t["baseline"].median_ms / t["reference"].median_ms
+        t = measure(ex, rt, rng)
+        speedup = t["baseline"] / t["reference"]
         gates[ex.id] = {
             "gate": round(max(1.0, frac * speedup), 3),
             "reference_speedup": speedup,
             "fraction": frac,
             "default_gate": ex.gate,
-            "reference_ms": t["reference"].median_ms,
-            "baseline_ms": t["baseline"].median_ms,
+            "reference_ms": t["reference"],
+            "baseline_ms": t["baseline"],
             "shape": list(ex.speed_shape),
         }
     return {

@@ -142,3 +142,35 @@ def tiled_without_barrier(which: int, tile: int = 32) -> str:
     if mark not in src:
         raise ValueError(f"barrier {which} not found in the reference tiled kernel")
     return src.replace(mark, "/* barrier removed */ //")
+
+
+def slow_but_right(exercise_id: str) -> str:
+    """A correct kernel for the exercise, under its name and launch, that skips the
+    exercise's lesson: the speed gate must fail it. naive: threadIdx.x walks rows
+    (uncoalesced); tiled: the naive kernel (untiled); the padded ones: unpadded."""
+    if exercise_id == "naive":
+        return (
+            KERNELS["naive_xrow"].source()
+            .replace("matmul_naive_xrow", "matmul_naive")
+            .replace("int row = blockIdx.x * blockDim.x + threadIdx.x;",
+                     "int row = blockIdx.y * blockDim.y + threadIdx.x;")
+            .replace("int col = blockIdx.y * blockDim.y + threadIdx.y;",
+                     "int col = blockIdx.x * blockDim.x + threadIdx.y;")
+        )
+    if exercise_id == "tiled":
+        return KERNELS["naive"].source().replace("matmul_naive", "matmul_tiled")
+    if exercise_id == "transpose_shared":
+        return (
+            KERNELS["transpose_naive"].source()
+            .replace("transpose_shared", "transpose_unused")
+            .replace("transpose_naive", "transpose_shared")
+        )
+    if exercise_id == "transpose_padded":
+        return (
+            KERNELS["transpose_shared"].source()
+            .replace("transpose_padded", "transpose_unused")
+            .replace("transpose_shared", "transpose_padded")
+        )
+    if exercise_id == "matmul_at_padded":
+        return KERNELS["tiled32_at"].source()
+    raise KeyError(f"no slow-but-right kernel for {exercise_id!r}")
