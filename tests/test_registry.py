@@ -69,3 +69,11 @@ def test_gates_files_are_read_strictly(tmp_path):
         bad.write_text(text)
         with pytest.raises(gates.GatesError):
             gates.load(bad)
+
+
+def test_a_calibrated_gate_lies_between_the_slow_kernel_and_the_reference():
+    from tilelab.gates import placed_gate
+
+    assert placed_gate(reference=1.4, slow=1.0, fraction=0.5) == 1.2
+    assert placed_gate(reference=5.0, slow=1.0, fraction=0.25) == 2.0
+    assert placed_gate(reference=0.9, slow=0.8, fraction=0.5) == 1.0  # never below 1x

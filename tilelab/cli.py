@@ -85,9 +85,12 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     doc = gates.calibrate(a.fraction)
     Path(a.write).parent.mkdir(parents=True, exist_ok=True)
     Path(a.write).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    print(f"{'exercise':18} {'reference':>10} {'gate':>6}  (default)")
+    print(f"{'exercise':18} {'reference':>10} {'skips lesson':>13} {'gate':>6}  (default)")
     for k, g in doc["gates"].items():
-        print(f"{k:18} {g['reference_speedup']:9.2f}x {g['gate']:5.2f}x  ({g['default_gate']}x)")
+        print(
+            f"{k:18} {g['reference_speedup']:9.2f}x {g['slow_speedup']:12.2f}x "
+            f"{g['gate']:5.2f}x  ({g['default_gate']}x)"
+        )
     print(f"written to {a.write}; grade with --gates {a.write}")
     return 0
 
@@ -136,7 +139,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_grade)
     s = sub.add_parser("calibrate", help="set speed gates from the reference speedups here")
-    s.add_argument("--fraction", type=float, help="gate = fraction x reference speedup")
+    s.add_argument(
+        "--fraction",
+        type=float,
+        help="where the gate lies between the lesson-skipping kernel's speedup (0) and the "
+        "reference's (1); default 0.5",
+    )
     s.add_argument("--write", default="autograder/gates.json")
     s.set_defaults(func=cmd_calibrate)
     s = sub.add_parser("bench", help="measure on a GPU and write the book's data files")

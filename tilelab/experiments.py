@@ -628,16 +628,16 @@ def calibration(rt: Runtime, out: Path) -> Path:
     rows = []
     for ex in exercises.EXERCISES.values():
         t = gates.measure(ex, rt, rng, slow=True)
-        ref = t["baseline"] / t["reference"]
+        ref, slow = t["baseline"] / t["reference"], t["baseline"] / t["slow"]
         rows.append(
             {
                 "exercise": ex.id,
                 "baseline": ex.baseline.label,
                 "shape": " x ".join(map(str, ex.speed_shape)),
                 "reference_speedup": ref,
-                "slow_speedup": t["baseline"] / t["slow"],
+                "slow_speedup": slow,
                 "gate": ex.gate,
-                "calibrated_gate": round(max(1.0, ex.calibration_fraction * ref), 3),
+                "calibrated_gate": gates.placed_gate(ref, slow, ex.calibration_fraction),
             }
         )
     return write(

@@ -60,25 +60,36 @@ def measure(ex: exercises.Exercise, rt: Runtime, rng: np.random.Generator,
     return {role: t.median_ms for role, t in time_interleaved(runs).items()}
 
 
+def placed_gate(reference: float, slow: float, fraction: float) -> float:
+    """A gate ``fraction`` of the way from the lesson-skipping kernel's speedup to the
+    reference's, so both pass and fail with margin (never below 1x)."""
+    return round(max(1.0, slow + fraction * (reference - slow)), 3)
+
+
 def calibrate(fraction: float | None = None) -> dict[str, Any]:
-    """Measure each reference solution against its baseline on this GPU; derive gates."""
+    """Measure each reference solution and a slow-but-right kernel against the baseline on
+    this GPU; place each gate between them."""
     rt = get_runtime("gpu")
     rng = np.random.default_rng()
     gates: dict[str, Any] = {}
     for ex in exercises.EXERCISES.values():
         frac = ex.calibration_fraction if fraction is None else fraction
-        t = measure(ex, rt, rng)
-        speedup = t["baseline"] / t["reference"]
+        t = measure(ex, rt, rng, slow=True)
+        speedup, slow = t["baseline"] / t["reference"], t["baseline"] / t["slow"]
         gates[ex.id] = {
-            "gate": round(max(1.0, frac * speedup), 3),
+            "gate": placed_gate(speedup, slow, frac),
             "reference_speedup": speedup,
+            "slow_speedup": slow,
             "fraction": frac,
             "default_gate": ex.gate,
             "reference_ms": t["reference"],
             "baseline_ms": t["baseline"],
+            "slow_ms": t["slow"],
             "shape": list(ex.speed_shape),
         }
     return {
-        "provenance": provenance.collect("calibration: reference vs baseline, interleaved"),
+        "provenance": provenance.collect(
+            "calibration: reference, slow-but-right and baseline kernels, interleaved"
+        ),
         "gates": gates,
     }
