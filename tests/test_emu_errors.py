@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -155,6 +157,115 @@ def test_disallowed_include_is_rejected_without_reading_it(target):
     msg = str(info.value)
     assert target in msg and "<stdio.h>" in msg and info.value.lines == (1,)
     assert "root:" not in msg and not info.value.stderr
+
+
+_PASSWD = [ln for ln in Path("/etc/passwd").read_text().splitlines() if ln.strip()] \
+    if Path("/etc/passwd").is_file() else ["root:x:0:0:root:/root:/bin/bash"]
+
+
+def _shows_passwd(err: cuda.CompileError) -> bool:
+    text = f"{err}\n{err.stderr}"
+    return "root:" in text or any(ln in text for ln in _PASSWD)
+
+
+@pytest.mark.parametrize("src", [
+    '#inc\\\nlude "/etc/passwd"\n',                              # directive name spliced
+    '#\\\ninclude "/etc/passwd"\n',
+    '%\\\n:include "/etc/passwd"\n',                             # the %: digraph, spliced
+    '/* *\\\n/\n#include "/etc/passwd"\n/* */\n',                # comment closed by a splice
+    'const char* s = R"x( " /* )x";\n#include "/etc/passwd"\n/* */\n',  # raw string
+    '#define F "/etc/passwd"\n#include F\n',                     # include through a macro
+])
+def test_include_hidden_from_the_check_is_rejected_without_showing_the_file(src):
+    with pytest.raises(cuda.CompileError) as info:
+        cuda.SourceModule(src + "__global__ void k() {}\n")
+    assert "is not allowed" in str(info.value) and info.value.lines
+    assert not _shows_passwd(info.value) and not info.value.stderr
+
+
+def test_included_file_never_reaches_a_message_even_past_the_include_check(monkeypatch):
+    """Should the source check miss an include, g++'s list of files read still stops it."""
+    import tilelab.emu.translate as translate
+
+    monkeypatch.setattr(translate, "check_includes", lambda src, masked: [])
+    with pytest.raises(cuda.CompileError, match=r"includes /etc/passwd") as info:
+        cuda.SourceModule('#include "/etc/passwd"\n__global__ void k() {}\n')
+    assert not _shows_passwd(info.value) and not info.value.stderr
+
+
+@pytest.mark.parametrize(("src", "name", "line"), [
+    ('int system(const char*);\n__global__ void k()\n{\n    system("rm -rf ~");\n}\n',
+     "system", 1),
+    ('__global__ void k(int* x)\n{\n    FILE* f = fopen("/tmp/x", "w");\n    x[0] = f != 0;\n}\n',
+     "fopen", 3),
+    ('extern "C" void* dlsym(void*, const char*);\n'
+     '__global__ void k(long* x) { x[0] = (long)dlsym(0, "system"); }\n', "dlsym", 1),
+    # Functions the emulator itself calls are refused by name, even a name built with ##.
+    ('__global__ void k()\n{\n    write(2, "x", 1);\n}\n', "write", 3),
+    ('#define CAT(a, b) a##b\n__global__ void k()\n{\n    CAT(mpro, tect)(0, 0, 7);\n}\n',
+     "mprotect", 4),
+])
+def test_host_function_call_is_rejected(src, name, line):
+    with pytest.raises(cuda.CompileError) as info:
+        cuda.SourceModule(src)
+    msg = str(info.value)
+    assert f"calls `{name}`, a host function" in msg or f"uses `{name}`, a host function" in msg
+    assert "kernels can call only CUDA device functions" in msg and "Remove the call" in msg
+    assert info.value.lines == (line,) and f"line {line}" in msg
+
+
+def test_static_constructor_calling_host_functions_is_never_loaded(tmp_path):
+    marker = tmp_path / "constructor-ran"
+    src = ("__attribute__((constructor)) static void boot()\n{\n"
+           '    const char* home = getenv("HOME");\n'
+           f'    FILE* f = fopen("{marker}", "w");\n'
+           '    if (f && home) printf("%s", home);\n}\n'
+           "__global__ void k() {}\n")
+    with pytest.raises(cuda.CompileError) as info:
+        cuda.SourceModule(src)
+    assert "`fopen` (line 4) and `getenv` (line 3), host functions" in str(info.value)
+    assert info.value.lines == (3, 4) and not marker.exists()
+
+
+def test_rejected_kernel_stays_rejected_on_a_second_compile():
+    src = '__global__ void k(int* x) { x[0] = unlink("/tmp/tilelab-nothing"); }\n'
+    for _ in range(2):
+        with pytest.raises(cuda.CompileError, match="`unlink`, a host function"):
+            cuda.SourceModule(src)
+
+
+def test_device_functions_are_allowed_and_a_host_call_among_them_is_named_alone():
+    body = ("__global__ void k(float* x, unsigned* u, long long* l, int n)\n{\n"
+            "    float* p = new float[n]; p[0] = expf(x[0]) + powf(x[1], 2.5f); delete[] p;\n"
+            "    float s, c; sincosf(x[2], &s, &c); x[3] = s + c + lgammaf(x[4]) + clock();\n"
+            "    u[0] = __popc(u[1]); l[0] = (long long)((__int128)l[1] * l[2] / l[3]);\n"
+            "    memcpy(x, x + 4, 8); atomicAdd(&x[5], 1.0f);\n"
+            '    printf("%d %f\\n", n, x[0]); printf("x"); printf("done\\n");\n'
+            "    HOST\n}\n")
+    for analysis in (False, True):
+        cuda.SourceModule(body.replace("HOST", ""), analysis=analysis)
+    with pytest.raises(cuda.CompileError) as info:
+        cuda.SourceModule(body.replace("HOST", "x[6] = rand();"))
+    assert "kernel.cu line 8 calls `rand`, a host function" in str(info.value)
+
+
+@pytest.mark.parametrize(("src", "kind", "text", "line"), [
+    ("#define CAT(a, b) a##b\n__global__ void k() { CAT(__as, m__) volatile(\"nop\"); }\n",
+     cuda.UnsupportedConstruct, "inline assembly", 2),
+    ('static int w(int, const void*, unsigned long) __attribute__((weakref("write")));\n'
+     '__global__ void k() { w(1, "x", 1); }\n', cuda.CompileError, "uses `weakref`", 1),
+    ("__global__ void k(int* x)\n{\n    int write = 3;\n    x[0] = write;\n}\n",
+     cuda.CompileError, "rename your own function or variable", 3),
+])
+def test_indirect_ways_to_reach_host_functions_are_rejected(src, kind, text, line):
+    with pytest.raises(kind, match=text) as info:
+        cuda.SourceModule(src)
+    assert info.value.lines == (line,)
+
+
+def test_define_option_naming_a_host_function_is_rejected():
+    with pytest.raises(cuda.CompileError, match=r"-DF=write names `write`"):
+        cuda.SourceModule('__global__ void k() { F(1, "x", 1); }\n', options=["-DF=write"])
 
 
 @pytest.mark.parametrize(("code", "name"), [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from .errors import CompileError, UnsupportedConstruct
-from .lexer import directives, line_of
+from .lexer import directives, line_of, splice
 
 # Headers a kernel may include: the prelude already provides everything they declare.
 ALLOWED_INCLUDES = (
@@ -38,13 +38,15 @@ def check_includes(src: str, masked: str) -> list[tuple[int, int]]:
     """Spans of the allowed ``#include`` and ``#pragma unroll`` lines to blank out.
 
     Raises ``CompileError`` for any other include (never opening the file) and
-    ``UnsupportedConstruct`` for the half-precision headers.
+    ``UnsupportedConstruct`` for the half-precision headers. Directives are read as g++
+    reads them, after splicing backslash-newlines.
     """
     blanks = []
     allowed = ", ".join(f"<{h}>" for h in ALLOWED_INCLUDES)
     for d in directives(masked):
-        if d.name in ("include", "include_next", "import"):
-            m = re.match(r'\s*(?:#|%:)\s*\w*\s*(<[^>\n]*>|"[^"\n]*")', src[d.start:d.end])
+        if d.name in ("include", "include_next", "import", "embed"):
+            text = splice(src[d.start:d.end])
+            m = re.match(r'\s*(?:#|%:)\s*\w*\s*(<[^>\n]*>|"[^"\n]*")', text)
             target = m.group(1)[1:-1].strip() if m and d.name == "include" else ""
             if target in _HALF_HEADERS:
                 raise UnsupportedConstruct(f"half precision ({target})", d.line, " (or use float)")

@@ -1,7 +1,8 @@
 """Compile translated sources with g++ into shared libraries, cached by content hash.
 
 The library is loaded only in forked children: once here, to read its kernel descriptors
-(kept next to it as JSON), and once per launch.
+(kept next to it as JSON), and once per launch; never before it passed the checks of
+``hostcalls`` (no host function called) and included only the prelude's headers.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import hostcalls
 from .errors import CompileError
 from .native import describe_library, run_forked
+from .translate import translate
 
 PRELUDE_DIR = Path(__file__).with_name("prelude")
 FLAGS = (
@@ -78,29 +81,133 @@ def _prelude_digest() -> str:
     return h.hexdigest()
 
 
+def _flags(analysis: bool) -> list[str]:
+    return [*FLAGS, *(["-DTILELAB_ANALYSIS"] if analysis else [])]
+
+
+def _digest(parts: list) -> str:
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:40]
+
+
+def _gxx(cxx: str, flags: list[str], code: str, tmp: str
+         ) -> tuple[subprocess.CompletedProcess, set[str], str]:
+    """Compile ``code`` to ``tmp/lib.so``: the process, the headers read, the other stderr."""
+    (Path(tmp) / "kernel.cpp").write_text(code)
+    try:
+        proc = subprocess.run([cxx, *flags, "-H", "-I", str(PRELUDE_DIR), "kernel.cpp",
+                               "-o", "lib.so"], capture_output=True, text=True, timeout=300,
+                              check=False, cwd=tmp, env={**os.environ, "LC_ALL": "C"})
+    except subprocess.TimeoutExpired as exc:
+        raise CompileError("g++ took more than 5 minutes on this kernel; simplify it.") from exc
+    headers, rest, guards = set(), [], False
+    for line in proc.stderr.splitlines():
+        m = re.match(r"^[.!x]+ (.+)$", line)  # -H: one line per file read
+        if m:
+            headers.add(os.path.realpath(os.path.join(tmp, m.group(1))))
+        elif line == "Multiple include guards may be useful for:":  # -H's summary
+            guards = True
+        elif not (guards and line and " " not in line):
+            guards = False
+            rest.append(line)
+    return proc, headers, "\n".join(rest) + "\n" if rest else ""
+
+
+@dataclass(frozen=True)
+class PreludeNeeds:
+    """What a build of the prelude alone imports (dynamic symbols) and includes."""
+
+    symbols: frozenset[str]
+    headers: frozenset[str]
+
+    @functools.cached_property
+    def _dirs(self) -> frozenset[str]:
+        return frozenset(os.path.dirname(h) for h in self.headers)
+
+    def allows_header(self, path: str) -> bool:
+        """Whether ``path`` (a real path) is a header of the prelude's or one beside them."""
+        return path in self.headers or os.path.dirname(path) in self._dirs
+
+
+_NEEDS: dict[str, PreludeNeeds] = {}
+
+
+def prelude_needs(analysis: bool) -> PreludeNeeds:
+    """Compile ``hostcalls.PROBE_SOURCE`` once per prelude, compiler and mode (cached)."""
+    cxx, version = compiler()
+    flags = [f for f in _flags(analysis) if not f.startswith("-g")]  # -g changes no code
+    key = _digest(["prelude-needs", 1, hostcalls.PROBE_SOURCE, flags, version,
+                   _prelude_digest(), str(PRELUDE_DIR)])
+    if key in _NEEDS:
+        return _NEEDS[key]
+    root = cache_dir()
+    path = root / f"prelude-{key}.json"
+    try:
+        info = json.loads(path.read_text())
+        needs = PreludeNeeds(frozenset(info["symbols"]), frozenset(info["headers"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        code = translate(hostcalls.PROBE_SOURCE, analysis=analysis).code
+        with tempfile.TemporaryDirectory(dir=root) as tmp:
+            proc, headers, stderr = _gxx(cxx, flags, code, tmp)
+            if proc.returncode != 0:
+                raise CompileError(f"The CPU emulator's prelude did not compile with {version}; "
+                                   f"g++ said:\n{stderr[-4000:]}", stderr) from None
+            symbols = hostcalls.undefined_symbols(Path(tmp) / "lib.so")
+            needs = PreludeNeeds(frozenset(symbols), frozenset(headers))
+            tmp_path = Path(tmp) / "needs.json"
+            tmp_path.write_text(json.dumps({"symbols": sorted(symbols),
+                                            "headers": sorted(headers)}))
+            os.replace(tmp_path, path)
+    _NEEDS[key] = needs
+    return needs
+
+
+def _check_imports(path: Path, needs: PreludeNeeds, source: str) -> None:
+    """Raise ``CompileError`` if the library imports anything a kernel could not call."""
+    bad = {s for s in hostcalls.undefined_symbols(path)
+           if s not in needs.symbols and not hostcalls.kernel_callable(s)}
+    if bad:
+        raise hostcalls.host_call_error(bad, source)
+
+
 def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: str = ""
           ) -> Library:
-    """Compile ``code`` (a translation of ``source``) or reuse the cached library."""
+    """Compile ``code`` (a translation of ``source``) or reuse the cached library.
+
+    Names only the prelude may use are poisoned after its ``#include``; the library is
+    checked for host-function imports before it is ever loaded (and again when cached).
+    """
     cxx, version = compiler()
-    flags = [*FLAGS, *(["-DTILELAB_ANALYSIS"] if analysis else []), *defines]
-    key = hashlib.sha256(json.dumps([code, flags, version, _prelude_digest()]).encode())
+    needs = prelude_needs(analysis)
+    reserved = hostcalls.poisoned(needs.symbols)
+    for d in defines:  # -DF=write would reach a poisoned name unseen
+        for word in re.findall(r"[A-Za-z_]\w*", d.partition("=")[2]):
+            if word in reserved:
+                raise CompileError(f"The option {d} names `{word}`, which kernels cannot use.")
+    head, _, rest = code.partition("\n")
+    if head != '#include "tilelab_emu.h"':
+        raise CompileError("internal error: a translation must start with the prelude.")
+    code = f"{head}\n{hostcalls.poison_pragma(reserved)}\n{rest}"
+    flags = [*_flags(analysis), *defines]
+    key = _digest([code, flags, version, _prelude_digest()])
     root = cache_dir()
-    so, meta = root / f"{key.hexdigest()[:40]}.so", root / f"{key.hexdigest()[:40]}.json"
+    so, meta = root / f"{key}.so", root / f"{key}.json"
     if so.exists() and meta.exists():
+        _check_imports(so, needs, source)
         info = json.loads(meta.read_text())
         return Library(so, tuple(info["kernels"]), info["static_shared"])
     with tempfile.TemporaryDirectory(dir=root) as tmp:
-        src, out = Path(tmp) / "kernel.cpp", Path(tmp) / "lib.so"
-        src.write_text(code)
-        try:
-            proc = subprocess.run([cxx, *flags, "-I", str(PRELUDE_DIR), src.name, "-o", out.name],
-                                  capture_output=True, text=True, timeout=300, check=False,
-                                  cwd=tmp, env={**os.environ, "LC_ALL": "C"})
-        except subprocess.TimeoutExpired as exc:
-            raise CompileError("g++ took more than 5 minutes on this kernel; simplify it.") from exc
+        out = Path(tmp) / "lib.so"
+        proc, headers, stderr = _gxx(cxx, flags, code, tmp)
+        foreign = sorted(h for h in headers if not needs.allows_header(h))
+        if foreign:  # never show what g++ said: it may quote the file
+            raise CompileError(f"kernel.cu includes {foreign[0][:120]}, which is not allowed in "
+                               "kernels run by the CPU emulator. Remove the #include.")
         if proc.returncode != 0:
-            msg, lines = clean_errors(proc.stderr, tmp, source)
-            raise CompileError(msg, proc.stderr, lines)
+            if found := hostcalls.poisoned_names(stderr):
+                raise hostcalls.host_call_error(found, source, found)
+            msg, lines = clean_errors(stderr, tmp, source)
+            raise CompileError(msg, stderr, lines)
+        _check_imports(out, needs, source)
         info = _describe(out)
         os.replace(out, so)
         tmp_meta = Path(tmp) / "meta.json"

@@ -2,7 +2,8 @@
 
 ``mask`` blanks comments and the insides of string and character literals (same length,
 newlines kept), so regular expressions over the masked text see only code, and positions in
-it are positions in the original.
+it are positions in the original. Like the compiler, both ``mask`` and ``directives`` see
+through backslash-newline line splices (``#inc\\`` + newline + ``lude``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,54 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+# A line splice: backslash, optional blanks (g++ accepts them, with a warning), newline.
+SPLICE = re.compile(r"\\[ \t\f\v]*\n")
+_RAW_PREFIX = re.compile(r"(?:^|[^A-Za-z0-9_])(?:u8|u|U|L)?R$")
+
+
+def splice(text: str) -> str:
+    """``text`` with every backslash-newline line splice removed."""
+    return SPLICE.sub("", text)
+
+
+def _after_splices(src: str, j: int) -> int:
+    """The first position at or after ``j`` that does not start a line splice."""
+    while (m := SPLICE.match(src, j)) is not None:
+        j = m.end()
+    return j
+
+
+def _line_comment_end(src: str, j: int) -> int:
+    """End of a ``//`` comment whose text starts at ``j``: a newline that is not spliced."""
+    while True:
+        e = src.find("\n", j)
+        if e < 0:
+            return len(src)
+        if not src[j:e].rstrip(" \t\f\v").endswith("\\"):
+            return e
+        j = e + 1
+
+
+def _block_comment_end(src: str, j: int) -> int:
+    """End (exclusive) of a ``/*`` comment whose text starts at ``j``: ``*`` then ``/``."""
+    while (s := src.find("*", j)) >= 0:
+        t = _after_splices(src, s + 1)
+        if t < len(src) and src[t] == "/":
+            return t + 1
+        j = s + 1
+    return len(src)
+
+
+def _raw_string_end(src: str, quote: int) -> int:
+    """End (exclusive) of the raw string literal opening at ``quote``, or -1 if it is none."""
+    if not _RAW_PREFIX.search(src[max(0, quote - 4):quote]):
+        return -1
+    m = re.compile(r'([^\s()\\"]{0,16})\(').match(src, quote + 1)
+    if not m:
+        return -1
+    close = src.find(f'){m.group(1)}"', m.end())
+    return len(src) if close < 0 else close + len(m.group(1)) + 2
 
 
 def mask(src: str) -> str:
@@ -24,15 +73,17 @@ def mask(src: str) -> str:
 
     while i < n:
         c = src[i]
-        if src.startswith("//", i):
-            j = src.find("\n", i)
-            j = n if j < 0 else j
+        nxt = _after_splices(src, i + 1) if c == "/" else i + 1
+        if c == "/" and nxt < n and src[nxt] == "/":
+            j = _line_comment_end(src, nxt + 1)
             blank(i, j)
             i = j
-        elif src.startswith("/*", i):
-            j = src.find("*/", i + 2)
-            j = n if j < 0 else j + 2
+        elif c == "/" and nxt < n and src[nxt] == "*":
+            j = _block_comment_end(src, nxt + 1)
             blank(i, j)
+            i = j
+        elif c == '"' and (j := _raw_string_end(src, i)) >= 0:
+            blank(i + 1, max(i + 1, j - 1))
             i = j
         elif c == '"' or (c == "'" and not _digit_separator(src, i)):
             j = i + 1
@@ -72,7 +123,7 @@ _DIRECTIVE = re.compile(r"[ \t]*(?:#|%:)[ \t]*(\w*)(.*)", re.S)
 
 
 def directives(masked: str) -> Iterator[Directive]:
-    """Every preprocessor directive of ``masked`` (continuation lines joined)."""
+    """Every preprocessor directive of ``masked`` (continuation lines spliced)."""
     pos, line = 0, 1
     while pos < len(masked):
         end = masked.find("\n", pos)
@@ -82,11 +133,9 @@ def directives(masked: str) -> Iterator[Directive]:
             nxt = masked.find("\n", end + 1)
             end = len(masked) if nxt < 0 else nxt
             nlines += 1
-        text = masked[pos:end]
-        m = _DIRECTIVE.match(text)
+        m = _DIRECTIVE.match(splice(masked[pos:end]))  # what the compiler reads
         if m:
-            arg = re.sub(r"\\\n", " ", m.group(2)).strip()
-            yield Directive(pos, end, m.group(1), arg, line)
+            yield Directive(pos, end, m.group(1), m.group(2).strip(), line)
         line += nlines
         pos = end + 1
 
