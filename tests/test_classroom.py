@@ -130,16 +130,35 @@ def submission(assignment: str, cells: dict[str, str]) -> dict:
     return nb
 
 
-def build_course(root: Path) -> None:
-    """A copy of the course with the class's submissions under autograder/submitted/."""
+def copy_course(root: Path) -> None:
+    """The course's nbgrader config, solutions and exercises, under ``root``."""
     (root / "autograder").mkdir(parents=True)
     shutil.copy(REPO / "autograder" / "nbgrader_config.py", root / "autograder")
     for folder in ("solutions", "exercises"):
         shutil.copytree(REPO / folder, root / folder)
-    released = {
-        a: json.loads((REPO / "exercises" / a / f"{classroom.notebook_id(a)}.ipynb").read_text())
-        for a in exercises.ASSIGNMENTS
-    }
+
+
+def released_stub(exercise_id: str) -> str:
+    """The kernel cell of the released notebook, as learners get it."""
+    ex = exercises.get(exercise_id)
+    return next(
+        "".join(c["source"])
+        for c in submission(ex.assignment, {})["cells"]
+        if c["metadata"].get("nbgrader", {}).get("grade_id") == f"kernel_{exercise_id}"
+    )
+
+
+def write_submissions(root: Path, files: dict[tuple[str, str], bytes]) -> None:
+    """Each (student, assignment)'s notebook file under autograder/submitted/."""
+    for (student, assignment), data in files.items():
+        folder = root / "autograder" / "submitted" / student / assignment
+        folder.mkdir(parents=True)
+        (folder / f"{classroom.notebook_id(assignment)}.ipynb").write_bytes(data)
+
+
+def build_course(root: Path) -> None:
+    """A copy of the course with the class's submissions under autograder/submitted/."""
+    copy_course(root)
     plan: dict[tuple[str, str], dict[str, str]] = {}
     for student, kernels in CLASS.items():
         for exercise_id, fixture in kernels.items():
@@ -149,19 +168,13 @@ def build_course(root: Path) -> None:
                 if fixture == SOLUTION
                 else (FIXTURES / f"{fixture}.cu").read_text(encoding="utf-8")
             )
-            stub = next(
-                "".join(c["source"])
-                for c in released[ex.assignment]["cells"]
-                if c["metadata"].get("nbgrader", {}).get("grade_id") == f"kernel_{exercise_id}"
-            )
-            plan.setdefault((student, ex.assignment), {})[exercise_id] = kernel_cell(stub, src)
+            cell = kernel_cell(released_stub(exercise_id), src)
+            plan.setdefault((student, ex.assignment), {})[exercise_id] = cell
     for student, (exercise_id, cell) in CELLS.items():
         plan[(student, exercises.get(exercise_id).assignment)] = {exercise_id: cell}
-    for (student, assignment), cells in plan.items():
-        folder = root / "autograder" / "submitted" / student / assignment
-        folder.mkdir(parents=True)
-        nb = submission(assignment, cells)
-        (folder / f"{classroom.notebook_id(assignment)}.ipynb").write_text(json.dumps(nb))
+    write_submissions(
+        root, {key: json.dumps(submission(key[1], cells)).encode() for key, cells in plan.items()}
+    )
 
 
 def points_in_gradebook(root: Path) -> dict[str, dict[str, tuple[float, float]]]:

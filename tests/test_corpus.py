@@ -12,13 +12,19 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook, SubmittedAssignment
-from test_classroom import REPO, kernel_cell, solution_kernel, submission
+from test_classroom import (
+    copy_course,
+    kernel_cell,
+    released_stub,
+    solution_kernel,
+    submission,
+    write_submissions,
+)
 
 from tilelab import classroom, exercises, grade
 from tilelab.reference import KERNELS, tiled_without_barrier
@@ -174,12 +180,8 @@ def notebook_for(case: Case) -> bytes:
         ex = exercises.get("tiled")
         return json.dumps(submission(ex.assignment, {})).encode()
     ex = exercises.get(case.exercise)
-    released = submission(ex.assignment, {})
-    stub = next(
-        "".join(c["source"]) for c in released["cells"]
-        if c["metadata"].get("nbgrader", {}).get("grade_id") == f"kernel_{ex.id}"
-    )
-    nb = submission(ex.assignment, {ex.id: kernel_cell(stub, case.kernel or "") + case.python})
+    cell = kernel_cell(released_stub(ex.id), case.kernel or "") + case.python
+    nb = submission(ex.assignment, {ex.id: cell})
     if case.edit == "drop_tests":
         nb["cells"] = [
             c for c in nb["cells"]
@@ -199,29 +201,15 @@ def notebook_for(case: Case) -> bytes:
 
 
 def build(root: Path) -> None:
-    (root / "autograder").mkdir(parents=True)
-    shutil.copy(REPO / "autograder" / "nbgrader_config.py", root / "autograder")
-    for folder in ("solutions", "exercises"):
-        shutil.copytree(REPO / folder, root / folder)
+    copy_course(root)
     files: dict[tuple[str, str], bytes] = {}
     for student in GOOD:
         files[(student, "01-naive")] = json.dumps(
-            submission("01-naive", {"naive": kernel_cell(_stub("naive"), NAIVE)})
+            submission("01-naive", {"naive": kernel_cell(released_stub("naive"), NAIVE)})
         ).encode()
     for case in CASES:
         files[(case.student, exercises.get(case.exercise).assignment)] = notebook_for(case)
-    for (student, assignment), data in files.items():
-        folder = root / "autograder" / "submitted" / student / assignment
-        folder.mkdir(parents=True)
-        (folder / f"{classroom.notebook_id(assignment)}.ipynb").write_bytes(data)
-
-
-def _stub(exercise_id: str) -> str:
-    ex = exercises.get(exercise_id)
-    return next(
-        "".join(c["source"]) for c in submission(ex.assignment, {})["cells"]
-        if c["metadata"].get("nbgrader", {}).get("grade_id") == f"kernel_{exercise_id}"
-    )
+    write_submissions(root, files)
 
 
 @pytest.fixture(scope="module")
