@@ -94,3 +94,10 @@ def test_parameter_types():
         "int",
         "float*",
     ]
+
+
+def test_an_include_behind_a_comment_is_still_an_include():
+    # comments become spaces before directives are read: this one opens /etc/passwd
+    with pytest.raises(SourceRejected, match="line 2: #include of '/etc/passwd'"):
+        validate_source('// kernel\n/* a comment */ #include "/etc/passwd"\n' + OK)
+    assert validate_source("/* stdio */ #include <stdio.h>\n" + OK)

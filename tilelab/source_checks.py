@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import re
 
+from tilelab.emu.checks import file_directives
+from tilelab.emu.kernels import find_kernels, param_name
+from tilelab.emu.lexer import mask
+
 MAX_SOURCE_BYTES = 256 * 1024
 ALLOWED_INCLUDES = frozenset(
     {
@@ -20,11 +24,6 @@ ALLOWED_INCLUDES = frozenset(
         "device_launch_parameters.h",
     }
 )
-# any directive that reads a file; its target must be a literal allowed header
-_INCLUDE = re.compile(
-    r"^[ \t]*(?:#|%:)[ \t]*(include|include_next|import|embed)\b[ \t]*(.*)$", re.MULTILINE
-)
-_TARGET = re.compile(r'^(?:<([^<>"\n]*)>|"([^"\n]*)")\s*(?://.*|/\*.*)?$')
 
 
 class SourceRejected(ValueError):
@@ -55,25 +54,13 @@ def validate_source(source: str | bytes) -> str:
 
 
 def _check_includes(source: str) -> None:
-    """Every file-reading directive names an allowed header literally (never a macro, never
-    split across lines), so no other file is ever opened; its contents are never shown."""
-    spliced, lines = [], []  # backslash-newlines joined first, as the preprocessor does
-    for number, text in enumerate(source.split("\n"), 1):
-        if spliced and spliced[-1].endswith("\\"):
-            spliced[-1] = spliced[-1][:-1] + text
-        else:
-            spliced.append(text)
-            lines.append(number)
-    for text, line in zip(spliced, lines, strict=True):
-        match = _INCLUDE.match(text)
-        if not match:
-            continue
-        target = _TARGET.match(match.group(2).strip())
-        header = (target.group(1) or target.group(2) or "").strip() if target else ""
+    """Every file-reading directive, as the preprocessor reads it, names an allowed header
+    literally (never a macro), so no other file is ever opened; none is ever shown."""
+    for d, shown, header in file_directives(source):
         if header not in ALLOWED_INCLUDES:
-            shown = repr(header) if header else "a computed name"
+            what = repr(header) if header else shown[:80] or "a computed name"
             raise SourceRejected(
-                f"line {line}: #{match.group(1)} of {shown} is not allowed; kernels may include "
+                f"line {d.line}: #{d.name} of {what} is not allowed; kernels may include "
                 f"only {', '.join(sorted(ALLOWED_INCLUDES))}, named literally. "
                 "Put everything the kernel needs in its cell."
             )
@@ -93,26 +80,20 @@ def parameter_types(params: tuple[str, ...] | list[str]) -> list[str]:
     """``("const float* __restrict__ A", "int M")`` -> ``["float*", "int"]``: what the launch
     passes (qualifiers and names dropped; ``float A[]`` is ``float*``)."""
     out = []
-    for text in params:
-        text = re.sub(r"\[[^\]]*\]", "*", text)
-        words = re.findall(r"[A-Za-z_]\w*|\*|&", _TYPE_NOISE.sub(" ", text))
-        names = [w for w in words if w not in ("*", "&")]
-        if len(names) >= 2 and names[-1] not in _BUILTIN_TYPES:
-            words.remove(names[-1])  # the parameter's name
-        out.append(" ".join(w for w in words if w not in ("*", "&")) + "*" * words.count("*"))
+    for i, text in enumerate(params):
+        name = param_name(text, i)
+        text = _TYPE_NOISE.sub(" ", re.sub(r"\[[^\]]*\]", "*", text))  # float A[] is float*
+        words = re.findall(r"[A-Za-z_]\w*|\*", text)
+        if name in words:
+            del words[len(words) - 1 - words[::-1].index(name)]  # the parameter's name
+        out.append(" ".join(w for w in words if w != "*") + "*" * words.count("*"))
     return out
-
-
-_BUILTIN_TYPES = {"int", "char", "float", "double", "bool", "unsigned", "signed", "long", "short"}
 
 
 def check_signature(source: str, kernel: str, signature: str) -> None:
     """Raise :class:`SourceRejected` when ``kernel`` is defined in ``source`` with parameter
     types other than ``signature``'s (a launch would pass it the wrong data). A kernel the
     scan cannot find (say, named by a macro) is left for the compiler to find."""
-    from tilelab.emu.kernels import find_kernels
-    from tilelab.emu.lexer import mask
-
     found = {k.name: k for k in find_kernels(mask(source))}
     expected = find_kernels(mask(signature + " {}"))[0]
     if kernel not in found:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from .errors import CompileError, UnsupportedConstruct
-from .lexer import directives, line_of, splice
+from .lexer import Directive, directives, line_of, mask, splice
 
 # Headers a kernel may include: the prelude already provides everything they declare.
 ALLOWED_INCLUDES = (
@@ -34,6 +35,25 @@ _UNSUPPORTED = (
 )
 
 
+FILE_DIRECTIVES = ("include", "include_next", "import", "embed")
+
+
+def file_directives(
+    src: str, masked: str | None = None
+) -> Iterator[tuple[Directive, str, str]]:
+    """Each directive that reads a file, as the preprocessor sees it (comments blanked,
+    lines spliced): the directive, its target as written (``<h>``, ``"h"`` or the argument
+    text) and the header it names literally with ``#include`` ("" for anything else)."""
+    masked = mask(src) if masked is None else masked
+    for d in directives(masked):
+        if d.name in FILE_DIRECTIVES:
+            span = masked[d.start:d.end]
+            start = d.start + len(span) - len(span.lstrip())  # the '#', past any comment
+            m = re.match(r'\s*(?:#|%:)\s*\w*\s*(<[^>\n]*>|"[^"\n]*")', splice(src[start:d.end]))
+            target = m.group(1)[1:-1].strip() if m and d.name == "include" else ""
+            yield d, (m.group(1) if m else d.arg), target
+
+
 def check_includes(src: str, masked: str) -> list[tuple[int, int]]:
     """Spans of the allowed ``#include`` and ``#pragma unroll`` lines to blank out.
 
@@ -43,23 +63,19 @@ def check_includes(src: str, masked: str) -> list[tuple[int, int]]:
     """
     blanks = []
     allowed = ", ".join(f"<{h}>" for h in ALLOWED_INCLUDES)
+    for d, shown, target in file_directives(src, masked):
+        if target in _HALF_HEADERS:
+            raise UnsupportedConstruct(f"half precision ({target})", d.line, " (or use float)")
+        if target not in ALLOWED_INCLUDES:
+            raise CompileError(
+                f"kernel.cu line {d.line}: #{d.name} {shown[:80]} is not allowed in kernels run "
+                f"by the CPU emulator. Allowed: {allowed} (the prelude already declares "
+                "what they do). Put the code you need into the kernel source itself.",
+                lines=(d.line,),
+            )
+        blanks.append((d.start, d.end))
     for d in directives(masked):
-        if d.name in ("include", "include_next", "import", "embed"):
-            text = splice(src[d.start:d.end])
-            m = re.match(r'\s*(?:#|%:)\s*\w*\s*(<[^>\n]*>|"[^"\n]*")', text)
-            target = m.group(1)[1:-1].strip() if m and d.name == "include" else ""
-            if target in _HALF_HEADERS:
-                raise UnsupportedConstruct(f"half precision ({target})", d.line, " (or use float)")
-            if target not in ALLOWED_INCLUDES:
-                shown = (m.group(1) if m else d.arg)[:80]
-                raise CompileError(
-                    f"kernel.cu line {d.line}: #{d.name} {shown} is not allowed in kernels run "
-                    f"by the CPU emulator. Allowed: {allowed} (the prelude already declares "
-                    "what they do). Put the code you need into the kernel source itself.",
-                    lines=(d.line,),
-                )
-            blanks.append((d.start, d.end))
-        elif d.name == "pragma" and re.match(r"unroll\b", d.arg):
+        if d.name == "pragma" and re.match(r"unroll\b", d.arg):
             blanks.append((d.start, d.end))
         elif d.name == "line":
             blanks.append((d.start, d.end))  # would break the line mapping
