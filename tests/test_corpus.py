@@ -248,15 +248,9 @@ def test_every_case_is_caught_and_nobody_else_is_affected(corpus, capsys):
     points = gradebook_points(root)
     caught, problems = 0, []
     for case in CASES:
-        assignment = exercises.get(case.exercise).assignment
-        if case.edit == "wrong_assignment":
-            assignment = "01-naive"
-        v = verdicts(root, case.student, assignment)[
-            case.exercise if case.edit != "wrong_assignment" else "naive"
-        ]
+        v = verdicts(root, case.student, exercises.get(case.exercise).assignment)[case.exercise]
         text = "\n".join(v["messages"])
-        got = points.get((case.student, case.exercise if case.edit != "wrong_assignment"
-                          else "naive"))
+        got = points.get((case.student, case.exercise))
         if re.search(case.message, text) and got == case.points:
             caught += 1
         else:
@@ -315,11 +309,12 @@ def test_the_gradebook_and_the_other_students_files_were_restored(corpus):
 
 # ------------------------------------------------------------------ on a GPU
 
+KERNELS_OF = {case.student: case.kernel for case in CASES}
 GPU_CASES = {
-    "endless loop": ("naive", CASES[3].kernel, "longer than"),
-    "out-of-bounds write": ("naive", CASES[4].kernel, "elements wrong|memcheck|out of bounds"),
-    "shared-memory over-ask": ("tiled", CASES[8].kernel, "does not compile|shared"),
-    "printf flood": ("naive", CASES[9].kernel, "correct on|longer than"),
+    "endless loop": ("naive", KERNELS_OF["k04"], "longer than"),
+    "out-of-bounds write": ("naive", KERNELS_OF["k05"], "elements wrong|memcheck|out of bounds"),
+    "shared-memory over-ask": ("tiled", KERNELS_OF["k09"], "does not compile|shared"),
+    "printf flood": ("naive", KERNELS_OF["k10"], "correct on|longer than"),
 }
 
 

@@ -191,9 +191,7 @@ def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
             f"no kernel cell {grade_id!r} in {path.name}: the cell holding the kernel was "
             "deleted or replaced; copy it back from the released notebook."
         )
-    source = cell.get("source", "")
-    source = "".join(source) if isinstance(source, list) else str(source)
-    return kernel_from_cell(source, grade_id)
+    return kernel_from_cell(isolation.nb_text(cell.get("source")), grade_id)
 
 
 def kernel_from_cell(source: str, grade_id: str = "the kernel cell") -> str:
@@ -435,12 +433,10 @@ def grade_class(
         AWARD_ENV: "1" if award_speed_without_gpu else None,
         CLASS_GRADING_ENV: "1",
     }
-    run = _Run(api, chosen, gpu, award_speed_without_gpu, summary["failures"])
-    run.cell_timeout = cell_timeout
-    run.gates = dict(gates or {})
-    run.snapshot.add(Path(cd.root) / cd.submitted_directory)
-    with _environ(env), tempfile.TemporaryDirectory(prefix="tilelab-class-") as scratch:
-        run.scratch = Path(scratch)
+    run = _Run(
+        api, chosen, gpu, award_speed_without_gpu, summary["failures"], cell_timeout, gates or {}
+    )
+    with _environ(env):
         for a in sorted({a for a, _ in work}):
             try:
                 _ensure_in_gradebook(api, a)
@@ -471,18 +467,23 @@ class _Run:
     """One class run: what grading each submission needs, and where failures go."""
 
     def __init__(
-        self, api: NbGraderAPI, backend: str, gpu: str | None, award: bool, failures: list
+        self,
+        api: NbGraderAPI,
+        backend: str,
+        gpu: str | None,
+        award: bool,
+        failures: list[dict[str, Any]],
+        cell_timeout: int,
+        gates: dict[str, float],
     ) -> None:
         self.api, self.backend, self.gpu, self.award = api, backend, gpu, award
-        self.failures: list[dict[str, Any]] = failures
-        self.snapshot = isolation.FolderSnapshot()
+        self.failures, self.cell_timeout, self.gates = failures, cell_timeout, gates
         cd = api.coursedir
         self.secret = isolation.solution_lines(
             sorted(Path(cd.root, cd.source_directory).glob("*/*.ipynb"))
         )
-        self.scratch = Path(tempfile.gettempdir())
-        self.cell_timeout = CELL_TIMEOUT
-        self.gates: dict[str, float] = {}
+        self.snapshot = isolation.FolderSnapshot()  # every submission, before any notebook runs
+        self.snapshot.add(Path(cd.root) / cd.submitted_directory)
 
     def failed(self, assignment: str, student: str, step: str, error: str) -> None:
         self.failures.append(
@@ -502,7 +503,7 @@ class _Run:
         if self.snapshot.restore(submitted):
             problem("submission", "files of this submission were changed during the run by "
                     "another submission's code; the submitted files were put back")
-        with tempfile.TemporaryDirectory(prefix="tilelab-verdicts-", dir=self.scratch) as cache:
+        with tempfile.TemporaryDirectory(prefix="tilelab-verdicts-") as cache:
             try:
                 verdicts = grade_notebook(
                     submitted / f"{notebook_id(assignment)}.ipynb",

@@ -624,22 +624,18 @@ def calibration(rt: Runtime, out: Path) -> Path:
     """Each exercise's reference and a slow-but-right kernel against the gate's baseline."""
     from tilelab import exercises, gates
 
-    rng = np.random.default_rng()
-    rows = []
-    for ex in exercises.EXERCISES.values():
-        t = gates.measure(ex, rt, rng, slow=True)
-        ref, slow = t["baseline"] / t["reference"], t["baseline"] / t["slow"]
-        rows.append(
-            {
-                "exercise": ex.id,
-                "baseline": ex.baseline.label,
-                "shape": " x ".join(map(str, ex.speed_shape)),
-                "reference_speedup": ref,
-                "slow_speedup": slow,
-                "gate": ex.gate,
-                "calibrated_gate": gates.placed_gate(ref, slow, ex.calibration_fraction),
-            }
-        )
+    rows = [
+        {
+            "exercise": name,
+            "baseline": exercises.get(name).baseline.label,
+            "shape": " x ".join(map(str, g["shape"])),
+            "reference_speedup": g["reference_speedup"],
+            "slow_speedup": g["slow_speedup"],
+            "gate": g["default_gate"],
+            "calibrated_gate": g["gate"],
+        }
+        for name, g in gates.calibrate(rt=rt)["gates"].items()
+    ]
     return write(
         out,
         "calibration",

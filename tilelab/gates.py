@@ -66,10 +66,10 @@ def placed_gate(reference: float, slow: float, fraction: float) -> float:
     return round(max(1.0, slow + fraction * (reference - slow)), 3)
 
 
-def calibrate(fraction: float | None = None) -> dict[str, Any]:
+def calibrate(fraction: float | None = None, rt: Runtime | None = None) -> dict[str, Any]:
     """Measure each reference solution and a slow-but-right kernel against the baseline on
     this GPU; place each gate between them."""
-    rt = get_runtime("gpu")
+    rt = rt or get_runtime("gpu")
     rng = np.random.default_rng()
     gates: dict[str, Any] = {}
     for ex in exercises.EXERCISES.values():

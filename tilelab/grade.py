@@ -98,7 +98,6 @@ def grade_source(
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                _kill_group(proc)
                 return _failed(
                     ex,
                     chosen,
@@ -106,7 +105,7 @@ def grade_source(
                     "(an endless loop in the kernel, or a barrier some threads never reach?)",
                 )
             finally:
-                _kill_group(proc)  # nothing the kernel started outlives its grading
+                _kill_group(proc)  # a timed-out child, and anything it started, ends here
         if os.path.exists(out):
             try:
                 with open(out, encoding="utf-8") as f:

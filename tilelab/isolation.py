@@ -210,6 +210,11 @@ class FolderSnapshot:
 # ------------------------------------------------------------------ leaks
 
 
+def nb_text(value: Any) -> str:
+    """A notebook's multi-line text (a cell's source, an output's text): a string or a list."""
+    return "".join(map(str, value)) if isinstance(value, list) else str(value or "")
+
+
 def solution_lines(source_notebooks: list[Path], min_length: int = 16) -> set[str]:
     """The distinctive lines between ``BEGIN SOLUTION`` and ``END SOLUTION`` of the course's
     source notebooks: what no feedback may show."""
@@ -217,9 +222,8 @@ def solution_lines(source_notebooks: list[Path], min_length: int = 16) -> set[st
     for path in source_notebooks:
         nb = json.loads(path.read_text(encoding="utf-8"))
         for cell in nb.get("cells", []):
-            text = cell.get("source", "")
             inside = False
-            for line in ("".join(text) if isinstance(text, list) else text).splitlines():
+            for line in nb_text(cell.get("source")).splitlines():
                 if SOLUTION_MARKERS[0] in line:
                     inside = True
                 elif SOLUTION_MARKERS[1] in line:
@@ -233,11 +237,7 @@ def _source_lines(notebook_text: str) -> set[str]:
     """The stripped source lines of a notebook's cells (its raw text, if it is not JSON)."""
     try:
         cells = json.loads(notebook_text).get("cells", [])
-        text = "\n".join(
-            "".join(c.get("source", "")) if isinstance(c.get("source"), list)
-            else str(c.get("source", ""))
-            for c in cells if isinstance(c, dict)
-        )
+        text = "\n".join(nb_text(c.get("source")) for c in cells if isinstance(c, dict))
     except (ValueError, AttributeError):
         text = notebook_text
     return {ln.strip() for ln in text.splitlines()}
@@ -246,7 +246,7 @@ def _source_lines(notebook_text: str) -> set[str]:
 def _output_text(output: dict[str, Any]) -> str:
     parts = [output.get("text", ""), *output.get("traceback", [])]
     parts += list((output.get("data") or {}).values())
-    return "\n".join("".join(p) if isinstance(p, list) else str(p) for p in parts)
+    return "\n".join(map(nb_text, parts))
 
 
 def scrub_outputs(notebook: Path, secret: set[str], own: str = "") -> int:
