@@ -1,0 +1,274 @@
+"""One class-run task: grade one (student, assignment) in a private copy of the course.
+
+The task receives the course's grading inputs (:class:`Course`, shipped to each worker
+once) and one submission's files (:class:`Submission`), builds a private course root in a
+temporary folder (the nbgrader configuration, the source notebooks, a SQLite gradebook of
+its own that already holds every assignment's cells, the one submission), runs the same
+steps as a single-process class run there (clean grade, nbgrader autograde, feedback, the
+verdict files), and returns everything needed to record it (:class:`Result`). It writes
+nothing outside its temporary folder: the coordinator's single writer
+(:mod:`tilelab.cluster.writer`) records the result in the course's gradebook and folders.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.apps.api import NbGraderAPI
+from nbgrader.coursedir import CourseDirectory
+
+from tilelab import backend as backends
+from tilelab import classroom, exercises
+from tilelab.cluster import resume
+from tilelab.notebook import AWARD_ENV, CLASS_GRADING_ENV
+
+GRADEBOOK = "autograder/tilelab-task-gradebook.db"
+
+
+@dataclass(frozen=True)
+class Course:
+    """The course's grading inputs: the same for every task of a run."""
+
+    files: dict[str, bytes]  # nbgrader config and source notebooks, by path in the course
+    gradebook: bytes  # a SQLite gradebook holding every assignment's source cells
+    backend: str | None  # None: each worker's own (a GPU where it has one)
+    award_speed_without_gpu: bool
+    cell_timeout: int
+    gates: dict[str, float]
+    digest: str  # :func:`tilelab.cluster.resume.inputs_digest` of all the above
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One student's submitted files for one assignment, by path in the submission folder."""
+
+    student: str
+    assignment: str
+    files: dict[str, bytes]
+    digest: str
+
+
+@dataclass
+class Result:
+    """Everything the coordinator records for one graded submission."""
+
+    student: str
+    assignment: str
+    submission_digest: str
+    inputs_digest: str
+    summary: dict[str, Any]  # the class run's summary entry for this submission
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    timestamp: datetime | None = None
+    notebooks: dict[str, dict[str, Any]] = field(default_factory=dict)  # nb -> flags
+    grades: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # nb -> cell
+    comments: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    autograded: dict[str, bytes] = field(default_factory=dict)  # the autograded folder
+    feedback: dict[str, bytes] = field(default_factory=dict)  # the feedback folder
+    backend: str = ""
+    gpu: str | None = None
+    seconds: float = 0.0
+    worker: str = ""
+
+
+def course_files(root: str | Path) -> dict[str, bytes]:
+    """The nbgrader configuration and the source notebooks of a course, by relative path."""
+    config = classroom.config_path(root)
+    api = classroom.open_api(root)
+    cd = api.coursedir
+    course_root = Path(cd.root).resolve()
+    source = Path(cd.root, cd.source_directory).resolve()
+    files = {
+        f"{source.relative_to(course_root).as_posix()}/{k}": v
+        for k, v in resume.read_tree(source).items()
+    }
+    files[config.resolve().relative_to(course_root).as_posix()] = config.read_bytes()
+    return files
+
+
+def template_gradebook(files: dict[str, bytes], assignments: list[str]) -> bytes:
+    """A SQLite gradebook that knows every assignment's cells (nbgrader's release records
+    them), built once in a private copy of the course."""
+    with tempfile.TemporaryDirectory(prefix="tilelab-template-") as tmp:
+        root = Path(tmp)
+        _write(root, files)
+        api = open_private_api(root, None)
+        with tempfile.TemporaryDirectory(prefix="tilelab-release-") as out:
+            for a in assignments:
+                api_release(api, a, out)
+        return Path(api.coursedir.db_url.removeprefix("sqlite:///")).read_bytes()
+
+
+def api_release(api: NbGraderAPI, assignment: str, dest: str) -> None:
+    """``nbgrader generate_assignment`` into ``dest`` (records the cells in the gradebook)."""
+    from nbgrader.utils import temp_attrs
+
+    with temp_attrs(api.coursedir, release_directory=dest):
+        result = api.generate_assignment(assignment, force=True, create=True)
+    if not result.get("success"):
+        detail = (result.get("error") or result.get("log") or "").strip()
+        raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{detail[-4000:]}")
+
+
+def open_private_api(root: Path, cell_timeout: int | None) -> NbGraderAPI:
+    """nbgrader's API on a private course root, with its own SQLite gradebook."""
+    classroom.open_api(root)  # (puts alembic on PATH; checks the configuration loads)
+    config = classroom.load_config(root)
+    config.CourseDirectory.root = str(root)
+    config.CourseDirectory.db_url = f"sqlite:///{root / GRADEBOOK}"
+    if cell_timeout is not None:
+        config.Execute.timeout = cell_timeout
+        config.ExecutePreprocessor.timeout = cell_timeout
+    return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+
+
+def _write(root: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def where() -> str:
+    """This worker: its Dask address where it is one, else host and process id."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def grade(course: Course, sub: Submission) -> Result:
+    """Grade one submission in a private copy of the course; see the module's docstring."""
+    start = time.monotonic()
+    chosen = course.backend or backends.active()
+    gpu = backends.gpu_probe()[1] if chosen == "gpu" else None
+    with tempfile.TemporaryDirectory(prefix="tilelab-task-") as tmp:
+        root = Path(tmp) / "course"
+        _write(root, course.files)
+        api = open_private_api(root, course.cell_timeout)
+        cd = api.coursedir
+        db = Path(cd.db_url.removeprefix("sqlite:///"))
+        db.parent.mkdir(parents=True, exist_ok=True)
+        db.write_bytes(course.gradebook)
+        submitted = Path(cd.format_path(cd.submitted_directory, sub.student, sub.assignment))
+        _write(submitted, sub.files)
+        failures: list[dict[str, Any]] = []
+        run = classroom._Run(
+            api, chosen, gpu, course.award_speed_without_gpu, failures, course.cell_timeout,
+            course.gates,
+        )
+        env = {
+            backends.ENV_VAR: chosen,
+            AWARD_ENV: "1" if course.award_speed_without_gpu else None,
+            CLASS_GRADING_ENV: "1",
+        }
+        with classroom._environ(env):
+            try:
+                summary = run.grade_one(sub.assignment, sub.student)
+            except Exception as exc:  # the grader's own failure: record it, go on
+                run.failed(sub.assignment, sub.student, "internal", f"{type(exc).__name__}: {exc}")
+                summary = {"assignment": sub.assignment, "student": sub.student, "points": {}}
+        result = Result(
+            student=sub.student,
+            assignment=sub.assignment,
+            submission_digest=sub.digest,
+            inputs_digest=course.digest,
+            summary=summary,
+            failures=failures,
+            backend=chosen,
+            gpu=gpu,
+            worker=where(),
+        )
+        _read_gradebook(cd, result)
+        result.autograded = resume.read_tree(
+            Path(cd.format_path(cd.autograded_directory, sub.student, sub.assignment))
+        )
+        result.feedback = resume.read_tree(
+            Path(cd.format_path(cd.feedback_directory, sub.student, sub.assignment))
+        )
+        shutil.rmtree(root, ignore_errors=True)
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def _read_gradebook(cd: CourseDirectory, result: Result) -> None:
+    """The submission's rows in the task's private gradebook, into ``result``."""
+    with Gradebook(cd.db_url, cd.course_id) as gb:
+        try:
+            sub = gb.find_submission(result.assignment, result.student)
+        except MissingEntry:
+            return
+        result.timestamp = sub.timestamp
+        for nb in sub.notebooks:
+            result.notebooks[nb.name] = {
+                "flagged": nb.flagged,
+                "late_submission_penalty": nb.late_submission_penalty,
+            }
+            result.grades[nb.name] = {
+                g.name: {
+                    "auto_score": g.auto_score,
+                    "manual_score": g.manual_score,
+                    "extra_credit": g.extra_credit,
+                    "needs_manual_grade": g.needs_manual_grade,
+                }
+                for g in nb.grades
+            }
+            result.comments[nb.name] = {
+                c.name: {"auto_comment": c.auto_comment, "manual_comment": c.manual_comment}
+                for c in nb.comments
+            }
+
+
+def zero_result(course: Course, sub: Submission, why: str, backend: str) -> Result:
+    """0 points for a submission that could not be graded, and ``why`` as its feedback."""
+    verdicts = [
+        classroom._unreadable(exercises.get(e), backend, None, why)
+        for e in exercises.ASSIGNMENTS[sub.assignment]
+    ]
+    nb = classroom.notebook_id(sub.assignment)
+    grades = {
+        classroom.test_cell_id(v.exercise, kind): {"manual_score": 0.0, "needs_manual_grade": False}
+        for v in verdicts
+        for kind in ("correct", "speed")
+    }
+    comments = {
+        classroom.kernel_cell_id(v.exercise): {"manual_comment": v.report()} for v in verdicts
+    }
+    points = {v.exercise: {"correct": 0.0, "speed": 0.0} for v in verdicts}
+    with tempfile.TemporaryDirectory(prefix="tilelab-zero-") as tmp:
+        classroom.write_verdicts(
+            Path(tmp), sub.student, sub.assignment, verdicts, points,
+            course.award_speed_without_gpu,
+        )
+        feedback = resume.read_tree(Path(tmp))
+    return Result(
+        student=sub.student,
+        assignment=sub.assignment,
+        submission_digest=sub.digest,
+        inputs_digest=course.digest,
+        summary={
+            "assignment": sub.assignment,
+            "student": sub.student,
+            "points": points,
+            "score": 0.0,
+            "max_score": sum(v.max_points_correct + v.max_points_speed for v in verdicts),
+            "messages": {v.exercise: v.messages[:1] for v in verdicts},
+            "notes": [why],
+        },
+        failures=[{"assignment": sub.assignment, "student": sub.student, "step": "worker",
+                   "error": why}],
+        grades={nb: grades},
+        comments={nb: comments},
+        feedback=feedback,
+        backend=backend,
+    )
