@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: book test browser lint data clean
+.PHONY: book test browser postgres lint data clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,15 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } || \
 	  echo "make browser: could not install chromium and chromium-driver (needs apt-get as root); browser tests will be skipped"
 
+## A PostgreSQL server (Debian's package) for the test of a PostgreSQL gradebook.
+postgres:
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
+	  echo "make postgres: could not install postgresql (needs apt-get as root); the PostgreSQL gradebook test will be skipped"
+
 ## Everything: unit tests, emulator, grader pipeline, book build and browser checks.
-test: $(STAMP) browser
+test: $(STAMP) browser postgres
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 

@@ -68,15 +68,30 @@ def cmd_check(a: argparse.Namespace) -> int:
 def cmd_grade(a: argparse.Namespace) -> int:
     from tilelab import classroom
 
-    summary = classroom.grade_class(
-        Path(a.course),
-        assignments=a.assignment or None,
-        students=a.student or None,
-        backend=a.backend,
-        award_speed_without_gpu=a.award_speed_without_gpu,
-        progress=not a.quiet,
-        gates=gates.load(a.gates) if a.gates else None,
-    )
+    common = {
+        "assignments": a.assignment or None,
+        "students": a.student or None,
+        "backend": a.backend,
+        "award_speed_without_gpu": a.award_speed_without_gpu,
+        "progress": not a.quiet,
+        "gates": gates.load(a.gates) if a.gates else None,
+    }
+    if a.workers < 1:
+        print(f"tilelab grade: --workers must be at least 1 (got {a.workers})", file=sys.stderr)
+        return 2
+    if a.workers == 1 and not a.scheduler:
+        summary = classroom.grade_class(Path(a.course), **common)
+    else:
+        from tilelab.cluster.run import grade_class_on_cluster
+        from tilelab.cluster.start import ClusterError
+
+        try:
+            summary = grade_class_on_cluster(
+                Path(a.course), workers=a.workers, scheduler=a.scheduler, force=a.force, **common
+            )
+        except ClusterError as exc:
+            print(f"tilelab grade: {exc}", file=sys.stderr)
+            return 2
     print(summary if isinstance(summary, str) else json.dumps(summary, indent=1, default=str))
     return 0
 
@@ -137,6 +152,23 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--gates", help="gates file written by `tilelab calibrate`")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="grade on a local Dask cluster of N workers (one per GPU on a GPU machine, "
+        "emulator workers without one); 1 (default): one submission after another, no Dask",
+    )
+    s.add_argument(
+        "--scheduler",
+        metavar="tcp://HOST:PORT",
+        help="grade on the running Dask cluster of this scheduler (workers with --nthreads 1)",
+    )
+    s.add_argument(
+        "--force",
+        action="store_true",
+        help="on a cluster, regrade submissions already graded from the same files and inputs",
+    )
     s.set_defaults(func=cmd_grade)
     s = sub.add_parser("calibrate", help="set speed gates from the reference speedups here")
     s.add_argument(
