@@ -1,0 +1,156 @@
+"""A synthetic class graded on a Dask cluster of 1 and then 2 workers (or more).
+
+The class (``--students`` learners, each submitting assignments 01-naive and 02-tiled,
+one kernel each) cycles through five kinds of submission: right (the reference kernel),
+wrong (a wrong result, a missing barrier), slow (uncoalesced, untiled), broken (does not
+compile; a kernel cell that is not a string literal) and hostile (a notebook that patches
+the grader in its own process). Each worker count grades a fresh copy of the class; the
+benchmark prints submissions per minute, the speedup over the first count, whether every
+grade is identical, and from the measured time per kernel what a course of 1,000
+learners x 5 kernels costs on 8 GPUs (one worker each).
+
+    python benchmarks/class_scale.py [--students 30] [--workers 1 2] [--gpu]
+
+Without ``--gpu`` the workers grade on the CPU emulator; with it each worker gets a GPU of
+its own (``--workers 1 2`` needs two GPUs). Run from the repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+HOSTILE = (
+    'KERNEL = r"""__global__ void {name}(const float* A, const float* B, float* C,'
+    ' int M, int N, int K) {{ }}"""\n'
+    "import tilelab.grade\n"
+    "from tilelab.verdict import Verdict\n"
+    "tilelab.grade.grade_source = lambda e, s, **k: Verdict(e, 'emu', correct=True,"
+    " speed_passed=True, points_correct=3, points_speed=2)\n"
+)
+KINDS = {  # kind -> exercise -> a fixture's stem, "solution", or a whole cell
+    "right": {"naive": "solution", "tiled": "solution"},
+    "wrong": {"naive": "naive-wrong_result", "tiled": "tiled-missing_barrier"},
+    "slow": {"naive": "naive-uncoalesced", "tiled": "tiled-untiled"},
+    "broken": {"naive": "naive-compile_error", "tiled": 'cell:KERNEL = open("k.cu").read()\n'},
+    "hostile": {"naive": "cell:" + HOSTILE.format(name="matmul_naive"),
+                "tiled": "cell:" + HOSTILE.format(name="matmul_tiled")},
+}
+
+
+def build_class(root: Path, students: int) -> int:
+    """A copy of the course with ``students`` learners' submissions; returns how many."""
+    import test_classroom as tc
+
+    from tilelab import exercises
+
+    tc.copy_course(root)
+    files = {}
+    kinds = list(KINDS)
+    for i in range(students):
+        for j, exercise_id in enumerate(("naive", "tiled")):
+            what = KINDS[kinds[(i + j) % len(kinds)]][exercise_id]
+            if what.startswith("cell:"):
+                cell = what.removeprefix("cell:")
+            else:
+                src = (
+                    tc.solution_kernel(exercise_id)
+                    if what == "solution"
+                    else (tc.FIXTURES / f"{what}.cu").read_text(encoding="utf-8")
+                )
+                cell = tc.kernel_cell(tc.released_stub(exercise_id), src)
+            a = exercises.get(exercise_id).assignment
+            nb = tc.submission(a, {exercise_id: cell})
+            files[(f"s{i:03d}", a)] = json.dumps(nb).encode()
+    tc.write_submissions(root, files)
+    return len(files)
+
+
+def grades(root: Path) -> dict[str, object]:
+    """(student, assignment) -> points, from each submission's verdict file."""
+    out = {}
+    for path in sorted((root / "autograder" / "feedback").glob("*/*/tilelab_verdict.json")):
+        doc = json.loads(path.read_text())
+        out[f"{doc['student']}/{doc['assignment']}"] = doc["points"]
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--students", type=int, default=30, help="learners (2 submissions each)")
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--gpu", action="store_true", help="one worker per GPU, speed measured")
+    p.add_argument("--json", help="also write the figures to this file")
+    a = p.parse_args()
+
+    from tilelab.cluster.run import grade_class_on_cluster
+
+    backend = "gpu" if a.gpu else "emu"
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="tilelab-class-scale-") as tmp:
+        template = Path(tmp) / "class"
+        n = build_class(template, a.students)
+        print(f"class: {n} submissions ({a.students} learners x 2 assignments; right, wrong, "
+              f"slow, broken, hostile), backend {backend}, {os.cpu_count()} CPU cores, "
+              f"load average {os.getloadavg()[0]:.1f}")
+        for workers in a.workers:
+            root = Path(tmp) / f"w{workers}"
+            shutil.copytree(template, root)
+            t0 = time.monotonic()
+            summary = grade_class_on_cluster(
+                root, backend=backend, workers=workers, progress=False
+            )
+            wall = time.monotonic() - t0
+            timing = summary["timing"]
+            runs.append({
+                "workers": workers,
+                "submissions": summary["graded"],
+                "wall_seconds": round(wall, 1),
+                "grading_seconds": timing["wall_seconds"],
+                "submissions_per_minute": timing["submissions_per_minute"],
+                "task_seconds_mean": timing["task_seconds_mean"],
+                "failures": len(summary["failures"]),
+                "grades": grades(root),
+            })
+            r = runs[-1]
+            print(f"{workers} worker(s): {r['submissions']} submissions in "
+                  f"{r['grading_seconds']:.1f} s = {r['submissions_per_minute']:.1f} "
+                  f"submissions/min (mean task {r['task_seconds_mean']:.1f} s; "
+                  f"{wall:.1f} s with cluster start and CSV)")
+    base = runs[0]
+    for r in runs[1:]:
+        speedup = r["submissions_per_minute"] / base["submissions_per_minute"]
+        r["speedup"] = round(speedup, 2)
+        target = 1.7 if backend == "emu" else 1.8
+        print(f"speedup {base['workers']} -> {r['workers']} workers: {speedup:.2f}x "
+              f"(target >= {target}x for 1 -> 2: {'met' if speedup >= target else 'NOT met'})")
+    same = all(r["grades"] == base["grades"] for r in runs)
+    print(f"grades identical in every run: {'yes' if same else 'NO'}")
+    # 1,000 learners x 5 kernels on 8 workers, from the measured time per kernel (01-naive
+    # and 02-tiled hold one kernel each, so a task here is one kernel and its notebook)
+    best = runs[-1]
+    per_kernel = base["task_seconds_mean"]
+    efficiency = best.get("speedup", 1.0) * base["workers"] / best["workers"]
+    hours = 1000 * 5 * per_kernel / (8 * min(1.0, efficiency)) / 3600
+    print(f"1,000 learners x 5 kernels on 8 {'GPUs' if a.gpu else 'workers'}: "
+          f"{per_kernel:.1f} s per kernel x 5,000 / (8 x {min(1.0, efficiency):.2f} "
+          f"efficiency) = {hours:.1f} h")
+    if a.json:
+        doc = {"backend": backend, "runs": [{k: v for k, v in r.items() if k != "grades"}
+                                            for r in runs],
+               "grades_identical": same, "estimate_1000x5_on_8_hours": round(hours, 2)}
+        Path(a.json).write_text(json.dumps(doc, indent=1) + "\n")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

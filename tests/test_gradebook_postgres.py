@@ -1,0 +1,70 @@
+"""A PostgreSQL gradebook through nbgrader's own ``db_url``, on a real server.
+
+The fixture starts a PostgreSQL server on this machine (see ``postgres_server``) and
+stops it after; the course's ``nbgrader_config.py`` names it. A class run with 2 workers
+records every grade there, and a rerun changes nothing in any table.
+"""
+
+from __future__ import annotations
+
+import postgres_server
+import pytest
+from nbgrader.api import Gradebook
+from sqlalchemy import create_engine, inspect, text
+from test_class_cluster import small_class
+from test_classroom import EMU, expected_points
+
+from tilelab.cluster.run import grade_class_on_cluster
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")]
+STUDENTS = ["alice", "bob", "frank", "grace", "henry", "mallory"]
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """The URL of a running PostgreSQL server (no database name)."""
+    why = postgres_server.unavailable()
+    if why:
+        pytest.skip(why)
+    with postgres_server.server() as url:
+        yield url
+
+
+def dump(url: str) -> dict[str, list[str]]:
+    """Every row of every table, as text."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as con:
+            return {
+                table: sorted(map(repr, con.execute(text(f'SELECT * FROM "{table}"'))))
+                for table in sorted(inspect(con).get_table_names())
+            }
+    finally:
+        engine.dispose()
+
+
+def test_a_class_run_on_two_workers_records_in_postgresql(tmp_path, postgres):
+    url = postgres_server.create_database(postgres, "gradebook_class")
+    root = tmp_path / "course"
+    small_class(root, STUDENTS)
+    config = root / "autograder" / "nbgrader_config.py"
+    config.write_text(config.read_text() + f"\nc.CourseDirectory.db_url = {url!r}\n")
+
+    summary = grade_class_on_cluster(root, backend="emu", workers=2, progress=False)
+    assert summary["failures"] == [] and summary["graded"] == len(STUDENTS)
+    assert not (root / "autograder" / "gradebook.db").exists()  # nothing went to SQLite
+    want = expected_points(EMU)
+    with Gradebook(url, "tilelab") as gb:
+        for student in STUDENTS:
+            grades = {g.name: g.score for g in gb.find_submission_notebook(
+                "naive", "01-naive", student).grades}
+            got = (grades["test_naive_correct"], grades["test_naive_speed"])
+            assert got == want[student]["naive"], student
+            comment = gb.find_comment("kernel_naive", "naive", "01-naive", student)
+            assert comment.manual_comment and "naive" in comment.manual_comment
+    before = dump(url)
+    assert len(before["grade"]) > 0
+
+    again = grade_class_on_cluster(root, backend="emu", workers=2, progress=False)
+    assert again["graded"] == 0 and again["up_to_date"] == len(STUDENTS)
+    assert dump(url) == before
