@@ -17,6 +17,7 @@ import shutil
 import socket
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.apps.api import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
+from sqlalchemy.exc import SAWarning
 
 from tilelab import backend as backends
 from tilelab import classroom, exercises
@@ -172,7 +174,8 @@ def grade(course: Course, sub: Submission) -> Result:
             AWARD_ENV: "1" if course.award_speed_without_gpu else None,
             CLASS_GRADING_ENV: "1",
         }
-        with classroom._environ(env):
+        with classroom._environ(env), warnings.catch_warnings():
+            warnings.simplefilter("ignore", SAWarning)  # nbgrader's own autoflush warnings
             try:
                 summary = run.grade_one(sub.assignment, sub.student)
             except Exception as exc:  # the grader's own failure: record it, go on
