@@ -105,6 +105,7 @@ def main() -> int:
         for workers in a.workers:
             root = Path(tmp) / f"w{workers}"
             shutil.copytree(template, root)
+            load0 = os.getloadavg()[0]
             t0 = time.monotonic()
             summary = grade_class_on_cluster(
                 root, backend=backend, workers=workers, progress=False
@@ -119,13 +120,19 @@ def main() -> int:
                 "submissions_per_minute": timing["submissions_per_minute"],
                 "task_seconds_mean": timing["task_seconds_mean"],
                 "failures": len(summary["failures"]),
+                # tasks running at once, on average: the cluster's side of the speedup
+                "in_flight": round(sum(t["seconds"] for t in summary["timings"])
+                                   / timing["wall_seconds"], 2),
+                "load_average": [round(load0, 1), round(os.getloadavg()[0], 1)],
                 "grades": grades(root),
             })
             r = runs[-1]
             print(f"{workers} worker(s): {r['submissions']} submissions in "
                   f"{r['grading_seconds']:.1f} s = {r['submissions_per_minute']:.1f} "
                   f"submissions/min (mean task {r['task_seconds_mean']:.1f} s; "
-                  f"{wall:.1f} s with cluster start and CSV)")
+                  f"{wall:.1f} s with cluster start and CSV); {r['in_flight']:.2f} tasks "
+                  f"running on average; load average {r['load_average'][0]} -> "
+                  f"{r['load_average'][1]} on {os.cpu_count()} cores")
     base = runs[0]
     for r in runs[1:]:
         speedup = r["submissions_per_minute"] / base["submissions_per_minute"]
