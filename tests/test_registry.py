@@ -57,7 +57,7 @@ def test_barrier_variants_remove_exactly_one_barrier():
 
 
 def test_gates_files_are_read_strictly(tmp_path):
-    from tilelab import gates
+    from tilelab.grading import gates
 
     good = tmp_path / "gates.json"
     good.write_text(json.dumps({"gates": {"naive": {"gate": 3.1}}}))
