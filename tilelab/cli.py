@@ -109,9 +109,16 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
 def cmd_bench(a: argparse.Namespace) -> int:
     from tilelab import experiments
+    from tilelab.runtime import get_runtime
 
     names = a.experiments or list(experiments.EXPERIMENTS)
-    for path in experiments.run(names, Path(a.out)):
+    try:
+        experiments.check_names(names)
+    except KeyError as exc:
+        print(f"tilelab bench: {exc.args[0]}", file=sys.stderr)
+        return 2
+    gpu = any(experiments.needs_gpu(n) for n in names)
+    for path in experiments.run(names, Path(a.out), get_runtime("gpu") if gpu else None):
         print(f"wrote {path}")
     return 0
 

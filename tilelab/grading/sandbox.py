@@ -22,8 +22,8 @@ import tempfile
 
 from tilelab import backend, exercises, settings
 from tilelab.grading.cache import cached_verdict
+from tilelab.grading.limits import FILE_LIMIT
 from tilelab.grading.verdict import Verdict
-from tilelab.grading.worker import FILE_LIMIT
 
 OUTPUT_LIMIT = 64 * 1024  # of the child's stderr, read back for a crash report
 

@@ -15,8 +15,7 @@ import resource
 import sys
 import traceback
 
-MEMORY_LIMIT = 6 * 1024**3  # address space of an emulator grading process
-FILE_LIMIT = 64 * 1024**2  # any file the worker writes, its stderr included
+from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT
 
 
 def limit_resources(backend_name: str | None) -> None:
