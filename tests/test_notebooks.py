@@ -97,7 +97,7 @@ def test_each_kernel_has_its_cells_with_the_registry_points(assignment):
         speed = cells[f"test_{ex.id}_speed"]
         assert correct["metadata"]["nbgrader"]["points"] == ex.points_correct
         assert speed["metadata"]["nbgrader"]["points"] == ex.points_speed
-        assert f'grade_source("{ex.id}", ' in source(correct)
+        assert f'notebook.grade("{ex.id}", ' in source(correct)  # the clean grader, by id
         assert "assert_speed(" in source(speed)
         for cell in (correct, speed):
             assert cell["metadata"]["nbgrader"]["grade"]
