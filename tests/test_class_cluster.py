@@ -36,8 +36,8 @@ from test_classroom import (
 )
 
 from tilelab import classroom, exercises
+from tilelab.classroom.progress import Progress
 from tilelab.cluster import resume, start
-from tilelab.cluster.progress import Progress
 from tilelab.cluster.run import grade_class_on_cluster
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The ``tilelab`` command: list, check, grade, calibrate, bench, backend."""
+"""The ``tilelab`` command: list, check, grade, release, calibrate, bench, backend."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from tilelab import exercises, gates
+from tilelab import exercises, settings
+from tilelab.grading import gates
 
 
 def cmd_list(a: argparse.Namespace) -> int:
@@ -29,7 +30,8 @@ def cmd_list(a: argparse.Namespace) -> int:
 
 
 def cmd_check(a: argparse.Namespace) -> int:
-    from tilelab.grade import grade_source
+    from tilelab.grading import scoring
+    from tilelab.grading.sandbox import grade_source
 
     path = Path(a.file)
     if not path.is_file():
@@ -61,7 +63,7 @@ def cmd_check(a: argparse.Namespace) -> int:
             )
         )
     else:
-        print(v.report())
+        print(scoring.report(v))
     return 0 if v.correct else 1
 
 
@@ -79,25 +81,31 @@ def cmd_grade(a: argparse.Namespace) -> int:
     if a.workers < 1:
         print(f"tilelab grade: --workers must be at least 1 (got {a.workers})", file=sys.stderr)
         return 2
-    if a.workers == 1 and not a.scheduler:
-        summary = classroom.grade_class(Path(a.course), **common)
-    else:
-        from tilelab.cluster.run import grade_class_on_cluster
-        from tilelab.cluster.start import ClusterError
+    from tilelab.cluster.start import ClusterError
 
-        try:
-            summary = grade_class_on_cluster(
-                Path(a.course), workers=a.workers, scheduler=a.scheduler, force=a.force, **common
-            )
-        except ClusterError as exc:
-            print(f"tilelab grade: {exc}", file=sys.stderr)
-            return 2
-    print(summary if isinstance(summary, str) else json.dumps(summary, indent=1, default=str))
+    try:
+        summary = classroom.grade_class(
+            Path(a.course), workers=a.workers, scheduler=a.scheduler, force=a.force, **common
+        )
+    except ClusterError as exc:
+        print(f"tilelab grade: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(summary, indent=1, default=str))
+    return 0
+
+
+def cmd_release(a: argparse.Namespace) -> int:
+    from tilelab import classroom
+
+    for path in classroom.release(a.course, a.assignment):
+        print(f"released {path}")
     return 0
 
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
-    doc = gates.calibrate(a.fraction)
+    from tilelab.experiments.calibration import calibrate
+
+    doc = calibrate(a.fraction)
     Path(a.write).parent.mkdir(parents=True, exist_ok=True)
     Path(a.write).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     print(f"{'exercise':18} {'reference':>10} {'skips lesson':>13} {'gate':>6}  (default)")
@@ -112,9 +120,16 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
 def cmd_bench(a: argparse.Namespace) -> int:
     from tilelab import experiments
+    from tilelab.runtime import get_runtime
 
-    names = a.experiments or list(experiments.ALL)
-    for path in experiments.run(names, Path(a.out)):
+    names = a.experiments or list(experiments.EXPERIMENTS)
+    try:
+        experiments.check_names(names)
+    except KeyError as exc:
+        print(f"tilelab bench: {exc.args[0]}", file=sys.stderr)
+        return 2
+    gpu = any(experiments.needs_gpu(n) for n in names)
+    for path in experiments.run(names, Path(a.out), get_runtime("gpu") if gpu else None):
         print(f"wrote {path}")
     return 0
 
@@ -170,6 +185,10 @@ def parser() -> argparse.ArgumentParser:
         help="on a cluster, regrade submissions already graded from the same files and inputs",
     )
     s.set_defaults(func=cmd_grade)
+    s = sub.add_parser("release", help="regenerate exercises/ from solutions/ (nbgrader)")
+    s.add_argument("--course", default=".", help="the course repository (default: here)")
+    s.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
+    s.set_defaults(func=cmd_release)
     s = sub.add_parser("calibrate", help="set speed gates from the reference speedups here")
     s.add_argument(
         "--fraction",
@@ -192,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     try:
         return a.func(a)
-    except gates.GatesError as exc:
+    except (gates.GatesError, settings.SettingsError) as exc:
         print(f"tilelab {a.cmd}: {exc}", file=sys.stderr)
         return 2
 

@@ -7,6 +7,6 @@
 - :mod:`tilelab.cluster.writer`: the coordinator's single writer into nbgrader's gradebook
   and the feedback folders;
 - :mod:`tilelab.cluster.resume`: content hashes, so a rerun grades only what changed;
-- :mod:`tilelab.cluster.progress`: a progress bar on a terminal, plain lines in a log;
-- :mod:`tilelab.cluster.run`: the run loop that ties them together.
+- :mod:`tilelab.cluster.run`: the run loop that ties them together (its progress:
+  :mod:`tilelab.classroom.progress`).
 """

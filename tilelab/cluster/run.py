@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from tilelab import backend as backends
-from tilelab import classroom, exercises
+from tilelab import exercises, settings
+from tilelab.classroom import course as nbcourse
+from tilelab.classroom.progress import Progress
+from tilelab.classroom.run import CSV_FILE
 from tilelab.cluster import resume, start, tasks
-from tilelab.cluster.progress import Progress
 from tilelab.cluster.writer import VERDICT_JSON, Writer
 
 KILLED = (
@@ -46,7 +48,7 @@ def grade_class_on_cluster(
     backend: str | None = None,
     award_speed_without_gpu: bool = False,
     progress: bool = True,
-    cell_timeout: int = classroom.CELL_TIMEOUT,
+    cell_timeout: int | None = None,
     gates: dict[str, float] | None = None,
     workers: int = 2,
     scheduler: str | None = None,
@@ -55,7 +57,8 @@ def grade_class_on_cluster(
     """Grade every submission (or the named students', always regraded) on a local cluster
     of ``workers`` workers, or on the running cluster at ``scheduler``; a submission graded
     before from the same files and grading inputs is left as it is unless ``force``."""
-    api = classroom.open_api(course_root, cell_timeout)
+    cell_timeout = settings.CELL_TIMEOUT.get() if cell_timeout is None else cell_timeout
+    api = nbcourse.open_api(course_root, cell_timeout)
     cd = api.coursedir
     names = list(assignments or exercises.ASSIGNMENTS)
     unknown = [a for a in names if a not in exercises.ASSIGNMENTS]
@@ -84,11 +87,11 @@ def grade_class_on_cluster(
     }
     for a in sorted({a for a, _ in work}):
         try:
-            classroom._ensure_in_gradebook(api, a)
+            nbcourse.ensure_in_gradebook(api, a)
         except Exception as exc:
             summary["failures"].append({"assignment": a, "step": "release", "error": str(exc)})
     files = tasks.course_files(course_root)
-    settings = {
+    run_settings = {
         "backend": chosen,
         "award_speed_without_gpu": award_speed_without_gpu,
         "cell_timeout": cell_timeout,
@@ -101,7 +104,7 @@ def grade_class_on_cluster(
         award_speed_without_gpu=award_speed_without_gpu,
         cell_timeout=cell_timeout,
         gates=gates or {},
-        digest=resume.inputs_digest(files, settings),
+        digest=resume.inputs_digest(files, run_settings),
     )
     begun = time.monotonic()
     with Writer(cd) as writer:
@@ -122,9 +125,9 @@ def grade_class_on_cluster(
             bar.close()
     summary["wall_seconds"] = round(time.monotonic() - begun, 2)
     summary["timing"] = _timing(summary["timings"], summary["wall_seconds"])
-    csv = Path(cd.root) / "autograder" / classroom.CSV_FILE
+    csv = Path(cd.root) / "autograder" / CSV_FILE
     try:
-        classroom.export_csv(cd, csv)
+        nbcourse.export_csv(cd, csv)
         summary["csv"] = str(csv)
     except Exception as exc:
         summary["failures"].append({"step": "export", "error": str(exc)})

@@ -29,9 +29,12 @@ from nbgrader.coursedir import CourseDirectory
 from sqlalchemy.exc import SAWarning
 
 from tilelab import backend as backends
-from tilelab import classroom, exercises
+from tilelab import exercises, settings
+from tilelab.classroom import course as nbcourse
+from tilelab.classroom.run import protocol
+from tilelab.classroom.steps import ClassRun, grade_one, write_verdicts
 from tilelab.cluster import resume
-from tilelab.notebook import AWARD_ENV, CLASS_GRADING_ENV
+from tilelab.grading.verdict import Verdict
 
 GRADEBOOK = "autograder/tilelab-task-gradebook.db"
 
@@ -83,8 +86,8 @@ class Result:
 
 def course_files(root: str | Path) -> dict[str, bytes]:
     """The nbgrader configuration and the source notebooks of a course, by relative path."""
-    config = classroom.config_path(root)
-    api = classroom.open_api(root)
+    config = nbcourse.config_path(root)
+    api = nbcourse.open_api(root)
     cd = api.coursedir
     course_root = Path(cd.root).resolve()
     source = Path(cd.root, cd.source_directory).resolve()
@@ -122,8 +125,8 @@ def api_release(api: NbGraderAPI, assignment: str, dest: str) -> None:
 
 def open_private_api(root: Path, cell_timeout: int | None) -> NbGraderAPI:
     """nbgrader's API on a private course root, with its own SQLite gradebook."""
-    classroom.open_api(root)  # (puts alembic on PATH; checks the configuration loads)
-    config = classroom.load_config(root)
+    nbcourse.open_api(root)  # (puts alembic on PATH; checks the configuration loads)
+    config = nbcourse.load_config(root)
     config.CourseDirectory.root = str(root)
     config.CourseDirectory.db_url = f"sqlite:///{root / GRADEBOOK}"
     if cell_timeout is not None:
@@ -164,20 +167,13 @@ def grade(course: Course, sub: Submission) -> Result:
         db.write_bytes(course.gradebook)
         submitted = Path(cd.format_path(cd.submitted_directory, sub.student, sub.assignment))
         _write(submitted, sub.files)
-        failures: list[dict[str, Any]] = []
-        run = classroom._Run(
-            api, chosen, gpu, course.award_speed_without_gpu, failures, course.cell_timeout,
-            course.gates,
+        run = ClassRun(
+            api, chosen, gpu, course.award_speed_without_gpu, course.cell_timeout, course.gates
         )
-        env = {
-            backends.ENV_VAR: chosen,
-            AWARD_ENV: "1" if course.award_speed_without_gpu else None,
-            CLASS_GRADING_ENV: "1",
-        }
-        with classroom._environ(env), warnings.catch_warnings():
+        with settings.environ(protocol(run)), warnings.catch_warnings():
             warnings.simplefilter("ignore", SAWarning)  # nbgrader's own autoflush warnings
             try:
-                summary = run.grade_one(sub.assignment, sub.student)
+                summary = grade_one(run, sub.assignment, sub.student)
             except Exception as exc:  # the grader's own failure: record it, go on
                 run.failed(sub.assignment, sub.student, "internal", f"{type(exc).__name__}: {exc}")
                 summary = {"assignment": sub.assignment, "student": sub.student, "points": {}}
@@ -187,7 +183,7 @@ def grade(course: Course, sub: Submission) -> Result:
             submission_digest=sub.digest,
             inputs_digest=course.digest,
             summary=summary,
-            failures=failures,
+            failures=run.failures,
             backend=chosen,
             gpu=gpu,
             worker=where(),
@@ -235,21 +231,21 @@ def _read_gradebook(cd: CourseDirectory, result: Result) -> None:
 def zero_result(course: Course, sub: Submission, why: str, backend: str) -> Result:
     """0 points for a submission that could not be graded, and ``why`` as its feedback."""
     verdicts = [
-        classroom._unreadable(exercises.get(e), backend, None, why)
+        Verdict.for_exercise(exercises.get(e), backend, None, why)
         for e in exercises.ASSIGNMENTS[sub.assignment]
     ]
-    nb = classroom.notebook_id(sub.assignment)
+    nb = nbcourse.notebook_id(sub.assignment)
     grades = {
-        classroom.test_cell_id(v.exercise, kind): {"manual_score": 0.0, "needs_manual_grade": False}
+        nbcourse.test_cell_id(v.exercise, kind): {"manual_score": 0.0, "needs_manual_grade": False}
         for v in verdicts
         for kind in ("correct", "speed")
     }
     comments = {
-        classroom.kernel_cell_id(v.exercise): {"manual_comment": v.report()} for v in verdicts
+        nbcourse.kernel_cell_id(v.exercise): {"manual_comment": v.report()} for v in verdicts
     }
     points = {v.exercise: {"correct": 0.0, "speed": 0.0} for v in verdicts}
     with tempfile.TemporaryDirectory(prefix="tilelab-zero-") as tmp:
-        classroom.write_verdicts(
+        write_verdicts(
             Path(tmp), sub.student, sub.assignment, verdicts, points,
             course.award_speed_without_gpu,
         )

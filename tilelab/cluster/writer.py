@@ -20,10 +20,12 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.coursedir import CourseDirectory
 from sqlalchemy.exc import SAWarning
 
-from tilelab import classroom, exercises
+from tilelab import exercises
+from tilelab.classroom import course as nbcourse
+from tilelab.classroom.steps import VERDICT_FILE
 from tilelab.cluster.tasks import Result
 
-VERDICT_JSON = f"{classroom.VERDICT_FILE}.json"
+VERDICT_JSON = f"{VERDICT_FILE}.json"
 
 
 class Writer:
@@ -92,7 +94,7 @@ class Writer:
     def scores(self, student: str, assignment: str) -> dict[str, dict[str, float]] | None:
         """The hidden tests' scores of a submission (by exercise, then ``correct``/``speed``),
         None where the gradebook has no such submission."""
-        nb = classroom.notebook_id(assignment)
+        nb = nbcourse.notebook_id(assignment)
         try:
             sub = self.gb.find_submission_notebook(nb, assignment, student)
         except MissingEntry:
@@ -102,7 +104,7 @@ class Writer:
         for e in exercises.ASSIGNMENTS[assignment]:
             out[e] = {}
             for kind in ("correct", "speed"):
-                score = by_name.get(classroom.test_cell_id(e, kind))
+                score = by_name.get(nbcourse.test_cell_id(e, kind))
                 if score is None:
                     return None
                 out[e][kind] = float(score)

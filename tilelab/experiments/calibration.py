@@ -1,41 +1,25 @@
-"""Speed gates: the registry's defaults, calibrated overrides, and calibration itself."""
+"""Speed gates placed from measurement: ``tilelab calibrate`` and ``calibration.json``.
+
+Each exercise's reference solution and a slow-but-right kernel (one that skips the
+lesson) are timed against the gate's baseline on this GPU; the gate is placed between
+their speedups. ``tilelab calibrate`` writes the gates file the grader loads
+(:mod:`tilelab.gates`); the experiment writes the same numbers for the book.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tilelab import exercises, provenance
+from tilelab import exercises
 from tilelab.bench import prepared_launch, time_interleaved
+from tilelab.experiments import provenance
+from tilelab.experiments.datafile import write
+from tilelab.experiments.ladder import METHOD
 from tilelab.reference import slow_but_right
 from tilelab.runtime import Runtime, get_runtime
-
-
-class GatesError(ValueError):
-    """A gates file that cannot be used; the message says why and what to do."""
-
-
-def load(path: str | Path | None) -> dict[str, float]:
-    """Gate overrides written by ``tilelab calibrate`` ({} when no file is named)."""
-    if path is None:
-        return {}
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-        found = {k: float(v["gate"]) for k, v in doc["gates"].items()}
-    except FileNotFoundError:
-        raise GatesError(f"no gates file {path}; write one with `tilelab calibrate`") from None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise GatesError(
-            f"{path} is not a gates file written by `tilelab calibrate` ({exc!r}); "
-            "calibrate again, or grade with the default gates (no --gates)"
-        ) from None
-    unknown = sorted(set(found) - set(exercises.EXERCISES))
-    if unknown:
-        raise GatesError(f"{path} names unknown exercises {unknown}; calibrate again")
-    return found
 
 
 def measure(ex: exercises.Exercise, rt: Runtime, rng: np.random.Generator,
@@ -93,3 +77,38 @@ def calibrate(fraction: float | None = None, rt: Runtime | None = None) -> dict[
         ),
         "gates": gates,
     }
+
+
+def run(rt: Runtime, out: Path) -> Path:
+    """Each exercise's reference and a slow-but-right kernel against the gate's baseline."""
+    rows = [
+        {
+            "exercise": name,
+            "baseline": exercises.get(name).baseline.label,
+            "shape": " x ".join(map(str, g["shape"])),
+            "reference_speedup": g["reference_speedup"],
+            "slow_speedup": g["slow_speedup"],
+            "gate": g["default_gate"],
+            "calibrated_gate": g["gate"],
+        }
+        for name, g in calibrate(rt=rt)["gates"].items()
+    ]
+    return write(
+        out,
+        "calibration",
+        "The speed gates against what the kernels measure",
+        "For each graded kernel: the reference solution's speedup over the gate's baseline, "
+        "the speedup of a correct kernel that skips the lesson (uncoalesced, untiled or "
+        "unpadded), the default gate, and the gate `tilelab calibrate` would set.",
+        {
+            "exercise": "",
+            "baseline": "",
+            "shape": "",
+            "reference_speedup": "x",
+            "slow_speedup": "x",
+            "gate": "x",
+            "calibrated_gate": "x",
+        },
+        rows,
+        method=METHOD,
+    )
