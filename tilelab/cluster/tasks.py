@@ -34,6 +34,7 @@ from tilelab.classroom import course as nbcourse
 from tilelab.classroom.run import protocol
 from tilelab.classroom.steps import ClassRun, grade_one, write_verdicts
 from tilelab.cluster import resume
+from tilelab.grading import scoring
 from tilelab.grading.verdict import Verdict
 
 GRADEBOOK = "autograder/tilelab-task-gradebook.db"
@@ -240,8 +241,10 @@ def zero_result(course: Course, sub: Submission, why: str, backend: str) -> Resu
         for v in verdicts
         for kind in ("correct", "speed")
     }
+    award = course.award_speed_without_gpu
     comments = {
-        nbcourse.kernel_cell_id(v.exercise): {"manual_comment": v.report()} for v in verdicts
+        nbcourse.kernel_cell_id(v.exercise): {"manual_comment": scoring.report(v, award)}
+        for v in verdicts
     }
     points = {v.exercise: {"correct": 0.0, "speed": 0.0} for v in verdicts}
     with tempfile.TemporaryDirectory(prefix="tilelab-zero-") as tmp:
