@@ -119,9 +119,7 @@ def api_release(api: NbGraderAPI, assignment: str, dest: str) -> None:
 
     with temp_attrs(api.coursedir, release_directory=dest):
         result = api.generate_assignment(assignment, force=True, create=True)
-    if not result.get("success"):
-        detail = (result.get("error") or result.get("log") or "").strip()
-        raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{detail[-4000:]}")
+    nbcourse.check_result(result, f"generate_assignment {assignment}")
 
 
 def open_private_api(root: Path, cell_timeout: int | None) -> NbGraderAPI:
