@@ -428,7 +428,8 @@ _LDS = re.compile(r"\bLDS(\.[A-Z0-9]+)*")
 def sass(rt: Runtime | None, out: Path, arch: str = "sm_90") -> Path:
     """Count shared loads in the compiled inner loops (needs nvcc and cuobjdump)."""
     rows = []
-    for key in ("tiled32", "tiled32_padded"):
+    for key in ("naive", "tiled16", "tiled32", "tiled32_padded", "tiled32_at",
+                "tiled32_at_padded"):
         text = _sass_of(KERNELS[key].source(), arch)
         ops = re.findall(r"^\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\d\s+)?([A-Z0-9_.]+)", text, re.M)
         lds = [o for o in ops if o.startswith("LDS")]
@@ -656,6 +657,9 @@ def calibration(rt: Runtime, out: Path) -> Path:
     )
 
 
+from tilelab import counters as _counters  # noqa: E402  (they import write from here)
+from tilelab import microbench as _microbench  # noqa: E402
+
 GPU_EXPERIMENTS: dict[str, Callable[[Runtime, Path], Path]] = {
     "device": device,
     "matmul": matmul,
@@ -667,7 +671,18 @@ GPU_EXPERIMENTS: dict[str, Callable[[Runtime, Path], Path]] = {
     "racecheck": racecheck,
     "calibration": calibration,
 }
-CPU_EXPERIMENTS: dict[str, Callable[[Runtime | None, Path], Path]] = {"emu_analysis": emu_analysis}
+GPU_EXPERIMENTS.update(_microbench.EXPERIMENTS)
+GPU_EXPERIMENTS["counters"] = _counters.counters
+def _model_experiment(rt: Runtime | None, out: Path) -> Path:
+    from tilelab import model
+
+    return model.experiment(out)
+
+
+CPU_EXPERIMENTS: dict[str, Callable[[Runtime | None, Path], Path]] = {
+    "emu_analysis": emu_analysis,
+    "model": _model_experiment,
+}
 ALL = {**GPU_EXPERIMENTS, **CPU_EXPERIMENTS}
 
 
