@@ -70,6 +70,12 @@ def available(ncu: str, wanted: tuple[str, ...]) -> list[str]:
     return [m for m in wanted if m.rsplit(".", 2)[0] in names or m.split(".")[0] in names]
 
 
+def column(metric: str) -> str:
+    """The data file's column for an ncu metric: dots become underscores, so the book's
+    expressions (``counters[kernel=tiled32].l1tex__..._sum``) can name it."""
+    return metric.replace(".", "_")
+
+
 def parse(text: str) -> list[dict[str, float]]:
     """ncu's ``--csv`` details page: one dict of metric values per profiled launch."""
     start = text.find('"ID"')
@@ -81,7 +87,7 @@ def parse(text: str) -> list[dict[str, float]]:
             value = float(row["Metric Value"].replace(",", ""))
         except (KeyError, ValueError):
             continue
-        launches.setdefault(int(row["ID"]), {})[row["Metric Name"]] = value
+        launches.setdefault(int(row["ID"]), {})[column(row["Metric Name"])] = value
     return [launches[i] for i in sorted(launches)]
 
 
@@ -108,7 +114,7 @@ def counters(rt, out: Path) -> Path:
         "One launch of each kernel (matmul at N=1024, transposes at N=2048) under ncu; "
         "counts summed over the whole GPU; sm__cycles_elapsed.avg.per_second is the SM clock "
         "during the launch.",
-        {"kernel": "", "n": "", **{m: "" for m in metrics}},
+        {"kernel": "", "n": "", **{column(m): "" for m in metrics}},
         rows,
         method="ncu --clock-control none --csv --print-units base --metrics ...; one "
         "launch per kernel, each replayed by ncu as often as its metrics need",

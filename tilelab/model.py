@@ -221,8 +221,8 @@ def rates_from(data: Path) -> tuple[Rates, list[dict[str, Any]]]:
     clock, clock_from = d["clock_mhz"] * 1e6, "device.json: the driver's maximum SM clock"
     cnt = _load(data, "counters")
     if cnt:
-        clocks = [r["sm__cycles_elapsed.avg.per_second"] for r in cnt["rows"]
-                  if r.get("sm__cycles_elapsed.avg.per_second")]
+        clocks = [r["sm__cycles_elapsed_avg_per_second"] for r in cnt["rows"]
+                  if r.get("sm__cycles_elapsed_avg_per_second")]
         if clocks:
             clock = sum(clocks) / len(clocks)
             clock_from = "counters.json: mean SM clock while the kernels ran (Nsight Compute)"
@@ -234,16 +234,16 @@ def rates_from(data: Path) -> tuple[Rates, list[dict[str, Any]]]:
     dram = d["copy_gbps"] * 1e9
     rates = Rates(sm, clock, wf, dram)
     rows = [
-        {"kind": "rate", "rate": "SM count", "value": sm, "unit": "", "source": "device.json"},
-        {"kind": "rate", "rate": "SM clock", "value": clock / 1e6, "unit": "MHz",
+        {"kind": "rate", "key": "sm_count", "rate": "SM count", "value": sm, "unit": "", "source": "device.json"},
+        {"kind": "rate", "key": "clock_mhz", "rate": "SM clock", "value": clock / 1e6, "unit": "MHz",
          "source": clock_from},
-        {"kind": "rate", "rate": "data-path wavefronts per clock per SM", "value": wf,
+        {"kind": "rate", "key": "wavefronts_per_clock", "rate": "data-path wavefronts per clock per SM", "value": wf,
          "unit": "", "source": wf_from},
-        {"kind": "rate", "rate": "issue slots per clock per SM", "value": ISSUE_PER_CLOCK,
+        {"kind": "rate", "key": "issue_per_clock", "rate": "issue slots per clock per SM", "value": ISSUE_PER_CLOCK,
          "unit": "", "source": "published: 4 sub-partitions, one warp instruction each"},
-        {"kind": "rate", "rate": "DRAM bandwidth", "value": d["copy_gbps"], "unit": "GB/s",
+        {"kind": "rate", "key": "dram_gbps", "rate": "DRAM bandwidth", "value": d["copy_gbps"], "unit": "GB/s",
          "source": "device.json: measured device-to-device copy"},
-        {"kind": "rate", "rate": "FP32 peak at this clock", "unit": "GFLOP/s",
+        {"kind": "rate", "key": "fp32_peak_gflops", "rate": "FP32 peak at this clock", "unit": "GFLOP/s",
          "value": sm * 128 * 2 * clock / 1e9,
          "source": "published: 128 FP32 lanes per SM (compute capability 9.0), 2 FLOP per FMA"},
     ]
@@ -253,7 +253,7 @@ def rates_from(data: Path) -> tuple[Rates, list[dict[str, Any]]]:
 def _measured_wavefronts(cnt: dict | None, kernel: str, n: int) -> float | None:
     for r in (cnt or {}).get("rows", []):
         if r["kernel"] == kernel and r["n"] == n:
-            return r.get("l1tex__data_pipe_lsu_wavefronts.sum")
+            return r.get("l1tex__data_pipe_lsu_wavefronts_sum")
     return None
 
 
@@ -280,7 +280,7 @@ def kernel_rows(data: Path, rates: Rates) -> list[dict[str, Any]]:
     bank = _load(data, "bank_stride")
     for r in (bank or {}).get("rows", []):
         c = bank_stride_counts(r["stride"])
-        rows.append(_row("bank_stride", f"stride {r['stride']}", r["stride"], r["median_ms"],
+        rows.append(_row("bank_stride", f"stride{r['stride']}", r["stride"], r["median_ms"],
                          c, predict(c, rates)) | {"counted_wavefronts_ratio": None})
     return rows
 
@@ -330,7 +330,7 @@ def experiment(out: Path, data: Path | None = None) -> Path:
         "description": "Rates from the data files named in derived_from; counts from each "
         "kernel's launch geometry. No new measurement.",
         "provenance": prov,
-        "columns": {"kernel": "", "n": "", "wavefronts_per_unit": "", "predicted_ms": "ms",
+        "columns": {"key": "", "kernel": "", "n": "", "counted_wavefronts_ratio": "", "wavefronts_per_unit": "", "predicted_ms": "ms",
                     "measured_ms": "ms", "ratio": "", "limit": "", "rate": "",
                     "value": "", "source": ""},
         "rows": rows,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 #: Experiments computed on the CPU (by the emulator): they need no GPU to regenerate.
-CPU_EXPERIMENTS = frozenset({"emu_analysis"})
+CPU_EXPERIMENTS = frozenset({"emu_analysis", "model"})
 #: Units whose values are times: lower is better.
 TIME_UNITS = frozenset({"s", "ms", "us", "µs", "ns"})
 
