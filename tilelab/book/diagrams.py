@@ -67,7 +67,7 @@ def hierarchy(path: Path, device: dict[str, Any] | None) -> None:
         ("Shared memory / L1", "one block's scratchpad; on-chip, per SM",
          [(q(d.get("shared_per_sm_bytes"), lambda v: f"up to {_bytes(v)} shared per SM"),
            style.QUERIED),
-          (q(shared_bw, lambda v: f"≈ {format_value(v)} GB/s, all SMs (32 banks × 4 B × clock)"),
+          (q(shared_bw, lambda v: f"≈ {format_value(v)} GB/s over all SMs"),
            style.QUERIED)],
          "~20–40 cycles"),
         ("L2 cache", "shared by all SMs",
@@ -80,32 +80,34 @@ def hierarchy(path: Path, device: dict[str, Any] | None) -> None:
            style.QUERIED)],
          "~400–700 cycles"),
     ]
-    fig, ax = _blank(8.4, 4.45, (-0.6, 20.6), (-1.6, 9.2))
+    # sized to be read at the book's column width (about 750 px at a 1280 px window)
+    fig, ax = _blank(9.6, 6.2, (-0.6, 24.6), (-2.3, 11.4))
     for i, (name, scope, facts, latency) in enumerate(levels):
-        y = 7.0 - i * 2.1
-        half = 3.0 + i * 1.5
-        ax.add_patch(FancyBboxPatch((9 - half, y), 2 * half, 1.6,
+        y = 8.9 - i * 2.6
+        half = 4.4 + i * 1.7
+        ax.add_patch(FancyBboxPatch((10.5 - half, y), 2 * half, 2.15,
                                     boxstyle="round,pad=0.02,rounding_size=0.2",
                                     facecolor=("#e8f1fb", "#e9f6ee", "#fdf3e1", "#f3e8f7")[i],
                                     edgecolor=style.INK, linewidth=1))
-        ax.text(9, y + 1.22, name, ha="center", va="center", fontsize=11, weight="bold",
+        ax.text(10.5, y + 1.72, name, ha="center", va="center", fontsize=14, weight="bold",
                 color=style.INK)
-        ax.text(9, y + 0.86, scope, ha="center", va="center", fontsize=8.5, color=style.MUTED)
+        ax.text(10.5, y + 1.25, scope, ha="center", va="center", fontsize=11,
+                color=style.MUTED)
         for j, (text, colour) in enumerate(facts):
-            ax.text(9, y + 0.5 - j * 0.32, text, ha="center", va="center", fontsize=8.5,
+            ax.text(10.5, y + 0.78 - j * 0.45, text, ha="center", va="center", fontsize=11,
                     color=colour)
-        ax.text(9 + half + 0.25, y + 0.8, latency, ha="left", va="center", fontsize=9,
+        ax.text(10.5 + half + 0.25, y + 1.05, latency, ha="left", va="center", fontsize=11.5,
                 color=style.TYPICAL, style="italic")
-    ax.annotate("", (0.2, 0.2), (0.2, 8.6),
+    ax.annotate("", (0.2, 0.2), (0.2, 11.0),
                 arrowprops={"arrowstyle": "->", "color": style.MUTED})
-    ax.text(0.45, 4.4, "larger, slower", rotation=90, ha="left", va="center", fontsize=9,
+    ax.text(0.45, 5.6, "larger, slower", rotation=90, ha="left", va="center", fontsize=11,
             color=style.MUTED)
     legend = (("measured on the GPU", style.MEASURED),
               ("reported by the driver, or computed from it", style.QUERIED),
               ("typical latency, published microbenchmarks (not measured here)", style.TYPICAL))
     for k, (text, colour) in enumerate(legend):
-        ax.add_patch(Rectangle((1.6, -0.55 - k * 0.38), 0.3, 0.25, color=colour))
-        ax.text(2.1, -0.43 - k * 0.38, text, fontsize=8.5, va="center", color=colour)
+        ax.add_patch(Rectangle((1.6, -0.75 - k * 0.55), 0.35, 0.32, color=colour))
+        ax.text(2.15, -0.59 - k * 0.55, text, fontsize=11, va="center", color=colour)
     style.save(fig, path)
 
 
