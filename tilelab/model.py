@@ -233,20 +233,20 @@ def rates_from(data: Path) -> tuple[Rates, list[dict[str, Any]]]:
         wf_from = "shared_bw.json: conflict-free 128-bit shared loads, at the clock above"
     dram = d["copy_gbps"] * 1e9
     rates = Rates(sm, clock, wf, dram)
-    rows = [
-        {"kind": "rate", "key": "sm_count", "rate": "SM count", "value": sm, "unit": "", "source": "device.json"},
-        {"kind": "rate", "key": "clock_mhz", "rate": "SM clock", "value": clock / 1e6, "unit": "MHz",
-         "source": clock_from},
-        {"kind": "rate", "key": "wavefronts_per_clock", "rate": "data-path wavefronts per clock per SM", "value": wf,
-         "unit": "", "source": wf_from},
-        {"kind": "rate", "key": "issue_per_clock", "rate": "issue slots per clock per SM", "value": ISSUE_PER_CLOCK,
-         "unit": "", "source": "published: 4 sub-partitions, one warp instruction each"},
-        {"kind": "rate", "key": "dram_gbps", "rate": "DRAM bandwidth", "value": d["copy_gbps"], "unit": "GB/s",
-         "source": "device.json: measured device-to-device copy"},
-        {"kind": "rate", "key": "fp32_peak_gflops", "rate": "FP32 peak at this clock", "unit": "GFLOP/s",
-         "value": sm * 128 * 2 * clock / 1e9,
-         "source": "published: 128 FP32 lanes per SM (compute capability 9.0), 2 FLOP per FMA"},
+    peak = sm * 128 * 2 * clock / 1e9
+    table = [
+        ("sm_count", "SM count", sm, "", "device.json"),
+        ("clock_mhz", "SM clock", clock / 1e6, "MHz", clock_from),
+        ("wavefronts_per_clock", "data-path wavefronts per clock per SM", wf, "", wf_from),
+        ("issue_per_clock", "issue slots per clock per SM", ISSUE_PER_CLOCK, "",
+         "published: 4 sub-partitions, one warp instruction each"),
+        ("dram_gbps", "DRAM bandwidth", d["copy_gbps"], "GB/s",
+         "device.json: measured device-to-device copy"),
+        ("fp32_peak_gflops", "FP32 peak at this clock", peak, "GFLOP/s",
+         "published: 128 FP32 lanes per SM (compute capability 9.0), 2 FLOP per FMA"),
     ]
+    rows = [{"kind": "rate", "key": k, "rate": name, "value": v, "unit": unit, "source": src}
+            for k, name, v, unit, src in table]
     return rates, rows
 
 
@@ -330,9 +330,9 @@ def experiment(out: Path, data: Path | None = None) -> Path:
         "description": "Rates from the data files named in derived_from; counts from each "
         "kernel's launch geometry. No new measurement.",
         "provenance": prov,
-        "columns": {"key": "", "kernel": "", "n": "", "counted_wavefronts_ratio": "", "wavefronts_per_unit": "", "predicted_ms": "ms",
-                    "measured_ms": "ms", "ratio": "", "limit": "", "rate": "",
-                    "value": "", "source": ""},
+        "columns": {"key": "", "kernel": "", "n": "", "counted_wavefronts_ratio": "",
+                    "wavefronts_per_unit": "", "predicted_ms": "ms", "measured_ms": "ms",
+                    "ratio": "", "limit": "", "rate": "", "value": "", "source": ""},
         "rows": rows,
     }
     out.mkdir(parents=True, exist_ok=True)

@@ -112,7 +112,9 @@ KERNELS: dict[str, KernelRef] = {
             "tiled 32, A tile transposed, padded [32][33]",
             (("TILE", "32"), ("PAD", "1")),
         ),
-        KernelRef("copy", "transpose.cu", "copy_tile", COPY, _T32x8, "copy (same traffic, no transpose)"),
+        KernelRef(
+            "copy", "transpose.cu", "copy_tile", COPY, _T32x8, "copy (same traffic, no transpose)"
+        ),
         KernelRef(
             "transpose_naive",
             "transpose.cu",
