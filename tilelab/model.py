@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tilelab import provenance
+from tilelab.experiments import provenance
 
 LINE = 128  # bytes: an L1 line, and the data of one wavefront
 BANKS = 32

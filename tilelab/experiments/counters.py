@@ -1,4 +1,4 @@
-"""Hardware counters of the course's kernels, read by Nsight Compute (``ncu``).
+"""``counters.json``: hardware counters of the course's kernels, read by Nsight Compute.
 
 The ``counters`` experiment runs this module as a child under ``ncu``: the child launches
 each kernel once, and ncu counts, per launch, the shared-memory and L1 data-path
@@ -91,9 +91,9 @@ def parse(text: str) -> list[dict[str, float]]:
     return [launches[i] for i in sorted(launches)]
 
 
-def counters(rt, out: Path) -> Path:
+def run(rt, out: Path) -> Path:
     """Profile every case under ncu and write ``counters.json``."""
-    from tilelab.experiments import write
+    from tilelab.experiments.datafile import write
 
     ncu = shutil.which("ncu")
     if ncu is None:
@@ -101,7 +101,7 @@ def counters(rt, out: Path) -> Path:
     metrics = available(ncu, METRICS) or list(METRICS)
     p = subprocess.run(
         [ncu, "--clock-control", "none", "--csv", "--print-units", "base",
-         "--metrics", ",".join(metrics), sys.executable, "-m", "tilelab.counters"],
+         "--metrics", ",".join(metrics), sys.executable, "-m", "tilelab.experiments.counters"],
         capture_output=True, text=True, timeout=480,
     )
     launches = parse(p.stdout)
