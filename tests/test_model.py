@@ -80,3 +80,39 @@ def test_experiment_predicts_every_measured_kernel(tmp_path):
         assert r["miss"] == (abs(r["ratio"] - 1) > model.MISS)
     assert doc["provenance"]["command"].startswith("tilelab")
     assert doc["provenance"]["derived_from"]["device"]
+
+
+_HEAD = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+         '"Block Size","Grid Size","Device","CC","Section Name","Metric Name",'
+         '"Metric Unit","Metric Value"')
+
+
+def _ncu_row(launch: int, metric: str, unit: str, value: str) -> str:
+    return (f'"{launch}","1","python3","h","k","1","7","(32, 32, 1)","(32, 32, 1)","0",'
+            f'"9.0","Command line profiler metrics","{metric}","{unit}","{value}"')
+
+
+NCU_CSV = "\n".join([
+    "==PROF== Connected to process 1",
+    _HEAD,
+    _ncu_row(0, "l1tex__data_pipe_lsu_wavefronts.sum", "", "100,868,680"),
+    _ncu_row(0, "sm__cycles_elapsed.avg.per_second", "hz", "2022594454.82"),
+    _ncu_row(1, "l1tex__data_pipe_lsu_wavefronts.sum", "", "55,140,363"),
+]) + "\n"
+
+
+def test_ncu_csv_is_read_per_launch_with_dotless_columns():
+    from tilelab.experiments import counters
+
+    launches = counters.parse(NCU_CSV)
+    assert len(launches) == 2
+    assert launches[0]["l1tex__data_pipe_lsu_wavefronts_sum"] == 100_868_680
+    assert launches[0]["sm__cycles_elapsed_avg_per_second"] == pytest.approx(2.0226e9, rel=1e-4)
+    assert launches[1] == {"l1tex__data_pipe_lsu_wavefronts_sum": 55_140_363}
+
+
+def test_bench_names_a_missing_data_file_without_a_traceback(tmp_path, capsys):
+    from tilelab import cli
+
+    assert cli.main(["bench", "model", "--out", str(tmp_path)]) == 2
+    assert "device.json is missing" in capsys.readouterr().err
