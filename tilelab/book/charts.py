@@ -92,8 +92,9 @@ def _bar(spec: ChartSpec, ds: Dataset, path: Path, reflines: list[tuple[float, s
         ov = [(i, r[spec.overlay]) for i, x in enumerate(xs) for r in rows
               if r.get(spec.x) == x and isinstance(r.get(spec.overlay), (int, float))]
         if ov:
-            ax.plot([i for i, _ in ov], [v for _, v in ov], "D", color=style.INK, markersize=6,
-                    label=spec.label(spec.overlay, ds), zorder=5)
+            shift = 0.28 if len(hues) == 1 else 0.0  # beside the bar's centred value label
+            ax.plot([i + shift for i, _ in ov], [v for _, v in ov], "D", color=style.INK,
+                    markersize=6, label=spec.label(spec.overlay, ds), zorder=5)
             top = max(top, *(v for _, v in ov))
     for value, text in reflines:
         ax.axhline(value, color=style.MEASURED, linestyle="--", linewidth=1.2)
