@@ -318,6 +318,46 @@ def banks(path: Path) -> None:
     style.save(fig, path)
 
 
+def warp_reads(path: Path, ty: int = 5, k: int = 9) -> None:
+    """One warp of the 32 x 32 tiled kernel (threads tx = 0..31 of row ty) at one k: the
+    word each thread reads of As and Bs, coloured by bank, with the passes each access
+    needs; beside them, the store of the transposed-tile kernel, down a column."""
+    from matplotlib import colormaps
+    from matplotlib.colors import ListedColormap
+
+    from tilelab.model import bank_passes
+
+    cmap = ListedColormap(colormaps["hsv"](np.linspace(0, 1, BANKS, endpoint=False)))
+    idx = np.arange(32)[:, None] * 32 + np.arange(32)[None, :]
+    lanes = range(WARP)
+    panels = (
+        ("As[ty][k]", [(ty, k)] * WARP, "every thread: the same word"),
+        ("Bs[k][tx]", [(k, tx) for tx in lanes], "thread tx: word tx of row k"),
+        ("As[tx][ty] = ... (transposed store)", [(tx, ty) for tx in lanes],
+         "thread tx: row tx, one column"),
+    )
+    fig = style.figure(10.8, 4.6)
+    axes = fig.subplots(1, 3)
+    for ax, (title, cells, how) in zip(axes, panels, strict=True):
+        ax.imshow(idx % BANKS, cmap=cmap, vmin=0, vmax=BANKS, interpolation="nearest",
+                  alpha=0.35)
+        for r, c in set(cells):
+            ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=True, facecolor=cmap(
+                (r * 32 + c) % BANKS), edgecolor="black", linewidth=1.2))
+        words = [r * 32 + c for r, c in cells]
+        passes = bank_passes(words)
+        distinct = len(set(words))
+        banks_hit = len({w % BANKS for w in words})
+        plural = "es" if passes > 1 else ""
+        ax.set_title(f"{title}\n{how}\n{distinct} word(s), {banks_hit} bank(s): "
+                     f"{passes} pass{plural}", fontsize=10)
+        ax.set_xlabel("column", fontsize=9)
+        ax.set_ylabel("row", fontsize=9)
+        ax.tick_params(labelsize=8)
+    fig.tight_layout()
+    style.save(fig, path)
+
+
 DIAGRAMS: dict[str, Callable[..., None]] = {
     "hierarchy": hierarchy,
     "grid": grid,
@@ -325,4 +365,5 @@ DIAGRAMS: dict[str, Callable[..., None]] = {
     "tiles-worked": tiles_worked,
     "tile-walk": tile_walk,
     "banks": banks,
+    "warp-reads": warp_reads,
 }
