@@ -656,6 +656,80 @@ def calibration(rt: Runtime, out: Path) -> Path:
     )
 
 
+def sgemm(rt: Runtime, out: Path) -> Path:
+    """The road to cuBLAS: every step, the tuned configurations and cuBLAS, interleaved."""
+    from tilelab import sgemm as road
+
+    res = road.run_gpu(rt)
+    peak = res["peak"]
+    return write(
+        out,
+        "sgemm",
+        "SGEMM from the naive kernel to cuBLAS, FP32, square N",
+        "Each step of the road to cuBLAS, the tuned configurations of the last step and "
+        f"cuBLAS ({res['cublas']['library']}, nvidia-cublas {res['cublas']['package']}, "
+        "called through ctypes on PyCUDA's buffers, math mode CUBLAS_DEFAULT_MATH) on the "
+        "same inputs, timed interleaved. rel_error is the Frobenius-norm error against "
+        "float64 (TF32 would land near 3e-4). The FP32 peak is "
+        f"{peak['sm_count']} SMs x {peak['fp32_lanes_per_sm']} FP32 lanes x 2 FLOP x "
+        f"{peak['clock_khz'] / 1e3:.0f} MHz, from the device's attributes.",
+        {
+            "kernel": "",
+            "step": "",
+            "label": "",
+            "n": "",
+            "median_ms": "ms",
+            "spread": "",
+            "tflops": "TFLOP/s",
+            "pct_cublas": "%",
+            "pct_peak": "%",
+            "peak_tflops": "TFLOP/s",
+            "rel_error": "",
+            "registers": "",
+            "best_config": "",
+        },
+        res["rows"],
+        method=METHOD.replace(f"median of {REPEAT}", "median of 50"),
+    )
+
+
+def sgemm_ptxas(rt: Runtime | None, out: Path) -> Path:
+    """Registers, shared memory and occupancy of every step, from ptxas (no GPU)."""
+    from tilelab import sgemm as road
+
+    rows, gpu = road.ptxas_rows(out if (out / "device.json").is_file() else Path("book/data"))
+    return write(
+        out,
+        "sgemm_ptxas",
+        "Resources, occupancy and traffic of each step of the road to cuBLAS",
+        "Registers, static shared memory and spills from `nvcc -cubin -arch=sm_90 "
+        "--resource-usage` (no GPU involved); blocks per SM from the occupancy formula with "
+        f"the limits of the {gpu} recorded in device.json (threads, registers allocated per "
+        "warp in units of 256, shared memory plus 1 KiB reserved per block, 32 blocks). "
+        "The traffic model counts from the tile sizes, caches ignored: bytes read from "
+        "global memory per FMA, values a thread reads from shared memory per FMA, and FMAs "
+        "per shared-load instruction at the widest width the step uses.",
+        {
+            "kernel": "",
+            "step": "",
+            "label": "",
+            "threads_per_block": "",
+            "registers": "",
+            "shared_bytes": "B",
+            "spill_bytes": "B",
+            "blocks_per_sm": "",
+            "warps_per_sm": "",
+            "occupancy": "",
+            "global_bytes_per_fma": "B",
+            "shared_operands_per_fma": "",
+            "fma_per_shared_load": "",
+        },
+        rows,
+        gpu=False,
+        method="static: nvcc --resource-usage for sm_90, no timing",
+    )
+
+
 GPU_EXPERIMENTS: dict[str, Callable[[Runtime, Path], Path]] = {
     "device": device,
     "matmul": matmul,
@@ -666,8 +740,12 @@ GPU_EXPERIMENTS: dict[str, Callable[[Runtime, Path], Path]] = {
     "sass": sass,
     "racecheck": racecheck,
     "calibration": calibration,
+    "sgemm": sgemm,
 }
-CPU_EXPERIMENTS: dict[str, Callable[[Runtime | None, Path], Path]] = {"emu_analysis": emu_analysis}
+CPU_EXPERIMENTS: dict[str, Callable[[Runtime | None, Path], Path]] = {
+    "emu_analysis": emu_analysis,
+    "sgemm_ptxas": sgemm_ptxas,
+}
 ALL = {**GPU_EXPERIMENTS, **CPU_EXPERIMENTS}
 
 
