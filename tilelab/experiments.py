@@ -723,10 +723,15 @@ def sgemm_ptxas(rt: Runtime | None, out: Path) -> Path:
             "global_bytes_per_fma": "B",
             "shared_operands_per_fma": "",
             "fma_per_shared_load": "",
+            "lds": "",
+            "lds_128": "",
+            "ffma": "",
+            "ffma_per_lds": "",
         },
         rows,
         gpu=False,
-        method="static: nvcc --resource-usage for sm_90, no timing",
+        method="static: nvcc --resource-usage for sm_90, no timing; shared loads (LDS) and "
+        "FFMAs counted in cuobjdump -sass of the whole kernel where cuobjdump is installed",
     )
 
 

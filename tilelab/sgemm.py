@@ -146,6 +146,25 @@ def ptxas_report(source: str, arch: str = "sm_90") -> dict[str, int]:
     }
 
 
+def sass_counts(source: str, arch: str = "sm_90") -> dict[str, Any]:
+    """Shared loads by width and FFMAs in the compiled kernel, where cuobjdump is installed
+    (the CUDA toolkit's; None otherwise): the FMAs per shared-load instruction, as built."""
+    if not shutil.which("cuobjdump"):
+        return {"lds": None, "lds_128": None, "ffma": None, "ffma_per_lds": None}
+    from tilelab.experiments import _sass_of
+
+    ops = re.findall(r"^\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\d\s+)?([A-Z0-9_.]+)",
+                     _sass_of(source, arch), re.M)
+    lds = [o for o in ops if o.startswith("LDS")]
+    ffma = sum(o.startswith("FFMA") for o in ops)
+    return {
+        "lds": len(lds),
+        "lds_128": sum(o.startswith("LDS.128") for o in lds),
+        "ffma": ffma,
+        "ffma_per_lds": ffma / len(lds) if lds else None,
+    }
+
+
 def blocks_per_sm(threads: int, regs: int, smem: int, limits: dict[str, Any]) -> int:
     """Resident blocks per SM: the tightest of the thread, register, shared and block limits."""
     warps = math.ceil(threads / 32)
@@ -176,7 +195,7 @@ def ptxas_rows(data_dir: Path) -> tuple[list[dict[str, Any]], str]:
     limits, gpu = device_limits(data_dir)
     rows = []
     for key, ref in kernel_refs().items():
-        rep = ptxas_report(ref.source())
+        rep: dict[str, Any] = {**ptxas_report(ref.source()), **sass_counts(ref.source())}
         threads = int(np.prod(ref.launch.block))
         blocks = blocks_per_sm(threads, rep["registers"], rep["shared_bytes"], limits)
         t = traffic(key)
