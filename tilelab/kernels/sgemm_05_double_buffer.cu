@@ -35,6 +35,9 @@
 #ifndef TN
 #define TN 4
 #endif
+#ifndef A_BY_ROW
+#define A_BY_ROW 0  // 1: consecutive threads load consecutive rows of A (see A_ROW)
+#endif
 #ifndef MINB
 #define MINB 2  // blocks per SM the compiler must leave registers for
 #endif
@@ -104,11 +107,23 @@ matmul_dbuf(const float* __restrict__ A, const float* __restrict__ B,
             acc[i][j] = 0.0f;
     float a[WMITER * TM], b[WNITER * TN];
 
+    // Which float4 of A's tile slot e loads. By default four consecutive threads read one
+    // row's BK floats (coalesced), and their transposed stores As[c][r] land 4 threads to
+    // a bank. With A_BY_ROW, consecutive threads take consecutive rows: the stores hit
+    // 32 different banks, and each global load uses half of every 32-byte sector it
+    // touches (the other half is read by the same thread's next slot, from L1).
+#if A_BY_ROW
+#define A_ROW(e) ((e) % BM)
+#define A_COL(e) (((e) / BM) * 4)
+#else
+#define A_ROW(e) ((e) / (BK / 4))
+#define A_COL(e) (((e) % (BK / 4)) * 4)
+#endif
     // Global loads of the tile at k = t into registers, and their stores into copy p.
 #define LOAD_TILE(t)                                                                    \
     _Pragma("unroll") for (int s = 0; s < BM * BK / 4 / NT; ++s) {                      \
         int e = tid + s * NT;                                                           \
-        ra[s] = load4(A, row0 + e / (BK / 4), (t) + (e % (BK / 4)) * 4, M, K, wide);    \
+        ra[s] = load4(A, row0 + A_ROW(e), (t) + A_COL(e), M, K, wide);                  \
     }                                                                                   \
     _Pragma("unroll") for (int s = 0; s < BK * BN / 4 / NT; ++s) {                      \
         int e = tid + s * NT;                                                           \
@@ -116,7 +131,7 @@ matmul_dbuf(const float* __restrict__ A, const float* __restrict__ B,
     }
 #define STORE_TILE(p)                                                                   \
     _Pragma("unroll") for (int s = 0; s < BM * BK / 4 / NT; ++s) {                      \
-        int e = tid + s * NT, r = e / (BK / 4), c = (e % (BK / 4)) * 4;                 \
+        int e = tid + s * NT, r = A_ROW(e), c = A_COL(e);                               \
         As[p][c][r] = ra[s].x;                                                          \
         As[p][c + 1][r] = ra[s].y;                                                      \
         As[p][c + 2][r] = ra[s].z;                                                      \
