@@ -56,6 +56,9 @@ CONFIGS: dict[str, dict[str, int]] = {
                                     "WNITER": 4, "TM": 4, "TN": 4, "MINB": 2, "A_BY_ROW": 1},
     "dbuf_128x128x16_arow": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32, "WNITER": 2,
                              "TM": 4, "TN": 4, "MINB": 2, "A_BY_ROW": 1},
+    "dbuf_128x128x16_w64x64_checked": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64,
+                                       "WNITER": 4, "TM": 4, "TN": 4, "MINB": 2,
+                                       "CHECK_ALL": 1},
     "dbuf_128x128x16_minb1": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32,
                               "WNITER": 2, "TM": 4, "TN": 4, "MINB": 1},
 }

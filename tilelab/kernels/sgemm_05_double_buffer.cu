@@ -38,6 +38,9 @@
 #ifndef A_BY_ROW
 #define A_BY_ROW 0  // 1: consecutive threads load consecutive rows of A (see A_ROW)
 #endif
+#ifndef CHECK_ALL
+#define CHECK_ALL 0  // 1: every tile through the bounds-checked loads (see interior)
+#endif
 #ifndef MINB
 #define MINB 2  // blocks per SM the compiler must leave registers for
 #endif
@@ -120,14 +123,32 @@ matmul_dbuf(const float* __restrict__ A, const float* __restrict__ B,
 #define A_COL(e) (((e) % (BK / 4)) * 4)
 #endif
     // Global loads of the tile at k = t into registers, and their stores into copy p.
+    // Interior tiles (the whole tile inside A and B, wide loads allowed) skip the bounds
+    // checks: plain 16-byte loads, no branches between them. Only the blocks on the right
+    // and bottom edges, and the last tile of a K that is not a multiple of BK, take
+    // load4's checked path. (CHECK_ALL=1 sends every tile through it, to measure the cost.)
+    const bool interior = !CHECK_ALL && wide && row0 + BM <= M && col0 + BN <= N;
 #define LOAD_TILE(t)                                                                    \
-    _Pragma("unroll") for (int s = 0; s < BM * BK / 4 / NT; ++s) {                      \
-        int e = tid + s * NT;                                                           \
-        ra[s] = load4(A, row0 + A_ROW(e), (t) + A_COL(e), M, K, wide);                  \
-    }                                                                                   \
-    _Pragma("unroll") for (int s = 0; s < BK * BN / 4 / NT; ++s) {                      \
-        int e = tid + s * NT;                                                           \
-        rb[s] = load4(B, (t) + e / (BN / 4), col0 + (e % (BN / 4)) * 4, K, N, wide);    \
+    if (interior && (t) + BK <= K) {                                                    \
+        _Pragma("unroll") for (int s = 0; s < BM * BK / 4 / NT; ++s) {                  \
+            int e = tid + s * NT;                                                       \
+            ra[s] = *reinterpret_cast<const float4*>(                                   \
+                &A[(row0 + A_ROW(e)) * K + (t) + A_COL(e)]);                            \
+        }                                                                               \
+        _Pragma("unroll") for (int s = 0; s < BK * BN / 4 / NT; ++s) {                  \
+            int e = tid + s * NT;                                                       \
+            rb[s] = *reinterpret_cast<const float4*>(                                   \
+                &B[((t) + e / (BN / 4)) * N + col0 + (e % (BN / 4)) * 4]);              \
+        }                                                                               \
+    } else {                                                                            \
+        _Pragma("unroll") for (int s = 0; s < BM * BK / 4 / NT; ++s) {                  \
+            int e = tid + s * NT;                                                       \
+            ra[s] = load4(A, row0 + A_ROW(e), (t) + A_COL(e), M, K, wide);              \
+        }                                                                               \
+        _Pragma("unroll") for (int s = 0; s < BK * BN / 4 / NT; ++s) {                  \
+            int e = tid + s * NT;                                                       \
+            rb[s] = load4(B, (t) + e / (BN / 4), col0 + (e % (BN / 4)) * 4, K, N, wide);\
+        }                                                                               \
     }
 #define STORE_TILE(p)                                                                   \
     _Pragma("unroll") for (int s = 0; s < BM * BK / 4 / NT; ++s) {                      \
