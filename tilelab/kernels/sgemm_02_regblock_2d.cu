@@ -31,9 +31,9 @@
 #error "the tiles must split evenly over the threads"
 #endif
 
-__global__ void __launch_bounds__(NT)
-matmul_regblock(const float* __restrict__ A, const float* __restrict__ B,
-                float* __restrict__ C, int M, int N, int K)
+__launch_bounds__(NT)  // at most NT threads per block: ptxas may use up to 255 registers
+__global__ void matmul_regblock(const float* __restrict__ A, const float* __restrict__ B,
+                                float* __restrict__ C, int M, int N, int K)
 {
     __shared__ float As[BM][BK];
     __shared__ float Bs[BK][BN];
