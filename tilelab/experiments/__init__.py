@@ -35,6 +35,8 @@ EXPERIMENTS: dict[str, bool] = {
     "counters": True,
     "emu_analysis": False,
     "model": False,
+    "sgemm": True,
+    "sgemm_ptxas": False,
 }
 ALL = tuple(EXPERIMENTS)
 
