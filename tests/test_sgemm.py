@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tilelab import sgemm
-from tilelab.check import check_function, launch
+from tilelab.grading.correctness import check_function, launch
 from tilelab.problems import MATMUL
 from tilelab.runtime import get_runtime
 
