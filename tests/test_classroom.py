@@ -70,6 +70,7 @@ EMU = {
         "transpose_shared": (3, 0),
         "transpose_padded": (3, 2),
         "matmul_at_padded": (3, 2),
+        "regblock": (3, 0),
     },
     "bob": {"naive": (0, 0)},
     "carol": {"tiled": (0, 0)},

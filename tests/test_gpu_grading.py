@@ -25,7 +25,7 @@ def test_reference_solution_passes_both_gates(exercise_id):
     assert v.speedup >= ex.gate and v.gpu
 
 
-SLOW_BUT_RIGHT = ("naive", "tiled", "transpose_padded", "matmul_at_padded")
+SLOW_BUT_RIGHT = ("naive", "tiled", "transpose_padded", "matmul_at_padded", "regblock")
 
 
 @pytest.mark.parametrize("exercise_id", list(SLOW_BUT_RIGHT))

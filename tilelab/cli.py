@@ -125,12 +125,13 @@ def cmd_bench(a: argparse.Namespace) -> int:
     names = a.experiments or list(experiments.EXPERIMENTS)
     try:
         experiments.check_names(names)
-    except KeyError as exc:
-        print(f"tilelab bench: {exc.args[0]}", file=sys.stderr)
+        gpu = any(experiments.needs_gpu(n) for n in names)
+        rt = get_runtime("gpu") if gpu else None  # a missing GPU: BackendError, one line
+        for path in experiments.run(names, Path(a.out), rt):
+            print(f"wrote {path}")
+    except (KeyError, RuntimeError, FileNotFoundError) as exc:
+        print(f"tilelab bench: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 2
-    gpu = any(experiments.needs_gpu(n) for n in names)
-    for path in experiments.run(names, Path(a.out), get_runtime("gpu") if gpu else None):
-        print(f"wrote {path}")
     return 0
 
 

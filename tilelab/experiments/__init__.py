@@ -8,8 +8,7 @@ carries its provenance (GPU, driver, CUDA, PyCUDA, date, command) through
 An experiment module defines ``run(rt, out) -> Path``; ``rt`` is the GPU runtime for the
 experiments that need one and ``None`` for those that run on the CPU. Registering one is
 a line in :data:`EXPERIMENTS`. This package imports nothing at import time (the book asks
-:func:`needs_gpu` without loading PyCUDA or the emulator); the caller of :func:`run`
-brings the runtime.
+:func:`needs_gpu` without loading PyCUDA or the emulator).
 """
 
 from __future__ import annotations
@@ -29,7 +28,15 @@ EXPERIMENTS: dict[str, bool] = {
     "sass": True,
     "racecheck": True,
     "calibration": True,
+    "shared_bw": True,
+    "divergence": True,
+    "waves": True,
+    "latency": True,
+    "counters": True,
     "emu_analysis": False,
+    "model": False,
+    "sgemm": True,
+    "sgemm_ptxas": False,
 }
 ALL = tuple(EXPERIMENTS)
 
@@ -47,9 +54,11 @@ def check_names(names: list[str]) -> None:
 
 
 def run(names: list[str], out: Path, rt: Any = None) -> list[Path]:
-    """Run experiments by name, in the order given; ``rt``: the GPU runtime, which the
-    experiments that need a GPU require."""
+    """Run experiments by name, in the order given; ``rt``: the GPU runtime for the
+    experiments that need one (``tilelab.runtime.get_runtime("gpu")`` when not given)."""
     check_names(names)
     if rt is None and any(EXPERIMENTS[n] for n in names):
-        raise ValueError("these experiments need a GPU runtime (tilelab.runtime.get_runtime)")
+        from tilelab.runtime import get_runtime
+
+        rt = get_runtime("gpu")
     return [importlib.import_module(f"{__name__}.{n}").run(rt, out) for n in names]
