@@ -290,3 +290,10 @@ def test_slurm_job_script_asks_one_gpu_and_one_thread_per_worker():
     worker = next(ln for ln in lines if "dask_worker" in ln or "dask worker" in ln)
     assert address in worker and "--nthreads 1" in worker and "--nanny" in worker
     assert failures == start.ALLOWED_FAILURES
+
+
+def test_grade_refuses_fewer_than_one_worker(capsys):
+    from tilelab import cli
+
+    assert cli.main(["grade", "--workers", "0"]) == 2
+    assert "--workers must be at least 1 (got 0)" in capsys.readouterr().err
