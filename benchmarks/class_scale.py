@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -75,6 +76,13 @@ def build_class(root: Path, students: int) -> int:
     return len(files)
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and every process it started that has ended."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def grades(root: Path) -> dict[str, object]:
     """(student, assignment) -> points, from each submission's verdict file."""
     out = {}
@@ -106,11 +114,13 @@ def main() -> int:
             root = Path(tmp) / f"w{workers}"
             shutil.copytree(template, root)
             load0 = os.getloadavg()[0]
+            cpu0 = cpu_seconds()
             t0 = time.monotonic()
             summary = grade_class_on_cluster(
                 root, backend=backend, workers=workers, progress=False
             )
             wall = time.monotonic() - t0
+            cpu = cpu_seconds() - cpu0  # the cluster's processes have ended: all counted
             timing = summary["timing"]
             runs.append({
                 "workers": workers,
@@ -124,6 +134,8 @@ def main() -> int:
                 "in_flight": round(sum(t["seconds"] for t in summary["timings"])
                                    / timing["wall_seconds"], 2),
                 "load_average": [round(load0, 1), round(os.getloadavg()[0], 1)],
+                "cpu_seconds": round(cpu, 1),
+                "cores_busy": round(cpu / wall, 2),
                 "grades": grades(root),
             })
             r = runs[-1]
@@ -132,7 +144,8 @@ def main() -> int:
                   f"submissions/min (mean task {r['task_seconds_mean']:.1f} s; "
                   f"{wall:.1f} s with cluster start and CSV); {r['in_flight']:.2f} tasks "
                   f"running on average; load average {r['load_average'][0]} -> "
-                  f"{r['load_average'][1]} on {os.cpu_count()} cores")
+                  f"{r['load_average'][1]} on {os.cpu_count()} cores; the run's own processes "
+                  f"used {r['cpu_seconds']:.0f} CPU s ({r['cores_busy']:.2f} cores busy)")
     base = runs[0]
     for r in runs[1:]:
         speedup = r["submissions_per_minute"] / base["submissions_per_minute"]
@@ -140,6 +153,10 @@ def main() -> int:
         target = 1.7 if backend == "emu" else 1.8
         print(f"speedup {base['workers']} -> {r['workers']} workers: {speedup:.2f}x "
               f"(target >= {target}x for 1 -> 2: {'met' if speedup >= target else 'NOT met'})")
+    # what one worker keeps busy bounds what N workers can gain on this machine's cores
+    ceiling = (os.cpu_count() or 1) / base["cores_busy"] if base["cores_busy"] else 0.0
+    print(f"one worker keeps {base['cores_busy']:.2f} cores busy: on {os.cpu_count()} cores "
+          f"no worker count can exceed {ceiling:.2f}x its throughput")
     same = all(r["grades"] == base["grades"] for r in runs)
     print(f"grades identical in every run: {'yes' if same else 'NO'}")
     # 1,000 learners x 5 kernels on 8 workers, from the measured time per kernel (01-naive

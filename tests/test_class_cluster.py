@@ -297,3 +297,17 @@ def test_grade_refuses_fewer_than_one_worker(capsys):
 
     assert cli.main(["grade", "--workers", "0"]) == 2
     assert "--workers must be at least 1 (got 0)" in capsys.readouterr().err
+
+
+def test_without_dask_cuda_each_gpu_worker_sees_only_its_own_gpu():
+    def visible() -> str:
+        return os.environ.get("CUDA_VISIBLE_DEVICES", "")
+
+    with (
+        dask.config.set(start.CONFIG),
+        start.per_gpu_cluster([0, 1]) as cluster,
+        Client(cluster) as client,
+    ):
+        start.check_workers(client)
+        seen = sorted(client.run(visible).values())
+    assert seen == ["0", "1"]

@@ -76,7 +76,7 @@ def local_cluster(workers: int, gpus: bool) -> Any:
     try:
         from dask_cuda import LocalCUDACluster
     except ImportError:
-        return _gpu_spec_cluster(devices)
+        return per_gpu_cluster(devices)
     return LocalCUDACluster(
         CUDA_VISIBLE_DEVICES=devices,
         threads_per_worker=1,
@@ -85,7 +85,7 @@ def local_cluster(workers: int, gpus: bool) -> Any:
     )
 
 
-def _gpu_spec_cluster(devices: list[int]) -> Any:
+def per_gpu_cluster(devices: list[int]) -> Any:
     """One nanny-managed worker per GPU, each seeing only its own device."""
     from distributed import Nanny, Scheduler, SpecCluster
 
