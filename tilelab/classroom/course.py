@@ -29,6 +29,7 @@ from tilelab.grading import scoring
 from tilelab.grading.verdict import Verdict
 
 CONFIG_FILE = "nbgrader_config.py"
+CSV_FILE = "grades.csv"
 
 
 def notebook_id(assignment: str) -> str:
@@ -161,3 +162,20 @@ def export_csv(coursedir: CourseDirectory, dest: Path) -> Path:
     with gradebook(coursedir) as gb:
         plugin.export(gb)
     return dest
+
+
+def to_grade(
+    api: NbGraderAPI, assignments: Sequence[str] | None, students: Sequence[str] | None
+) -> list[tuple[str, str]]:
+    """The (assignment, student) pairs to grade: every submission, or the ones named."""
+    names = list(assignments or exercises.ASSIGNMENTS)
+    unknown = [a for a in names if a not in exercises.ASSIGNMENTS]
+    if unknown:
+        known = ", ".join(exercises.ASSIGNMENTS)
+        raise ValueError(f"unknown assignment(s) {unknown}; the assignments are {known}")
+    return [
+        (a, s)
+        for a in names
+        for s in sorted(api.get_submitted_students(a))
+        if not students or s in students
+    ]

@@ -18,31 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nbgrader.apps.api import NbGraderAPI
-
 from tilelab import backend as backends
 from tilelab import exercises, settings
 from tilelab.classroom import course
 from tilelab.classroom.progress import Progress
-from tilelab.classroom.steps import ClassRun, grade_one
-
-CSV_FILE = "grades.csv"
-
-
-def _work(api: NbGraderAPI, assignments: Sequence[str] | None,
-          students: Sequence[str] | None) -> list[tuple[str, str]]:
-    """The (assignment, student) pairs to grade: every submission, or the ones named."""
-    names = list(assignments or exercises.ASSIGNMENTS)
-    unknown = [a for a in names if a not in exercises.ASSIGNMENTS]
-    if unknown:
-        known = ", ".join(exercises.ASSIGNMENTS)
-        raise ValueError(f"unknown assignment(s) {unknown}; the assignments are {known}")
-    return [
-        (a, s)
-        for a in names
-        for s in sorted(api.get_submitted_students(a))
-        if not students or s in students
-    ]
+from tilelab.classroom.steps import ClassRun, grade_one, protocol
 
 
 def _summary(run: ClassRun) -> dict[str, Any]:
@@ -63,15 +43,6 @@ def _summary(run: ClassRun) -> dict[str, Any]:
             + ("awarded anyway (as asked)" if run.award else "not awarded")
         )
     return summary
-
-
-def protocol(run: ClassRun) -> dict[str, str | None]:
-    """What the notebooks nbgrader runs are told: the backend, the award, a class run."""
-    return {
-        **settings.BACKEND.set_to(run.backend),
-        **settings.AWARD_SPEED_WITHOUT_GPU.set_to("1" if run.award else None),
-        **settings.CLASS_GRADING.set_to("1"),
-    }
 
 
 def _grade_all(run: ClassRun, work: list[tuple[str, str]], progress: bool) -> list[dict]:
@@ -128,7 +99,7 @@ def grade_class(
         )
     timeout = settings.CELL_TIMEOUT.get() if cell_timeout is None else cell_timeout
     api = course.open_api(course_root, timeout)
-    work = _work(api, assignments, students)
+    work = course.to_grade(api, assignments, students)
     chosen = backend or backends.active()
     gpu = backends.gpu_probe()[1] if chosen == "gpu" else None
     run = ClassRun(api, chosen, gpu, award_speed_without_gpu, timeout, gates or {})
@@ -138,7 +109,7 @@ def grade_class(
     for a, s in work:  # feedback a later notebook changed is put back
         if run.snapshot.restore(run.folder("feedback", s, a)):
             run.failed(a, s, "feedback", "changed by another submission's code; restored")
-    csv = Path(api.coursedir.root) / "autograder" / CSV_FILE
+    csv = Path(api.coursedir.root) / "autograder" / course.CSV_FILE
     try:
         course.export_csv(api.coursedir, csv)
         summary["csv"] = str(csv)

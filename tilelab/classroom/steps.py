@@ -63,6 +63,15 @@ class ClassRun:
         return Path(cd.format_path(getattr(cd, f"{kind}_directory"), student, assignment))
 
 
+def protocol(run: ClassRun) -> dict[str, str | None]:
+    """What the notebooks nbgrader runs are told: the backend, the award, a class run."""
+    return {
+        **settings.BACKEND.set_to(run.backend),
+        **settings.AWARD_SPEED_WITHOUT_GPU.set_to("1" if run.award else None),
+        **settings.CLASS_GRADING.set_to("1"),
+    }
+
+
 @dataclass
 class Submission:
     """One (student, assignment) as it goes through the steps."""

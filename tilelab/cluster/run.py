@@ -20,7 +20,6 @@ from tilelab import backend as backends
 from tilelab import exercises, settings
 from tilelab.classroom import course as nbcourse
 from tilelab.classroom.progress import Progress
-from tilelab.classroom.run import CSV_FILE
 from tilelab.cluster import resume, start, tasks
 from tilelab.cluster.writer import VERDICT_JSON, Writer
 
@@ -60,18 +59,8 @@ def grade_class_on_cluster(
     cell_timeout = settings.CELL_TIMEOUT.get() if cell_timeout is None else cell_timeout
     api = nbcourse.open_api(course_root, cell_timeout)
     cd = api.coursedir
-    names = list(assignments or exercises.ASSIGNMENTS)
-    unknown = [a for a in names if a not in exercises.ASSIGNMENTS]
-    if unknown:
-        known = ", ".join(exercises.ASSIGNMENTS)
-        raise ValueError(f"unknown assignment(s) {unknown}; the assignments are {known}")
+    work = nbcourse.to_grade(api, assignments, students)
     chosen = backend if (backend or scheduler) else backends.active()
-    work = [
-        (a, s)
-        for a in names
-        for s in sorted(api.get_submitted_students(a))
-        if not students or s in students
-    ]
     all_gates = {e.id: (gates or {}).get(e.id, e.gate) for e in exercises.EXERCISES.values()}
     summary: dict[str, Any] = {
         "backend": chosen,
@@ -125,7 +114,7 @@ def grade_class_on_cluster(
             bar.close()
     summary["wall_seconds"] = round(time.monotonic() - begun, 2)
     summary["timing"] = _timing(summary["timings"], summary["wall_seconds"])
-    csv = Path(cd.root) / "autograder" / CSV_FILE
+    csv = Path(cd.root) / "autograder" / nbcourse.CSV_FILE
     try:
         nbcourse.export_csv(cd, csv)
         summary["csv"] = str(csv)

@@ -31,8 +31,7 @@ from sqlalchemy.exc import SAWarning
 from tilelab import backend as backends
 from tilelab import exercises, settings
 from tilelab.classroom import course as nbcourse
-from tilelab.classroom.run import protocol
-from tilelab.classroom.steps import ClassRun, grade_one, write_verdicts
+from tilelab.classroom.steps import ClassRun, grade_one, protocol, write_verdicts
 from tilelab.cluster import resume
 from tilelab.grading import scoring
 from tilelab.grading.verdict import Verdict
