@@ -12,6 +12,10 @@ from dataclasses import dataclass, field, replace
 from tilelab.problems import Launch, Problem, Shape
 from tilelab.reference import KERNELS, KernelRef
 
+# The GPU the default gates were calibrated on (`tilelab calibrate`): the grading GPU. A
+# speed verdict on any other GPU is advisory.
+GRADING_GPU = "NVIDIA H100 80GB HBM3"
+
 MATMUL_SHAPES: tuple[Shape, ...] = (
     (1, 1, 1),
     (37, 53, 29),
