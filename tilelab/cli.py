@@ -54,6 +54,7 @@ def cmd_check(a: argparse.Namespace) -> int:
                         "backend",
                         "gpu",
                         "messages",
+                        "traffic",
                     )
                 }
                 | {"verdict": d},

@@ -49,6 +49,7 @@ class Exercise:
     chapter: str
     shapes: tuple[Shape, ...] = field(default=MATMUL_SHAPES)
     max_bank_degree: float | None = None  # on the emulator: graded by conflicts, not time
+    reuses_tiles: bool = False  # the lesson is tile reuse: the emulator names a kernel without
     points_correct: float = 3.0
     points_speed: float = 2.0
     # `tilelab calibrate`: the gate lies this fraction of the way from a lesson-skipping
@@ -117,6 +118,7 @@ _EXERCISES = (
         baseline=KERNELS["naive"],
         speed_shape=(2048, 2048, 2048),
         gate=1.25,
+        reuses_tiles=True,
         gate_reason=(
             "Measured on an H100 at N=2048 (tilelab calibrate, 2026-11-22): the reference "
             "tiled kernel ran 1.69x faster than the coalesced naive kernel, and an untiled "
@@ -187,6 +189,7 @@ _EXERCISES = (
         ),
         chapter="book/banks",
         max_bank_degree=1.1,
+        reuses_tiles=True,
     ),
 )
 

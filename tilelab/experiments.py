@@ -538,9 +538,16 @@ def racecheck(rt: Runtime, out: Path) -> Path:
     )
 
 
+def traffic_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    """The per-kernel traffic figures a data file keeps (see tilelab.traffic.summary)."""
+    keys = ("loads_per_multiply_add", "sector_bytes_per_multiply_add",
+            "sectors_per_load_request", "sectors_per_store_request", "shared_wavefronts")
+    return {k: summary[k] for k in keys if k in summary}
+
+
 def emu_analysis(rt: Runtime | None, out: Path) -> Path:
-    """The CPU emulator's race and bank-conflict reports on the course's kernels."""
-    from tilelab import emu
+    """The CPU emulator's race, bank-conflict and traffic reports on the course's kernels."""
+    from tilelab import emu, traffic
     from tilelab.check import launch
 
     erow = get_runtime("emu")
@@ -572,10 +579,14 @@ def emu_analysis(rt: Runtime | None, out: Path) -> Path:
             }
         )
     for key in (
+        "naive",
+        "naive_xrow",
+        "tiled16",
         "tiled32",
         "tiled32_padded",
         "tiled32_at",
         "tiled32_at_padded",
+        "transpose_naive",
         "transpose_shared",
         "transpose_padded",
     ):
@@ -584,6 +595,10 @@ def emu_analysis(rt: Runtime | None, out: Path) -> Path:
         shape = (64, 64, 64) if k.problem is MATMUL else (64, 64)
         launch(erow, fn, k.problem, k.launch, shape, k.problem.make_inputs(shape, rng))
         rep = fn.last_report.analysis
+        rows.append({"kind": "traffic", "kernel": key,
+                     **traffic_figures(traffic.summary(rep, k.problem, shape))})
+        if not rep.bank_lines:
+            continue
         for b in rep.bank_lines:
             rows.append(
                 {
@@ -602,8 +617,9 @@ def emu_analysis(rt: Runtime | None, out: Path) -> Path:
         out,
         "emu_analysis",
         "The CPU emulator's analysis of the course's kernels",
-        "Races between barriers and the bank-conflict degree of every warp-wide shared "
-        "access, from the emulator's analysis mode (no GPU involved).",
+        "Races between barriers, the bank-conflict degree of every warp-wide shared access, "
+        "and global traffic (32-byte sectors per warp-wide request, loads per multiply-add), "
+        "from the emulator's analysis mode (no GPU involved).",
         {
             "kind": "",
             "kernel": "",
@@ -613,6 +629,11 @@ def emu_analysis(rt: Runtime | None, out: Path) -> Path:
             "access": "",
             "degree": "way",
             "max_degree": "way",
+            "loads_per_multiply_add": "",
+            "sector_bytes_per_multiply_add": "B",
+            "sectors_per_load_request": "",
+            "sectors_per_store_request": "",
+            "shared_wavefronts": "",
         },
         rows,
         gpu=False,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tilelab import exercises
+from tilelab import exercises, traffic
 from tilelab.check import check_function
 from tilelab.exercises import Exercise
 from tilelab.runtime import Runtime, get_runtime
@@ -100,6 +100,8 @@ def emu_analysis(
     report = fn.last_report.analysis
     v.races = len(report.races)
     v.bank_degree = report.average_degree
+    v.traffic = traffic.summary(report, ex.problem, shape)
+    v.messages += traffic.remarks(report, ex.problem, shape, ex.reuses_tiles)
     if report.has_races:
         v.messages.append(
             "shared-memory race found by the emulator's analysis:\n" + report.summary()

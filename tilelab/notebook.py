@@ -90,13 +90,11 @@ def check(exercise_id: str, source: str) -> None:
 
 
 def analysis_summary(exercise_id: str, source: str) -> str:
-    """The emulator's race and bank-conflict table for one launch at a small shape
-    ("" when the kernel touches no shared memory)."""
+    """The emulator's race, bank-conflict and global-traffic tables for one launch at a
+    small shape."""
     from tilelab import emu
     from tilelab.grade_worker import ANALYSIS_SHAPE
 
-    if "__shared__" not in source:
-        return ""
     ex = exercises.get(exercise_id)
     problem = ex.problem
     shape = ANALYSIS_SHAPE[problem.name]

@@ -25,6 +25,7 @@ class Verdict:
     bank_degree: float | None = None
     max_bank_degree: float | None = None
     races: int | None = None
+    traffic: dict[str, Any] | None = None  # emulator: global traffic (tilelab.traffic.summary)
     sanitizer: dict[str, Any] = field(default_factory=dict)
     shapes: list[dict[str, Any]] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
