@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tilelab import experiments
+from tilelab.experiments import datafile
 
 DATA = Path(__file__).resolve().parents[1] / "book" / "data"
 FILES = sorted(DATA.glob("*.json"))
@@ -35,8 +35,8 @@ def test_data_file_has_provenance_and_rows(path):
 
 
 def test_write_records_provenance_without_a_gpu(tmp_path):
-    path = experiments.write(tmp_path, "demo", "t", "d", {"x": ""}, [{"x": 1}], gpu=False,
-                             method="m")
+    path = datafile.write(tmp_path, "demo", "t", "d", {"x": ""}, [{"x": 1}], gpu=False,
+                          method="m")
     doc = json.loads(path.read_text())
     assert doc["provenance"]["backend"] == "CPU emulator"
     assert doc["provenance"]["method"] == "m" and doc["rows"] == [{"x": 1}]

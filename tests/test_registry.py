@@ -72,7 +72,7 @@ def test_gates_files_are_read_strictly(tmp_path):
 
 
 def test_a_calibrated_gate_lies_between_the_slow_kernel_and_the_reference():
-    from tilelab.gates import placed_gate
+    from tilelab.experiments.calibration import placed_gate
 
     assert placed_gate(reference=1.4, slow=1.0, fraction=0.5) == 1.2
     assert placed_gate(reference=5.0, slow=1.0, fraction=0.25) == 2.0
