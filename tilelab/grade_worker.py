@@ -66,8 +66,11 @@ def compile_kernel(rt: Runtime, source: str, name: str, v: Verdict, **kw: Any) -
 
 
 def check_correctness(
-    rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random.Generator
+    rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random.Generator, source: str = ""
 ) -> bool:
+    """Every shape, then one diagnosis from the most telling failing shape (with the race
+    analysis on the emulator)."""
+    results = []
     for shape in ex.shapes:
         try:
             res = check_function(rt, fn, ex.problem, ex.launch, shape, rng)
@@ -76,10 +79,54 @@ def check_correctness(
             v.shapes.append({"shape": list(shape), "ok": False, "message": str(exc)[:1500]})
             return False
         v.shapes.append(res.to_dict())
-        if not res.ok:
-            v.messages.append(res.message)
-            return False
-    return True
+        results.append(res)
+    failed = [r for r in results if not r.ok]
+    if not failed:
+        return True
+    v.messages.append(diagnosed(rt, ex, results, source, rng))
+    return False
+
+
+def diagnosed(rt: Runtime, ex: Exercise, results: list, source: str,
+              rng: np.random.Generator) -> str:
+    """The message for the most telling failing shape, its cause found with every shape's
+    outcome and, on the emulator, the race analysis."""
+    from tilelab.check import explain
+    from tilelab.diagnosis import diagnose, telling
+
+    tiled = "__shared__" in source
+    races = None
+    if rt.name == "emu" and tiled:
+        report = _analysis_report(rt, source, ex, rng)
+        races = [r.describe() for r in report.races] if report is not None else None
+    worst = telling([r.attempt for r in results if r.attempt is not None], ex.launch)
+    res = next(r for r in results if r.attempt is worst)
+    passed = [r.shape for r in results if r.ok]
+    failed = [r.attempt for r in results if not r.ok and r.attempt is not None]
+    rerun = res.cause.startswith("race") and races is None
+    why = diagnose(ex.problem, ex.launch, worst, tiled=tiled, races=races, rerun_differs=rerun,
+                   passed=passed, failed=failed)
+    fmt = ", ".join
+    others = f" Wrong at {len(failed)} of {len(results)} shapes" + (
+        f"; correct at {fmt(str(s) for s in passed)}." if passed else ".")
+    explain(res, ex.problem, ex.launch, why, others)
+    return res.message
+
+
+def _analysis_report(rt: Runtime, source: str, ex: Exercise, rng: np.random.Generator
+                     ) -> Any | None:
+    """The emulator's analysis of one launch at the analysis shape (None if it failed)."""
+    from tilelab.check import launch
+
+    fn = compile_kernel(rt, source, ex.kernel, Verdict(ex.id, rt.name), analysis=True)
+    if fn is None:
+        return None
+    shape = ANALYSIS_SHAPE[ex.problem.name]
+    try:
+        launch(rt, fn, ex.problem, ex.launch, shape, ex.problem.make_inputs(shape, rng))
+    except launch_errors(rt):
+        return None
+    return fn.last_report.analysis
 
 
 def emu_analysis(
@@ -167,7 +214,7 @@ def evaluate(
     fn = compile_kernel(rt, text, ex.kernel, v)
     if fn is None:
         return v
-    correct = check_correctness(rt, fn, ex, v, rng)
+    correct = check_correctness(rt, fn, ex, v, rng, text)
     if correct and rt.name == "emu":
         correct = emu_analysis(rt, text, ex, v, rng)
     if correct and rt.name == "gpu" and sanitize:
