@@ -2,7 +2,8 @@
 
 Notebooks, the grader, the command line and the book all read these specs. Speed gates
 are defaults for a fresh course; ``tilelab calibrate`` re-derives them on the grading GPU
-as a stated fraction of the reference solution's measured speedup.
+between the slowest correct variant and the fastest lesson-skipping one
+(:mod:`tilelab.variants`).
 """
 
 from __future__ import annotations
@@ -52,9 +53,6 @@ class Exercise:
     reuses_tiles: bool = False  # the lesson is tile reuse: the emulator names a kernel without
     points_correct: float = 3.0
     points_speed: float = 2.0
-    # `tilelab calibrate`: the gate lies this fraction of the way from a lesson-skipping
-    # kernel's measured speedup to the reference's (see tilelab.gates.placed_gate)
-    calibration_fraction: float = 0.5
 
     @property
     def problem(self) -> Problem:

@@ -231,10 +231,13 @@ def evaluate(
         if rt.name == "gpu" and speed:
             measure_speed(rt, fn, ex, v, rng)
         elif ex.max_bank_degree is not None and v.bank_degree is not None:
-            v.speed_passed = v.bank_degree <= ex.max_bank_degree
+            skipped = traffic.skipped_lesson(v.traffic or {}, ex.reuses_tiles)
+            v.speed_passed = v.bank_degree <= ex.max_bank_degree and skipped is None
             v.messages.append(
                 f"no GPU: graded by the emulator's bank-conflict degree, {v.bank_degree:.2f} "
-                f"on average (gate <= {ex.max_bank_degree:g}); speed was not measured"
+                f"on average (gate <= {ex.max_bank_degree:g}), and its global traffic"
+                + (f": it fails because {skipped}" if skipped else "")
+                + "; speed was not measured"
             )
         elif rt.name == "gpu":
             v.messages.append("speed was not measured (not asked for): correctness only")

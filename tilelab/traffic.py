@@ -91,3 +91,16 @@ def remarks(report: AnalysisReport, problem: Problem, shape: Shape,
             out.append(f"this kernel reads global memory {_per(per)} times per multiply-add "
                        f"({_per(4 * per)} bytes)")
     return out
+
+
+def skipped_lesson(summary: dict[str, Any], reuses_tiles: bool) -> str | None:
+    """Why a correct kernel skips the lesson by its traffic (None when it does not): an
+    uncoalesced walk, or, where the lesson is tile reuse, a global load per multiply-add."""
+    walk = next((x for x in summary.get("lines", [])
+                 if x["sectors_per_request"] > UNCOALESCED), None)
+    if walk is not None:
+        return (f"its {'loads of' if walk['kind'] == 'read' else 'stores to'} {walk['param']} "
+                f"touch {walk['sectors_per_request']:.0f} sectors per request (uncoalesced)")
+    if reuses_tiles and summary.get("loads_per_multiply_add", 0.0) >= 1:
+        return "it reads global memory once or more per multiply-add (no tile is reused)"
+    return None
