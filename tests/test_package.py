@@ -3,8 +3,9 @@
 emulator from there (the prelude headers and the course's kernels travel with it).
 
 Hermetic: the build uses this environment's setuptools (``--no-isolation``), the install
-takes nothing from an index (``--no-index``); numpy comes from this environment through
-``--system-site-packages``, and the test asserts the package itself is the installed copy.
+takes nothing from an index (``--no-index``); numpy comes from this environment (a ``.pth``
+file names its site-packages after the new environment's own, so the wheel's copy of the
+package wins), and the test asserts the package imported is the installed copy.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import zipfile
 from pathlib import Path
@@ -69,8 +71,12 @@ def test_wheel_and_sdist_carry_the_headers_and_kernels(dist):
 
 def test_installed_wheel_checks_a_kernel_on_the_emulator(dist, tmp_path):
     venv = tmp_path / "venv"
-    run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], tmp_path)
+    run([sys.executable, "-m", "venv", str(venv)], tmp_path)
     py, cli = venv / "bin" / "python", venv / "bin" / "tilelab"
+    site = run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+               tmp_path).stdout.strip()
+    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (Path(site) / "tilelab-test-deps.pth").write_text("\n".join(sorted(ours)) + "\n")
     wheel = dist / f"tilelab-{__version__}-py3-none-any.whl"
     run([str(py), "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--force-reinstall",
          str(wheel)], tmp_path)
