@@ -83,7 +83,7 @@ class AnalysisReport:
 
     def summary(self) -> str:
         """A readable table of the races and bank conflicts."""
-        out = [f"Shared-memory analysis of kernel '{self.kernel}'"]
+        out = [f"Emulator analysis of kernel '{self.kernel}' (shared and global memory)"]
         if self.races:
             out.append(f"RACES ({len(self.races)} kind(s)) — add a __syncthreads() between:")
             out += [f"  {r.describe()}" for r in self.races]
