@@ -40,3 +40,20 @@ def test_write_records_provenance_without_a_gpu(tmp_path):
     doc = json.loads(path.read_text())
     assert doc["provenance"]["backend"] == "CPU emulator"
     assert doc["provenance"]["method"] == "m" and doc["rows"] == [{"x": 1}]
+
+
+@pytest.mark.parametrize("argv,command", [
+    (["bench", "device", "--out", "/scratch/x/data"], "tilelab bench device --out book/data"),
+    (["bench", "matmul", "--out=/tmp/d"], "tilelab bench matmul --out book/data"),
+    (["bench", "sass"], "tilelab bench sass --out book/data"),
+])
+def test_provenance_records_the_command_as_a_reader_runs_it(argv, command):
+    from tilelab.experiments.provenance import reader_command
+
+    assert reader_command(argv) == command
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_recorded_command_writes_to_the_books_data_folder(path):
+    command = json.loads(path.read_text())["provenance"]["command"]
+    assert command.endswith(" --out book/data") and command.count("--out") == 1

@@ -105,8 +105,12 @@ def cmd_bench(a: argparse.Namespace) -> int:
     from tilelab import experiments
 
     names = a.experiments or list(experiments.EXPERIMENTS)
-    for path in experiments.run(names, Path(a.out)):
-        print(f"wrote {path}")
+    try:
+        for path in experiments.run(names, Path(a.out)):
+            print(f"wrote {path}")
+    except (KeyError, RuntimeError, FileNotFoundError) as exc:
+        print(f"tilelab bench: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 2
     return 0
 
 

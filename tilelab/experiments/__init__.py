@@ -27,7 +27,13 @@ EXPERIMENTS: dict[str, bool] = {
     "sass": True,
     "racecheck": True,
     "calibration": True,
+    "shared_bw": True,
+    "divergence": True,
+    "waves": True,
+    "latency": True,
+    "counters": True,
     "emu_analysis": False,
+    "model": False,
 }
 ALL = tuple(EXPERIMENTS)
 

@@ -27,7 +27,7 @@ from tilelab.runtime import Runtime, get_runtime
 from tilelab.variants import VARIANTS
 
 SEPARATION = 1.10  # slowest must-pass / fastest must-fail: at least ~5% margin each side
-COLUMNS = {"exercise": "", "variant": "", "must": "", "origin": "", "shape": "",
+COLUMNS = {"exercise": "", "key": "", "variant": "", "must": "", "origin": "", "shape": "",
            "speedup": "x", "gate": "x", "margin": "x", "default_gate": "x"}
 
 
@@ -106,7 +106,8 @@ def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     for ex_id, g in doc["gates"].items():
         for v in VARIANTS[ex_id]:
             out.append({
-                "exercise": ex_id, "variant": v.label, "must": v.must, "origin": v.origin,
+                "exercise": ex_id, "key": v.key, "variant": v.label, "must": v.must,
+                "origin": v.origin,
                 "shape": " x ".join(map(str, g["shape"])),
                 "speedup": g["variants"][v.key]["speedup"],
                 "gate": g["gate"], "margin": g["margin"], "default_gate": g["default_gate"],

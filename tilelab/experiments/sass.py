@@ -1,4 +1,4 @@
-"""``sass.json``: shared loads in the compiled tiled kernels (nvcc and cuobjdump)."""
+"""``sass.json``: shared loads in the compiled matmul kernels (nvcc and cuobjdump)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def run(rt: Runtime | None, out: Path, arch: str = "sm_90") -> Path:
     if not shutil.which("cuobjdump"):
         raise RuntimeError("the sass experiment needs nvcc and cuobjdump on PATH")
     rows = []
-    for key in ("tiled32", "tiled32_padded"):
+    for key in ("naive", "tiled16", "tiled32", "tiled32_padded", "tiled32_at",
+                "tiled32_at_padded"):
         text = _sass_of(KERNELS[key].source(), arch)
         ops = _OPCODE.findall(text)
         lds = [o for o in ops if o.startswith("LDS")]
