@@ -13,7 +13,7 @@ import pytest
 
 from tilelab import exercises
 from tilelab.diagnosis import CAUSES
-from tilelab.grade import grade_source
+from tilelab.grading.sandbox import grade_source
 from tilelab.variants import only_kernel
 
 pytestmark = pytest.mark.slow
@@ -138,6 +138,11 @@ CASES: list[tuple[str, str, str, str]] = [
     ("matmul_at_padded", "loads outside the matrix skipped, not zeroed",
      mutate(ref("matmul_at_padded"), (AT_LOADS, AT_SKIPPED_LOADS)),
      "stale shared data"),
+    ("regblock", "empty stub", stub("regblock"), "never written"),
+    ("regblock", "last partial tile dropped",
+     mutate(ref("regblock"), ("t < K; t += BK", "t + BK <= K; t += BK")), "partial tile dropped"),
+    ("regblock", "no barrier after the products",
+     mutate(ref("regblock"), ("__syncthreads();  // everyone is done", "//")), "race"),
 ]
 
 @pytest.mark.parametrize(("exercise_id", "mistake", "source", "cause"), CASES,

@@ -15,7 +15,7 @@ import pytest
 
 from tilelab import emu, exercises, traffic
 from tilelab.emu.traffic import Totals
-from tilelab.grade import grade_source
+from tilelab.grading.sandbox import grade_source
 from tilelab.reference import KERNELS, kernel_file, slow_but_right
 
 M, N, K = 64, 96, 128  # rectangular, multiples of 32

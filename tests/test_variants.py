@@ -10,7 +10,7 @@ import pytest
 
 from tilelab import exercises
 from tilelab.experiments.calibration import COLUMNS, rows, table
-from tilelab.grade import grade_source
+from tilelab.grading.sandbox import grade_source
 from tilelab.reference import slow_but_right
 from tilelab.variants import VARIANTS
 

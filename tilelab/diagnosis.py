@@ -50,12 +50,15 @@ def telling(attempts: Sequence[Attempt], launch: Launch) -> Attempt:
     """The failing attempt that says most: partial tiles at least two elements thick after
     at least one whole tile in each dimension of the output (so an edge is told from a last
     row, and a swapped index from an edge), then rectangular, then the largest."""
-    def score(a: Attempt) -> tuple[bool, bool, bool, int]:
+    def score(a: Attempt) -> tuple[bool, bool, bool, bool, int]:
         (rows, cols), (tx, ty) = a.got.shape, launch.tile
         thick = rows > ty and cols > tx and rows % ty >= 2 and cols % tx >= 2
+        # a size one past a multiple of 8 makes "the last tile" and "the last row" (or the
+        # last term of a sum) the same elements: such a shape cannot tell them apart
+        distinct = all(s % 8 != 1 for s in a.shape)
         partial = any(s % t for s, t in zip(a.got.shape, (ty, tx), strict=True)) or any(
             s % max(launch.tile) for s in a.shape)
-        return (thick, partial, len(set(a.shape)) > 1, int(np.prod(a.shape)))
+        return (thick, distinct, partial, len(set(a.shape)) > 1, int(np.prod(a.shape)))
 
     return max((a for a in attempts if a.bad.any()), key=score)
 
@@ -82,16 +85,18 @@ def _matmul_models(a: Attempt, tile: int, tiled: bool) -> list[tuple[str, str, n
          "every sum misses its last term: the loop over k stops one short of K (k < K - 1, "
          "or a guard such as t + tx < K - 1)", A[:, : K - 1] @ B[: K - 1]),
     ]
-    if tiled and K % tile:
-        whole = K // tile * tile
+    for t in sorted({tile, 8, 16, 32}, reverse=True):  # the K tile: the output's, or smaller
+        if not tiled or not K % t:
+            continue
+        whole = K // t * t
         out.append(("partial tile dropped",
-                    f"every sum misses its last {K % tile} terms: the loop over tiles stops at "
+                    f"every sum misses its last {K % t} terms: the loop over tiles stops at "
                     "the last whole tile (t + TILE <= K, or K / TILE phases); run "
                     "(K + TILE - 1) / TILE phases and load 0 past the edge",
                     A[:, :whole] @ B[:whole]))
-        if whole >= tile:  # the last phase reuses the previous phase's tile where not loaded
-            prev, extra = whole - tile, K - whole
-            stale = A @ B + A[:, prev + extra: prev + tile] @ B[prev + extra: prev + tile]
+        if whole >= t:  # the last phase reuses the previous phase's tile where not loaded
+            prev, extra = whole - t, K - whole
+            stale = A @ B + A[:, prev + extra: prev + t] @ B[prev + extra: prev + t]
             out.append(("stale shared data",
                         "in the last, partial tile the threads outside the matrix skip their "
                         "load, so the product uses the previous tile's values still in shared "

@@ -238,6 +238,32 @@ __global__ void transpose_shared(const float* in, float* out, int rows, int cols
 """
 
 
+_REGBLOCK_NAIVE = """\
+// Sixteen elements of C per thread, as the launch asks (rows ty + 16 i, columns tx + 16 j),
+// each a dot product read straight from global memory: no tile, no registers reused.
+__global__ void matmul_regblock(const float* A, const float* B, float* C, int M, int N, int K)
+{
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) {
+            int row = blockIdx.y * 64 + threadIdx.y + 16 * i;
+            int col = blockIdx.x * 64 + threadIdx.x + 16 * j;
+            if (row < M && col < N) {
+                float acc = 0.0f;
+                for (int k = 0; k < K; ++k)
+                    acc += A[row * K + k] * B[k * N + col];
+                C[row * N + col] = acc;
+            }
+        }
+}
+"""
+
+
+def _edited(source: str, old: str, new: str) -> str:
+    if old not in source:
+        raise ValueError(f"variant edit does not apply: {old!r}")
+    return source.replace(old, new)
+
+
 def _v(exercise: str, key: str, label: str, must: str, origin: str,
        make: Callable[[], str]) -> Variant:
     return Variant(exercise, key, label, must, origin, make)
@@ -299,6 +325,14 @@ _VARIANTS: tuple[Variant, ...] = (
        "fail", "course", lambda: slow_but_right("matmul_at_padded")),
     _v("matmul_at_padded", "naive", "the naive kernel (no tiles)", "fail", "course",
        lambda: renamed("naive", "matmul_tiled_at")),
+    _v("regblock", "reference", "reference (64x64x16 tile, 4x4 per thread)", "pass", "course",
+       lambda: KERNELS["regblock64"].source()),
+    _v("regblock", "bk8", "K walked 8 at a time (64x64x8 tile)", "pass", "course",
+       lambda: _edited(KERNELS["regblock64"].source(), "#define BK 16", "#define BK 8")),
+    _v("regblock", "subtiles", "baseline resubmitted: the tiled kernel, 16x16 sub-tiles",
+       "fail", "course", lambda: slow_but_right("regblock")),
+    _v("regblock", "naive", "16 naive dot products per thread (no tiles)", "fail", "course",
+       lambda: _REGBLOCK_NAIVE),
 )
 
 VARIANTS: dict[str, tuple[Variant, ...]] = {

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from tilelab import emu, traffic
-from tilelab.check import launch
 from tilelab.experiments.datafile import write
 from tilelab.experiments.racecheck import variants
+from tilelab.grading.correctness import launch
 from tilelab.reference import KERNELS
 from tilelab.runtime import Runtime, get_runtime
 
@@ -30,14 +30,13 @@ TRAFFIC_KERNELS = ("naive", "naive_xrow", "tiled16", "tiled32", "tiled32_padded"
                    "transpose_padded")
 TRAFFIC_FIGURES = ("loads_per_multiply_add", "sector_bytes_per_multiply_add",
                    "sectors_per_load_request", "sectors_per_store_request", "shared_wavefronts")
-SHAPES = {"matmul": (64, 64, 64), "transpose": (64, 64)}
 
 
 def _analyse(key: str, source: str, rng: np.random.Generator) -> emu.AnalysisReport:
     """Launch ``source`` once, as the course kernel ``key``, in analysis mode."""
     k = KERNELS[key]
     fn = emu.SourceModule(source, analysis=True).get_function(k.name)
-    shape = SHAPES[k.problem.name]
+    shape = k.problem.analysis_shape
     launch(get_runtime("emu"), fn, k.problem, k.launch, shape, k.problem.make_inputs(shape, rng))
     return fn.last_report.analysis
 
@@ -72,8 +71,7 @@ def traffic_rows(rng: np.random.Generator) -> list[dict[str, Any]]:
     rows = []
     for key in TRAFFIC_KERNELS:
         k = KERNELS[key]
-        shape = SHAPES[k.problem.name]
-        s = traffic.summary(_analyse(key, k.source(), rng), k.problem, shape)
+        s = traffic.summary(_analyse(key, k.source(), rng), k.problem, k.problem.analysis_shape)
         rows.append({"kind": "traffic", "kernel": key,
                      **{f: s[f] for f in TRAFFIC_FIGURES if f in s}})
     return rows
