@@ -46,7 +46,7 @@ def test_speed_verdict_is_advisory_off_the_grading_gpu(gpu, advisory):
 def test_a_checked_kernel_on_another_gpu_is_told_its_verdict_is_advisory(monkeypatch, capsys):
     v = verdict(backend="gpu", gpu="Tesla T4", speed_measured=True, speedup=3.0,
                 speed_passed=True, candidate_ms=1.0, baseline_ms=3.0)
-    monkeypatch.setattr("tilelab.grade.grade_source", lambda *a, **k: v)
+    monkeypatch.setattr(notebook, "grade_source", lambda *a, **k: v)
     monkeypatch.setattr(notebook, "backend_line", lambda: "Backend: GPU Tesla T4 (PyCUDA)")
     notebook.check("naive", "")
     assert "(advisory: This GPU (Tesla T4) is not the grading GPU" in capsys.readouterr().out
