@@ -7,7 +7,7 @@ must-fail (at their geometric mean), so each side clears it by the same factor, 
 margin. Where the two do not separate by :data:`SEPARATION`, no gate can grade the lesson
 fairly on this GPU: calibration refuses, and says which variants collide. The data file
 holds one row per variant (the instructors' page shows it); ``tilelab calibrate`` also
-writes the gates file the grader loads (:mod:`tilelab.gates`).
+writes the gates file the grader loads (:mod:`tilelab.grading.gates`).
 """
 
 from __future__ import annotations
