@@ -23,6 +23,7 @@ from pathlib import Path
 import dask
 import pytest
 from distributed import Client
+from nbgrader.api import Gradebook
 from test_classroom import (
     CLASS,
     EMU,
@@ -33,6 +34,7 @@ from test_classroom import (
     released_stub,
     solution_kernel,
     submission,
+    write_submissions,
 )
 
 from tilelab import classroom, exercises
@@ -128,7 +130,7 @@ class Killer(threading.Thread):
                         if not self.times.get(student):
                             continue
                         first = seen.setdefault((worker, student), time.monotonic())
-                        if time.monotonic() - first > 2.0:  # well into the task
+                        if time.monotonic() - first > 1.0:  # well into the task
                             pid = client.run(os.getpid, workers=[worker])[worker]
                             os.kill(pid, signal.SIGKILL)
                             self.killed.append((student, worker))
@@ -136,13 +138,37 @@ class Killer(threading.Thread):
                 time.sleep(0.2)
 
 
+def naive_points(root: Path, student: str) -> tuple[float, float]:
+    """(correctness, speed) of a student's 01-naive submission in the gradebook."""
+    db = f"sqlite:///{root / 'autograder' / 'gradebook.db'}"
+    with Gradebook(db, "tilelab") as gb:
+        nb = gb.find_submission_notebook("naive", "01-naive", student)
+        grades = {g.name: g.score for g in nb.grades}
+    return grades["test_naive_correct"], grades["test_naive_speed"]
+
+
+def sleepy(kernel: str, seconds: int) -> bytes:
+    """A 01-naive notebook whose kernel cell holds ``kernel`` and then sleeps ``seconds``
+    (so its task is surely still running when the test kills its worker)."""
+    cell = kernel_cell(released_stub("naive"), kernel) + f"import time\ntime.sleep({seconds})\n"
+    return json.dumps(submission("01-naive", {"naive": cell})).encode()
+
+
 @pytest.mark.slow
 @SAW
 def test_a_killed_worker_costs_nothing_and_twice_killed_gets_zero(tmp_path):
     root = tmp_path / "course"
-    small_class(root, ["alice", "bob", "frank", "grace", "henry"])
+    small_class(root, ["alice", "bob", "frank", "grace"])
+    stub = (
+        "__global__ void matmul_naive(const float* A, const float* B, float* C, int M, int N,"
+        " int K) { }"
+    )
+    write_submissions(root, {
+        ("sleepy", "01-naive"): sleepy(solution_kernel("naive"), 10),  # killed once
+        ("crasher", "01-naive"): sleepy(stub, 60),  # its worker dies each time it runs
+    })
     with dask.config.set(start.CONFIG), start.local_cluster(2, gpus=False) as cluster:
-        killer = Killer(cluster.scheduler_address, {"alice": 1, "henry": 2})
+        killer = Killer(cluster.scheduler_address, {"sleepy": 1, "crasher": 2})
         killer.start()
         try:
             summary = grade_class_on_cluster(
@@ -151,21 +177,22 @@ def test_a_killed_worker_costs_nothing_and_twice_killed_gets_zero(tmp_path):
         finally:
             killer.stop.set()
             killer.join(30)
-    assert [s for s, _ in killer.killed].count("alice") == 1
-    assert [s for s, _ in killer.killed].count("henry") == 2
+    assert [s for s, _ in killer.killed].count("sleepy") == 1
+    assert [s for s, _ in killer.killed].count("crasher") == 2
     want = expected_points(EMU)
     got = points_in_gradebook(root)
-    # alice's task ran again on another worker; every other result is kept
+    # sleepy's task ran again on another worker; every other result is kept
     for student in ("alice", "bob", "frank", "grace"):
         assert got[student]["naive"] == want[student]["naive"], student
-    alice = next(s for s in summary["submissions"] if s["student"] == "alice")
-    assert alice["worker"] != next(w for s, w in killer.killed if s == "alice")
-    # henry's task killed its worker twice: 0 points, a clear message, the run went on
-    assert got["henry"]["naive"] == (0, 0)
-    msg = messages(root, "henry", "01-naive")["naive"][0]
+    assert naive_points(root, "sleepy") == (3, 0)
+    again = next(s for s in summary["submissions"] if s["student"] == "sleepy")
+    assert again["worker"] != next(w for s, w in killer.killed if s == "sleepy")
+    # crasher's task killed its worker twice: 0 points, a clear message, the run went on
+    assert naive_points(root, "crasher") == (0, 0)
+    msg = messages(root, "crasher", "01-naive")["naive"][0]
     assert "worker died 2 times" in msg and "0 points" in msg
-    assert [f["student"] for f in summary["failures"]] == ["henry"]
-    assert summary["graded"] == 5
+    assert [f["student"] for f in summary["failures"]] == ["crasher"]
+    assert summary["graded"] == 6
 
 
 def coordinator(root: Path, *args: str) -> subprocess.Popen:
