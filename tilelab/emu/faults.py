@@ -73,6 +73,8 @@ def raise_for(report: dict, child: ChildResult, ctx: LaunchContext) -> None:
         _fault(report, child, ctx, where)
     if status == "barrier":
         _barrier(report, name)
+    if status == "warp":
+        _warp(report, name)
     if status == "shared_oob":
         _shared_oob(report, name, where, ctx)
     if status in ("assert", "trap"):
@@ -188,6 +190,27 @@ def _barrier(report: dict, name: str) -> None:
                "a loop whose trip count differs between threads, splits the block; move "
                "__syncthreads() out of the divergent code.")
     raise BarrierDivergence(msg, lines=lines, block=tuple(report.get("block") or ()))
+
+
+def _warp(report: dict, name: str) -> None:
+    op, line, lane = report.get("op", "?"), report.get("line"), report.get("missing_lane")
+    block = _xyz(report.get("block"))
+    if lane is None:
+        why = ("the lanes it names wait at different warp-level operations (a shuffle in one "
+               "branch of an if and another in the other?)")
+    elif report.get("missing_state") == "barrier":
+        why = (f"lane {lane} (thread {_xyz(report.get('missing'))}), named in the mask, waits at "
+               f"__syncthreads() on line {report.get('missing_line')} instead")
+    else:
+        who = _xyz(report.get("missing"))
+        why = f"lane {lane} (thread {who}), named in the mask, never gets there"
+    raise BarrierDivergence(
+        f"Warp divergence in kernel '{name}', block {block}: thread "
+        f"{_xyz(report.get('example'))} waits at {op} on line {line} with mask "
+        f"{report.get('mask', 0):#010x}, but {why}; on a GPU the warp would hang. Every lane "
+        "named in the mask must reach the same warp-level call: compute the mask with "
+        "__ballot_sync / __activemask before branching, or call it where all those lanes get.",
+        lines=(line,) if line else (), block=tuple(report.get("block") or ()))
 
 
 def _shared_oob(report: dict, name: str, where: str, ctx: LaunchContext) -> None:

@@ -1,8 +1,9 @@
 // tilelab CPU emulator: the CUDA C surface a kernel sees, compiled with g++.
 //
 // Included once, before the learner's source, by the code tilelab.emu.translate emits.
-// Blocks run one at a time; the threads of a block are fibers that switch only at
-// __syncthreads() and at exit (see tilelab_emu_rt.h). Define TILELAB_ANALYSIS to
+// Blocks run one at a time; the threads of a block are fibers that switch at
+// __syncthreads(), at warp-level operations (tilelab_emu_warp.h), at volatile accesses of
+// warp-synchronous code (tilelab_emu_tsan.h) and at exit (see tilelab_emu_rt.h). Define TILELAB_ANALYSIS to
 // instrument shared-memory accesses (see tilelab_emu_analysis.h).
 #pragma once
 
@@ -120,8 +121,13 @@ static inline unsigned int __brev(unsigned int x) {
   for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
   return r;
 }
-static inline int __mul24(int a, int b) { return a * b; }
-static inline unsigned int __umul24(unsigned int a, unsigned int b) { return a * b; }
+// The low 32 bits of the product of the operands' low 24 bits (sign-extended for __mul24).
+static inline int __mul24(int a, int b) {
+  return (int)((unsigned)(((int)((unsigned)a << 8) >> 8) * (long long)((int)((unsigned)b << 8) >> 8)));
+}
+static inline unsigned int __umul24(unsigned int a, unsigned int b) {
+  return (a & 0xffffffu) * (b & 0xffffffu);
+}
 static inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
 static inline unsigned int __umulhi(unsigned int a, unsigned int b) {
   return (unsigned int)(((unsigned long long)a * b) >> 32);
@@ -188,6 +194,7 @@ template <class T> inline auto value(const T& v) { return (typename Value<T>::ty
 #ifdef TILELAB_ANALYSIS
 #include "tilelab_emu_analysis.h"
 #endif
+#include "tilelab_emu_warp.h"
 
 // ---- min/max as CUDA overloads them (usual arithmetic conversions) ------------------------
 template <class A, class B,

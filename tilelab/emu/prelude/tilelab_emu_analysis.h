@@ -374,6 +374,11 @@ void an_epoch_end() {
   g_warp = -1;
   ++g_epoch;
 }
+void an_pass_end() {  // lanes meet again at the next pass: group accesses afresh
+  finish_warp();
+  g_warp = -1;
+}
+void an_warp_sync(int, unsigned) {}
 
 inline uint3 thread_of(unsigned t) {
   return uint3{t % blockDim.x, (t / blockDim.x) % blockDim.y, t / (blockDim.x * blockDim.y)};

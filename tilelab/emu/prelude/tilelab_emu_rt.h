@@ -105,11 +105,14 @@ struct Out {
 };
 
 // ---- fibers --------------------------------------------------------------------------------
-enum : int { F_RUN = 0, F_WAIT = 1, F_EXIT = 2 };
+enum : int { F_RUN = 0, F_WAIT = 1, F_EXIT = 2, F_WARP = 3 };
 struct Fiber {
   void* sp;
   int state, line, site, pred;
   unsigned linear;
+  int wop, warg, wwidth;  // a warp-level operation it waits at (see tilelab_emu_warp.h)
+  unsigned wmask;
+  uint64_t wval, wres;
   uint3 tid;
   char* guard;  // PROT_NONE region under the stack
   char* top;
@@ -310,7 +313,7 @@ struct Buf {
   char *map, *lo, *data, *hi;  // [map,lo) guard | [lo,data) slack | data | [.,hi) tail | guard
   size_t map_len, n, elem;
 };
-const size_t kGuardBefore = 64 * 1024, kGuardAfter = 1024 * 1024;
+const size_t kGuardBefore = 64 * 1024, kGuardAfter = 1024 * 1024, kAllocAlign = 16;
 Buf* g_bufs;
 int g_nbuf;
 size_t g_page;
@@ -434,12 +437,14 @@ void an_launch();
 void an_block_begin();
 void an_fiber_begin(Fiber* f);
 void an_epoch_end();
+void an_pass_end();
 void an_write(Out& o);
 #else
 inline void an_launch() {}
 inline void an_block_begin() {}
 inline void an_fiber_begin(Fiber*) {}
 inline void an_epoch_end() {}
+inline void an_pass_end() {}
 inline void an_write(Out&) {}
 int register_array(const char*, const void*, size_t, size_t, int, const long*, bool) {
   return -1;
@@ -447,6 +452,10 @@ int register_array(const char*, const void*, size_t, size_t, int, const long*, b
 #endif
 
 // ---- the block scheduler ---------------------------------------------------------------------
+bool resolve_warps();             // tilelab_emu_warp.h: release the warps met at a warp op
+[[noreturn]] void warp_deadlock();
+unsigned g_block_serial;          // blocks run so far: picks the first epoch's thread order
+
 [[noreturn]] inline void divergence(bool exited) {
   Out o{};
   o.f("{\"status\":\"barrier\",\"exited\":%d,\"waits\":[", exited ? 1 : 0);
@@ -493,7 +502,13 @@ inline void run_block(uint3 b) {
     fiber_init(&g_fibers[i]);
   }
   g_in_block = true;
-  for (bool forward = true;; forward = !forward) {
+  // Threads run in turn, in an order that flips at every pass and starts differently in
+  // odd and even blocks, so that a missing barrier shows whichever way the data flows.
+  // A pass resumes each runnable thread once: to its next barrier, warp-level operation,
+  // lockstep point (a volatile access) or exit.
+  bool forward = (g_block_serial++ & 1) == 0;
+  for (;; forward = !forward) {
+    bool ran = false;
     for (int j = 0; j < n; ++j) {
       Fiber* f = &g_fibers[forward ? j : n - 1 - j];
       if (f->state != F_RUN) continue;
@@ -501,8 +516,15 @@ inline void run_block(uint3 b) {
       threadIdx = f->tid;
       an_fiber_begin(f);
       to_fiber(f);
+      ran = true;
     }
     g_cur = nullptr;
+    an_pass_end();
+    if (resolve_warps() || ran) {
+      bool runnable = false;
+      for (int i = 0; i < n && !runnable; ++i) runnable = g_fibers[i].state == F_RUN;
+      if (runnable) continue;
+    }
     int waiting = 0, exited = 0, site = -1, count = 0;
     bool same = true;
     for (int i = 0; i < n; ++i) {
@@ -511,6 +533,7 @@ inline void run_block(uint3 b) {
         ++exited;
         continue;
       }
+      if (F.state == F_WARP) warp_deadlock();
       if (waiting++ == 0) site = F.site;
       same = same && F.site == site;
       count += F.pred;
@@ -574,7 +597,11 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
   for (int b = 0; b < g_nbuf; ++b) {
     const BufSpec& S = s->bufs[b];
     Buf& B = g_bufs[b];
-    size_t align = S.align ? S.align : 1;
+    // Every access a GPU allows by alignment works (cudaMalloc aligns to 256 bytes; no CUDA
+    // vector type needs more than 16), and the data ends at most 12 bytes before the guard
+    // region, so an index past the end still faults (a write into those bytes is caught as
+    // a changed canary after the launch).
+    size_t align = S.align > kAllocAlign ? S.align : kAllocAlign;
     size_t body = round_up(S.nbytes + align, g_page);
     B.map = (char*)map_guarded(kGuardBefore, body, kGuardAfter, &B.lo);
     if (!B.map) setup_error("could not map a guarded buffer (out of memory?)");
