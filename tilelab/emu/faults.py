@@ -38,21 +38,33 @@ def _xyz(v: list[int] | None) -> str:
     return f"({v[0]},{v[1]},{v[2]})" if v else "?"
 
 
-def source_line(library: Path, pcs: list[int]) -> int | None:
-    """The learner's ``kernel.cu`` line of the innermost of ``pcs`` that has one."""
+def source_lines(library: Path, pcs: list[int]) -> dict[int, int]:
+    """The learner's ``kernel.cu`` line of each code address (innermost inlined frame)."""
+    pcs = sorted(set(pcs))
     if not pcs or not shutil.which("addr2line"):
-        return None
+        return {}
     try:
         out = subprocess.run(["addr2line", "-a", "-i", "-e", str(library),
                               *[hex(p) for p in pcs]],
                              capture_output=True, text=True, timeout=30, check=False).stdout
     except (OSError, subprocess.SubprocessError):
-        return None
+        return {}
+    lines: dict[int, int] = {}
+    pc = None
     for ln in out.splitlines():
+        if ln.startswith("0x"):
+            pc = int(ln, 16)
+            continue
         m = re.search(r"(?:^|/)kernel\.cu:(\d+)", ln)
-        if m:
-            return int(m.group(1))
-    return None
+        if m and pc is not None and pc not in lines:
+            lines[pc] = int(m.group(1))
+    return lines
+
+
+def source_line(library: Path, pcs: list[int]) -> int | None:
+    """The learner's ``kernel.cu`` line of the innermost of ``pcs`` that has one."""
+    found = source_lines(library, pcs)
+    return next((found[p] for p in pcs if p in found), None)
 
 
 def raise_for(report: dict, child: ChildResult, ctx: LaunchContext) -> None:

@@ -11,7 +11,7 @@ from . import launch
 from .args import plan_arguments
 from .compile import build
 from .errors import LogicError, UnsupportedConstruct
-from .faults import LaunchContext, raise_for
+from .faults import LaunchContext, raise_for, source_lines
 from .geometry import check_launch, timeout_seconds
 from .report import AnalysisReport, LaunchReport
 from .translate import translate
@@ -37,7 +37,7 @@ class SourceModule:
         self.translation = translate(source, analysis=analysis, no_extern_c=no_extern_c)
         defines = tuple(o for o in (options or ()) if _DEFINE.fullmatch(o))
         self.library = build(self.translation.code, analysis=analysis, defines=defines,
-                             source=source)
+                             source=source, lockstep=self.translation.lockstep)
 
     @property
     def kernel_names(self) -> list[str]:
@@ -96,7 +96,9 @@ class Function:
                               float(outcome.report.get("kernel_seconds", 0.0)),
                               time.perf_counter() - t0)
         if "analysis" in outcome.report:
-            report.analysis = AnalysisReport.from_json(self.name, outcome.report["analysis"])
+            data = outcome.report["analysis"]
+            lines = source_lines(lib.path, AnalysisReport.code_addresses(data))
+            report.analysis = AnalysisReport.from_json(self.name, data, lines)
         self.last_report = report
         if report.stdout:
             sys.stdout.write(report.stdout)

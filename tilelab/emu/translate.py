@@ -7,6 +7,7 @@ then the entry-point table (see ``kernels.entry_code``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .checks import check_includes, check_unsupported
@@ -24,6 +25,7 @@ class Translation:
     kernels: tuple[KernelSource, ...]
     shared: tuple[SharedDecl, ...]
     analysis: bool
+    lockstep: bool = False  # volatile accesses: the lanes of a warp take them in step
 
 
 def _apply(src: str, edits: list[tuple[int, int, str]]) -> str:
@@ -50,8 +52,7 @@ def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False)
     edits = [(s, e, "".join(c for c in masked[s:e] if c == "\n")) for s, e in blanks]
     decl_edits, decls = rewrite_declarations(masked, scopes(masked), analysis)
     edits += decl_edits
-    if analysis:
-        edits += rewrite_uses(masked, decls)
+    edits += rewrite_uses(masked, decls)
     body = _apply(source, edits)
     if body.count("\n") != source.count("\n"):  # would misreport every line number
         raise CompileError("internal error: the emulator's source transform moved lines; "
@@ -63,4 +64,5 @@ def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False)
     head.append('#line 1 "kernel.cu"')
     tail = "\n" + ("}\n" if not no_extern_c else "") + entry_code(kernels)
     code = "\n".join(head) + "\n" + body + tail
-    return Translation(code, tuple(kernels), tuple(decls), analysis)
+    lockstep = re.search(r"\bvolatile\b", masked) is not None
+    return Translation(code, tuple(kernels), tuple(decls), analysis, lockstep)

@@ -137,9 +137,10 @@ static inline long long clock64() {
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
-static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-static inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+// Fibers never preempt one another: ordering the compiler's accesses is enough.
+static inline void __threadfence() { asm volatile("" ::: "memory"); }
+static inline void __threadfence_block() { asm volatile("" ::: "memory"); }
+static inline void __threadfence_system() { asm volatile("" ::: "memory"); }
 template <class T> static inline T __ldg(const T* p) { return *p; }
 
 // ---- atomics: trivially atomic, since fibers never preempt one another -------------------
@@ -191,10 +192,14 @@ template <class T> inline auto value(const T& v) { return (typename Value<T>::ty
 }  // namespace tl_emu
 
 #include "tilelab_emu_rt.h"
+#include "tilelab_emu_bounds.h"
 #ifdef TILELAB_ANALYSIS
 #include "tilelab_emu_analysis.h"
 #endif
 #include "tilelab_emu_warp.h"
+#ifdef TILELAB_TSAN
+#include "tilelab_emu_tsan.h"
+#endif
 
 // ---- min/max as CUDA overloads them (usual arithmetic conversions) ------------------------
 template <class A, class B,

@@ -19,6 +19,7 @@
 #define TL_ASM_SWITCH 1  // our own context switch; ucontext elsewhere (far slower)
 #endif
 #define TL_NOINLINE __attribute__((noinline))
+#define TL_NOSAN __attribute__((no_sanitize_thread))  // runtime code the TSan hooks may run
 
 namespace tl_emu {
 
@@ -167,8 +168,8 @@ inline void fiber_init(Fiber* f) {
   for (int i = 0; i < 6; ++i) *--sp = nullptr;  // rbp rbx r12-r15
   f->sp = sp;
 }
-inline void to_fiber(Fiber* f) { tl_emu_switch(&g_sched_sp, f->sp); }
-inline void to_sched(Fiber* f) { tl_emu_switch(&f->sp, g_sched_sp); }
+TL_NOSAN inline void to_fiber(Fiber* f) { tl_emu_switch(&g_sched_sp, f->sp); }
+TL_NOSAN inline void to_sched(Fiber* f) { tl_emu_switch(&f->sp, g_sched_sp); }
 #else
 ucontext_t g_sched_uc;
 inline void fiber_init(Fiber* f) {
@@ -178,8 +179,8 @@ inline void fiber_init(Fiber* f) {
   f->uc.uc_link = nullptr;
   makecontext(&f->uc, (void (*)())fiber_main, 0);
 }
-inline void to_fiber(Fiber* f) { swapcontext(&g_sched_uc, &f->uc); }
-inline void to_sched(Fiber* f) { swapcontext(&f->uc, &g_sched_uc); }
+TL_NOSAN inline void to_fiber(Fiber* f) { swapcontext(&g_sched_uc, &f->uc); }
+TL_NOSAN inline void to_sched(Fiber* f) { swapcontext(&f->uc, &g_sched_uc); }
 #endif
 
 [[noreturn]] void fiber_main() {
@@ -502,12 +503,13 @@ inline void run_block(uint3 b) {
     fiber_init(&g_fibers[i]);
   }
   g_in_block = true;
-  // Threads run in turn, in an order that flips at every pass and starts differently in
-  // odd and even blocks, so that a missing barrier shows whichever way the data flows.
-  // A pass resumes each runnable thread once: to its next barrier, warp-level operation,
-  // lockstep point (a volatile access) or exit.
-  bool forward = (g_block_serial++ & 1) == 0;
-  for (;; forward = !forward) {
+  // Threads run in turn, first in order, then in an order that flips at every pass, except
+  // that odd blocks keep the first order for one more pass: a missing barrier shows
+  // whichever way the data flows. A pass resumes each runnable thread once: to its next
+  // barrier, warp-level operation, lockstep point (a volatile access) or exit.
+  const bool odd = (g_block_serial++ & 1) != 0;
+  bool forward = true;
+  for (int pass = 1;; ++pass, forward = pass == 2 && odd ? forward : !forward) {
     bool ran = false;
     for (int j = 0; j < n; ++j) {
       Fiber* f = &g_fibers[forward ? j : n - 1 - j];

@@ -205,7 +205,7 @@ bool resolve_warps() {
 
 // A point where the lanes of a warp keep in step (a volatile shared-memory access in a
 // warp-synchronous kernel): the thread lets the others of its pass run first.
-inline void lockstep_point() {
+TL_NOSAN inline void lockstep_point() {
   if (g_cur && g_in_block) to_sched(g_cur);
 }
 
