@@ -282,9 +282,11 @@ def test_unsupported_construct_is_named(code, name):
     assert info.value.line == 3
 
 
-def test_constant_memory_is_unsupported():
-    with pytest.raises(cuda.UnsupportedConstruct, match="__constant__"):
-        cuda.SourceModule("__constant__ float w[16];\n__global__ void k() {}\n")
+def test_unknown_global_names_the_ones_found():
+    mod = cuda.SourceModule("__constant__ float w[16];\n__global__ void k() {}\n")
+    assert mod.get_global("w")[1] == 64
+    with pytest.raises(cuda.LogicError, match=r"named 'v'.*found are: w\."):
+        mod.get_global("v")
 
 
 def test_kernel_process_dies_with_its_parent(tmp_path):

@@ -26,8 +26,6 @@ _UNSUPPORTED = (
      "{m} (textures and surfaces)", ""),
     (r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile|__volatile__)?\s*\(", "inline assembly ({m})", ""),
     (r"\bnvcuda\b|\bwmma\s*::|\bmma(?:_sync)?\s*\(", "{m} (tensor-core matrix operations)", ""),
-    (r"\b__constant__\b", "__constant__ memory",
-     " (or pass the values as a kernel parameter or a global buffer)"),
     (r"\bcudaMalloc\w*|\bcudaFree\b|\bcudaMemcpy\w*", "{m} inside device code", ""),
     (r"<<<", "dynamic parallelism (a kernel launch <<<...>>> inside the kernel source)", ""),
     (r"\b__half2?\b|\b__nv_bfloat16\w*|(?:^|[;{}(,])\s*(?:const\s+)?half2?\s*[*&]?\s*[A-Za-z_]",

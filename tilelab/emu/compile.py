@@ -38,11 +38,13 @@ class Library:
     path: Path
     kernels: tuple[dict, ...]
     static_shared: int
+    globals: tuple[dict, ...] = ()  # name, size, constant, init (hex) of each device global
 
     def kernel(self, name: str) -> tuple[int, dict] | None:
-        """Index and descriptor of kernel ``name``."""
+        """Index and descriptor of the kernel whose symbol (mangled name unless extern "C",
+        as PyCUDA's ``get_function`` wants it) is ``name``."""
         for i, k in enumerate(self.kernels):
-            if k["name"] == name:
+            if k.get("symbol", k["name"]) == name:
                 return i, k
         return None
 
@@ -207,7 +209,8 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
     if so.exists() and meta.exists():
         _check_imports(so, needs, source)
         info = json.loads(meta.read_text())
-        return Library(so, tuple(info["kernels"]), info["static_shared"])
+        return Library(so, tuple(info["kernels"]), info["static_shared"],
+                       tuple(info.get("globals", ())))
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         out = Path(tmp) / "lib.so"
         proc, headers, stderr = _gxx(cxx, flags, code, tmp)
@@ -226,7 +229,8 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
         tmp_meta = Path(tmp) / "meta.json"
         tmp_meta.write_text(json.dumps(info))
         os.replace(tmp_meta, meta)
-    return Library(so, tuple(info["kernels"]), info["static_shared"])
+    return Library(so, tuple(info["kernels"]), info["static_shared"],
+                   tuple(info.get("globals", ())))
 
 
 def _describe(path: Path) -> dict:

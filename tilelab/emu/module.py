@@ -7,10 +7,13 @@ import sys
 import time
 from collections.abc import Sequence
 
+import numpy as np
+
 from . import launch
 from .args import plan_arguments
 from .compile import build
 from .errors import LogicError, UnsupportedConstruct
+from .memory import DeviceAllocation
 from .faults import LaunchContext, raise_for, source_lines
 from .geometry import check_launch, timeout_seconds
 from .report import AnalysisReport, LaunchReport
@@ -38,25 +41,50 @@ class SourceModule:
         defines = tuple(o for o in (options or ()) if _DEFINE.fullmatch(o))
         self.library = build(self.translation.code, analysis=analysis, defines=defines,
                              source=source, lockstep=self.translation.lockstep)
+        self._globals: dict[str, DeviceAllocation] = {}
+        for g in self.library.globals:
+            alloc = DeviceAllocation(g["size"])
+            alloc.bytes_view()[:] = np.frombuffer(bytes.fromhex(g["init"]), np.uint8)
+            self._globals[g["name"]] = alloc
+
+    def global_bytes(self) -> list[np.ndarray]:
+        """The bytes of each device global, in the library's order (launches update them)."""
+        return [self._globals[g["name"]].bytes_view() for g in self.library.globals]
 
     @property
     def kernel_names(self) -> list[str]:
-        """The ``__global__`` functions this module defines."""
-        return [k["name"] for k in self.library.kernels]
+        """The names ``get_function`` finds: each kernel's symbol (mangled unless extern "C")."""
+        return [k.get("symbol", k["name"]) for k in self.library.kernels]
 
     def get_function(self, name: str) -> Function:
         """The kernel called ``name``; ``LogicError`` listing the kernels if there is none."""
         found = self.library.kernel(name)
         if found is None:
-            have = ", ".join(self.kernel_names) or "none"
+            have = ", ".join(f"{k.get('symbol', k['name'])}" + (
+                f" ({k['name']})" if k.get("symbol", k["name"]) != k["name"] else "")
+                for k in self.library.kernels) or "none"
+            why = ""
+            if any(k["name"] == name for k in self.library.kernels):
+                why = (" The module was compiled with no_extern_c=True, so (as with PyCUDA on "
+                       "a GPU) kernels go by their C++ mangled names; pass the mangled name "
+                       "listed, or declare the kernel extern \"C\".")
             raise LogicError(
                 "cuModuleGetFunction failed: named symbol not found — no __global__ function "
-                f"named {name!r} in this module; the __global__ functions found are: {have}.")
+                f"named {name!r} in this module; the __global__ functions found are: "
+                f"{have}.{why}")
         return Function(self, name, *found)
 
-    def get_global(self, name: str) -> None:
-        """Not available: the emulator has no module globals to copy to."""
-        raise UnsupportedConstruct("module.get_global (device globals from the host)")
+    def get_global(self, name: str) -> tuple[DeviceAllocation, int]:
+        """PyCUDA's ``(device pointer, size in bytes)`` of a ``__constant__``/``__device__``
+        variable, for ``memcpy_htod``/``memcpy_dtoh``; its value lasts across launches."""
+        if name not in self._globals:
+            have = ", ".join(self._globals) or "none"
+            raise LogicError(
+                f"cuModuleGetGlobal failed: named symbol not found — no __constant__ or "
+                f"__device__ variable named {name!r} at file scope in this module; the ones "
+                f"found are: {have}.")
+        alloc = self._globals[name]
+        return alloc, alloc.size
 
     def get_texref(self, name: str) -> None:
         """Not available: textures are unsupported."""
@@ -89,7 +117,8 @@ class Function:
         b, g, shared = check_launch(block, grid, shared, lib.static_shared)
         plan = plan_arguments(self._desc, args)
         limit = timeout_seconds(timeout)
-        outcome = launch.run(lib, self._index, plan, g, b, shared, limit)
+        outcome = launch.run(lib, self._index, plan, g, b, shared, limit,
+                             self.module.global_bytes())
         report = LaunchReport(self.name, g, b, shared,
                               outcome.child.stdout.decode("utf-8", errors="replace"),
                               outcome.child.stdout_truncated,

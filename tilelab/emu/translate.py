@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 
 from .checks import check_includes, check_unsupported
+from .device_globals import DeviceGlobal, find_globals
+from .device_globals import entry_code as globals_code
 from .errors import CompileError
 from .kernels import KernelSource, entry_code, find_kernels
 from .lexer import mask, scopes
@@ -25,6 +27,7 @@ class Translation:
     kernels: tuple[KernelSource, ...]
     shared: tuple[SharedDecl, ...]
     analysis: bool
+    globals: tuple[DeviceGlobal, ...] = ()
     lockstep: bool = False  # volatile accesses: the lanes of a warp take them in step
 
 
@@ -50,7 +53,8 @@ def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False)
         masked = masked[:start] + "".join(c if c == "\n" else " " for c in masked[start:end]) \
             + masked[end:]
     edits = [(s, e, "".join(c for c in masked[s:e] if c == "\n")) for s, e in blanks]
-    decl_edits, decls = rewrite_declarations(masked, scopes(masked), analysis)
+    all_scopes = scopes(masked)
+    decl_edits, decls = rewrite_declarations(masked, all_scopes, analysis)
     edits += decl_edits
     edits += rewrite_uses(masked, decls)
     body = _apply(source, edits)
@@ -62,7 +66,8 @@ def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False)
     if not no_extern_c:
         head.append('extern "C" {')
     head.append('#line 1 "kernel.cu"')
-    tail = "\n" + ("}\n" if not no_extern_c else "") + entry_code(kernels)
+    found = find_globals(masked, all_scopes)
+    tail = "\n" + ("}\n" if not no_extern_c else "") + entry_code(kernels) + globals_code(found)
     code = "\n".join(head) + "\n" + body + tail
     lockstep = re.search(r"\bvolatile\b", masked) is not None
-    return Translation(code, tuple(kernels), tuple(decls), analysis, lockstep)
+    return Translation(code, tuple(kernels), tuple(decls), analysis, tuple(found), lockstep)

@@ -229,8 +229,11 @@ template <class... A> inline int kprintf(const char* fmt, A... a) {
 }  // namespace tl_emu
 
 // ---- CUDA keywords ------------------------------------------------------------------------
-#define __global__
+// Kernels are exported under the names PyCUDA's get_function looks up (mangled unless in
+// extern "C", as nvcc names them).
+#define __global__ __attribute__((visibility("default")))
 #define __device__
+#define __constant__
 #define __host__
 #define __inline__ inline
 #define __forceinline__ inline __attribute__((always_inline))

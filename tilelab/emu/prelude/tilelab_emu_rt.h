@@ -36,6 +36,14 @@ struct KernelDesc {
   void (*invoke)(void*, void**);
 };
 
+// A file-scope __constant__/__device__ variable (the table follows the learner's code).
+struct GlobalDesc {
+  const char* name;
+  void* addr;
+  uint64_t size;
+  int constant;
+};
+
 template <class P> constexpr int size_or_1() {
   if constexpr (std::is_void_v<P> || std::is_function_v<P>) return 1;
   else return (int)sizeof(P);
@@ -309,6 +317,8 @@ struct LaunchSpec {
   uint64_t* arg_off;  // byte offset into that buffer
   uint32_t grid[3], block[3];
   uint64_t dyn_shared;
+  int32_t nglobals;
+  int32_t* global_buf;  // the buffer carrying each global's bytes in and out (-1: none)
 };
 struct Buf {
   char *map, *lo, *data, *hi;  // [map,lo) guard | [lo,data) slack | data | [.,hi) tail | guard
@@ -584,6 +594,9 @@ inline bool check_slack(int b, Out& o) {
 
 }  // namespace tl_emu
 
+extern "C" const tl_emu::GlobalDesc tilelab_globals[];
+extern "C" const int tilelab_nglobals;
+
 TL_EXPORT uint64_t tilelab_static_shared_bytes() { return tl_emu::static_shared_bytes(); }
 
 TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDesc* kernel) {
@@ -617,6 +630,11 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
   }
   for (int i = 0; i < kernel->nparams; ++i)
     if (s->arg_buf[i] >= 0) *(void**)s->args[i] = g_bufs[s->arg_buf[i]].data + s->arg_off[i];
+  // The module's __constant__/__device__ variables hold what the host and earlier launches
+  // left in them.
+  for (int g = 0; g < s->nglobals && g < tilelab_nglobals; ++g)
+    if (s->global_buf[g] >= 0)
+      memcpy(tilelab_globals[g].addr, g_bufs[s->global_buf[g]].data, tilelab_globals[g].size);
   // Dynamic shared memory, ending at a guard region too.
   g_dyn_request = s->dyn_shared;
   g_dyn_bytes = round_up(s->dyn_shared, 4);
@@ -662,6 +680,9 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
       write_all(g_report_fd, o.p, o.n);
       return 1;
     }
+  for (int g = 0; g < s->nglobals && g < tilelab_nglobals; ++g)
+    if (s->global_buf[g] >= 0)
+      memcpy(g_bufs[s->global_buf[g]].data, tilelab_globals[g].addr, tilelab_globals[g].size);
   for (int b = 0; b < g_nbuf; ++b) memcpy(s->bufs[b].shared, g_bufs[b].data, g_bufs[b].n);
   o.f("{\"status\":\"ok\",\"kernel_seconds\":%.9f",
       (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
