@@ -13,9 +13,9 @@ from . import launch
 from .args import plan_arguments
 from .compile import build
 from .errors import LogicError, UnsupportedConstruct
-from .memory import DeviceAllocation
 from .faults import LaunchContext, raise_for, source_lines
 from .geometry import check_launch, timeout_seconds
+from .memory import DeviceAllocation
 from .report import AnalysisReport, LaunchReport
 from .translate import translate
 
