@@ -6,6 +6,8 @@ missing barriers, reports out-of-bounds accesses and divergent barriers, and (wi
 ``analysis=True``) finds shared-memory races and bank conflicts.
 """
 
+from . import gpuarray
+from .attributes import func_cache, function_attribute
 from .errors import (
     BarrierDivergence,
     CompileError,
@@ -26,11 +28,14 @@ from .memory import (
     from_device,
     mem_alloc,
     memcpy_dtoh,
+    memcpy_dtoh_async,
     memcpy_htod,
+    memcpy_htod_async,
     to_device,
 )
 from .module import Function, SourceModule, analyze
 from .report import AnalysisReport, BankLine, LaunchReport, Race
+from .streams import Event, Stream
 
 __all__ = [
     "AnalysisReport",
@@ -40,6 +45,7 @@ __all__ = [
     "Context",
     "DeviceAllocation",
     "EmulatorError",
+    "Event",
     "Function",
     "In",
     "InOut",
@@ -52,11 +58,28 @@ __all__ = [
     "OutOfBoundsAccess",
     "Race",
     "SourceModule",
+    "Stream",
     "UnsupportedConstruct",
     "analyze",
     "from_device",
+    "func_cache",
+    "function_attribute",
+    "gpuarray",
     "mem_alloc",
     "memcpy_dtoh",
+    "memcpy_dtoh_async",
     "memcpy_htod",
+    "memcpy_htod_async",
     "to_device",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """A clear error for the parts of ``pycuda.driver`` the emulator does not have."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise AttributeError(
+        f"the CPU emulator (tilelab.emu, standing in for pycuda.driver) has no {name!r}. It "
+        "has: SourceModule, mem_alloc, memcpy_htod/dtoh(_async), to_device, from_device, In, "
+        "Out, InOut, Event, Stream, Context.synchronize, function_attribute, gpuarray. Run "
+        "on a GPU (PyCUDA) for the rest, or do that step in NumPy.")

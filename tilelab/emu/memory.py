@@ -114,6 +114,16 @@ def memcpy_dtoh(dest: np.ndarray, src: object) -> None:
     out[:] = buf[off:off + out.size]
 
 
+def memcpy_htod_async(dest: object, src: object, stream: object = None) -> None:
+    """As ``memcpy_htod`` (copies are synchronous here)."""
+    memcpy_htod(dest, src)
+
+
+def memcpy_dtoh_async(dest: np.ndarray, src: object, stream: object = None) -> None:
+    """As ``memcpy_dtoh`` (copies are synchronous here)."""
+    memcpy_dtoh(dest, src)
+
+
 def to_device(arr: np.ndarray) -> DeviceAllocation:
     """``cuda.to_device``: allocate and copy a host array."""
     alloc = DeviceAllocation(np.asarray(arr).nbytes)

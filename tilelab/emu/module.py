@@ -12,11 +12,14 @@ import numpy as np
 from . import launch
 from .args import plan_arguments
 from .compile import build
-from .errors import LogicError, UnsupportedConstruct
+from .compile import cache_dir as cache_dir_
+from .errors import CompileError, LogicError, UnsupportedConstruct
 from .faults import LaunchContext, raise_for, source_lines
+from .function_api import FunctionAPI, check_registers
 from .geometry import check_launch, timeout_seconds
 from .memory import DeviceAllocation
 from .report import AnalysisReport, LaunchReport
+from .resources import MAX_STATIC_SHARED, KernelResources, ResourceReport
 from .translate import translate
 
 _DEFINE = re.compile(r"-D[A-Za-z_]\w*(=[\w.+\-]*)?")
@@ -39,13 +42,29 @@ class SourceModule:
         self.no_extern_c = no_extern_c
         self.translation = translate(source, analysis=analysis, no_extern_c=no_extern_c)
         defines = tuple(o for o in (options or ()) if _DEFINE.fullmatch(o))
+        self.resources = ResourceReport(source, defines, no_extern_c, arch, cache_dir_())
         self.library = build(self.translation.code, analysis=analysis, defines=defines,
                              source=source, lockstep=self.translation.lockstep)
+        self._check_static_shared()
         self._globals: dict[str, DeviceAllocation] = {}
         for g in self.library.globals:
             alloc = DeviceAllocation(g["size"])
             alloc.bytes_view()[:] = np.frombuffer(bytes.fromhex(g["init"]), np.uint8)
             self._globals[g["name"]] = alloc
+
+    def _check_static_shared(self) -> None:
+        """nvcc's refusal of more than 48 KiB of static shared memory in one kernel."""
+        if self.library.static_shared <= MAX_STATIC_SHARED:
+            return
+        said = self.resources.shared_error()
+        if not said and (self.resources.kernels or len(self.library.kernels) > 1):
+            return  # ptxas counted per kernel and had no complaint
+        raise CompileError(
+            f"kernel.cu declares {self.library.static_shared} bytes of static __shared__ "
+            f"memory, more than the {MAX_STATIC_SHARED} bytes (48 KiB) nvcc allows a kernel"
+            + (f" (ptxas: {said})" if said else "") + ". Declare the larger buffer as "
+            "extern __shared__ T buf[]; and pass shared= at launch, after "
+            "func.set_attribute(function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, n).")
 
     def global_bytes(self) -> list[np.ndarray]:
         """The bytes of each device global, in the library's order (launches update them)."""
@@ -91,7 +110,7 @@ class SourceModule:
         raise UnsupportedConstruct("textures (module.get_texref)")
 
 
-class Function:
+class Function(FunctionAPI):
     """A kernel: call it like PyCUDA's ``Function``; ``last_report`` tells what happened."""
 
     def __init__(self, module: SourceModule, name: str, index: int, desc: dict) -> None:
@@ -99,11 +118,22 @@ class Function:
         self.name = name
         self._index = index
         self._desc = desc
+        self._attrs: dict[int, int] = {}
         self.last_report: LaunchReport | None = None
-        self.shared_size_bytes = module.library.static_shared
-        self.local_size_bytes = 0
-        self.num_regs = 0
-        self.max_threads_per_block = 1024
+
+    def resources(self) -> KernelResources | None:
+        """ptxas's registers and shared memory for this kernel (None without nvcc)."""
+        return self.module.resources.get(self._desc.get("symbol", self._desc["name"]))
+
+    @property
+    def static_shared(self) -> int:
+        res = self.resources()
+        return res.shared if res else self.module.library.static_shared
+
+    shared_size_bytes = property(lambda self: self.get_attribute(1))
+    local_size_bytes = property(lambda self: self.get_attribute(3))
+    num_regs = property(lambda self: self.get_attribute(4))
+    max_threads_per_block = property(lambda self: self.get_attribute(0))
 
     def __repr__(self) -> str:
         return f"<emulated Function {self.name}>"
@@ -114,7 +144,10 @@ class Function:
         """Launch on the CPU; returns the kernel's run time in seconds if ``time_kernel``."""
         t0 = time.perf_counter()
         lib = self.module.library
-        b, g, shared = check_launch(block, grid, shared, lib.static_shared)
+        b, g, shared = check_launch(block, grid, shared, self.static_shared,
+                                    self.max_dynamic_shared())
+        check_registers(self.resources(), b[0] * b[1] * b[2], self.name,
+                        self.module.resources.arch)
         plan = plan_arguments(self._desc, args)
         limit = timeout_seconds(timeout)
         outcome = launch.run(lib, self._index, plan, g, b, shared, limit,
