@@ -40,8 +40,9 @@ class SourceModule:
         self.source = source
         self.analysis = analysis
         self.no_extern_c = no_extern_c
-        self.translation = translate(source, analysis=analysis, no_extern_c=no_extern_c)
         defines = tuple(o for o in (options or ()) if _DEFINE.fullmatch(o))
+        self.translation = translate(source, analysis=analysis, no_extern_c=no_extern_c,
+                                     defines=defines)
         self.resources = ResourceReport(source, defines, no_extern_c, arch, cache_dir_())
         self.library = build(self.translation.code, analysis=analysis, defines=defines,
                              source=source, lockstep=self.translation.lockstep)

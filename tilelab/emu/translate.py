@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from .checks import check_includes, check_unsupported
+from .conditionals import has_conditionals, preprocess
 from .device_globals import DeviceGlobal, find_globals
 from .device_globals import entry_code as globals_code
 from .errors import CompileError
@@ -43,8 +44,12 @@ def _apply(src: str, edits: list[tuple[int, int, str]]) -> str:
     return "".join(out)
 
 
-def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False) -> Translation:
-    """Check and transform ``source``; raises ``CompileError``/``UnsupportedConstruct``."""
+def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False,
+              defines: tuple[str, ...] = ()) -> Translation:
+    """Check and transform ``source``; raises ``CompileError``/``UnsupportedConstruct``.
+
+    ``defines`` (``-DNAME=VALUE``) decide which ``#if`` branches hold kernels and globals.
+    """
     source = source.replace("\r\n", "\n").replace("\r", "\n")
     masked = mask(source)
     blanks = check_includes(source, masked)
@@ -62,11 +67,17 @@ def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False)
         raise CompileError("internal error: the emulator's source transform moved lines; "
                            "please report this kernel.")
     kernels = find_kernels(masked)
+    found = find_globals(masked, all_scopes)
+    if has_conditionals(masked):  # keep what the preprocessor keeps
+        seen = mask(preprocess(masked, defines))
+        alive = {k.name for k in find_kernels(seen)}
+        kernels = [k for k in kernels if k.name in alive]
+        live_globals = {g.name for g in find_globals(seen, scopes(seen))}
+        found = [g for g in found if g.name in live_globals]
     head = ['#include "tilelab_emu.h"']
     if not no_extern_c:
         head.append('extern "C" {')
     head.append('#line 1 "kernel.cu"')
-    found = find_globals(masked, all_scopes)
     tail = "\n" + ("}\n" if not no_extern_c else "") + entry_code(kernels) + globals_code(found)
     code = "\n".join(head) + "\n" + body + tail
     lockstep = re.search(r"\bvolatile\b", masked) is not None

@@ -226,7 +226,10 @@ inline unsigned vote(int op, int line, unsigned m, int pred) {
   return (unsigned)warp_wait(op, line, m, pred != 0, 0, 32);
 }
 inline unsigned activemask(int site) { return (unsigned)warp_wait(W_ACTIVE, 0, ~0u, 0, site, 32); }
-inline void syncwarp(int line, unsigned m = 0xffffffffu) { warp_wait(W_SYNC, line, m, 0, 0, 32); }
+struct SyncWarp {  // __syncwarp() or __syncwarp(mask), with the caller's line
+  int line;
+  void operator()(unsigned m = 0xffffffffu) const { warp_wait(W_SYNC, line, m, 0, 0, 32); }
+};
 template <class T> inline unsigned reduce32(int op, int line, unsigned m, T v) {
   return (unsigned)warp_wait(op, line, m, (uint32_t)shfl_value(v), 0, 32);
 }
@@ -249,7 +252,7 @@ template <class T> inline unsigned match_all(int line, unsigned m, T v, int* pre
 #define __any_sync(m, p) ((int)tl_emu::vote(tl_emu::W_ANY, __LINE__, (m), (p)))
 #define __all_sync(m, p) ((int)tl_emu::vote(tl_emu::W_ALL, __LINE__, (m), (p)))
 #define __activemask() tl_emu::activemask(__COUNTER__)
-#define __syncwarp(...) tl_emu::syncwarp(__LINE__, ##__VA_ARGS__)
+#define __syncwarp(...) tl_emu::SyncWarp{__LINE__}(__VA_ARGS__)
 #define __reduce_add_sync(m, v) tl_emu::reduce32(tl_emu::W_RADD, __LINE__, (m), (v))
 #define __reduce_min_sync(m, v) \
   tl_emu::reduce32(std::is_signed_v<decltype(tl_emu::shfl_value(v))> ? tl_emu::W_RMIN \
