@@ -226,6 +226,31 @@ def bank_widths(d: types.SimpleNamespace) -> bool:
     return got == want
 
 
+def _histogram(d: types.SimpleNamespace, *options: str, analysis: bool = False) -> tuple:
+    x = _rng().integers(0, 1000, 1000).astype(np.int32)
+    bins, total = np.zeros(16, np.uint32), np.zeros(1, np.uint32)
+    f = d.mod("shared_access.cu", *options, analysis=analysis).get_function("histogram")
+    f(d.drv.In(x), d.drv.InOut(bins), d.drv.InOut(total), np.int32(1000), block=(128, 1, 1),
+      grid=(8, 1))
+    want = np.append(np.bincount(x & 15, minlength=16), 1000)
+    return (np.append(bins, total), want), f
+
+
+def histogram(d: types.SimpleNamespace) -> tuple:
+    return _histogram(d)[0]
+
+
+def atomics_are_no_race(d: types.SimpleNamespace) -> bool:
+    (got, want), f = _histogram(d, "-DATOMIC", analysis=True)
+    return np.array_equal(got, want) and not f.last_report.analysis.races
+
+
+def counter_race_named(d: types.SimpleNamespace) -> bool:
+    (got, want), f = _histogram(d, "-DRACY_COUNT", analysis=True)
+    races = f.last_report.analysis.races
+    return bool(races) and {r.array for r in races} == {"count"}
+
+
 # ---- 3. globals and mangled names --------------------------------------------------------------
 def constant_weights(d: types.SimpleNamespace) -> tuple:
     mod = d.mod("globals.cu")
@@ -388,6 +413,9 @@ CASES = [
     Case("carved_dynamic", "shared", carved),
     Case("carved_dynamic_race", "shared", carved_race, analysis=True),
     Case("bank_phases_64_128_bit", "shared", bank_widths, analysis=True),
+    Case("shared_histogram_atomics", "shared", histogram),
+    Case("shared_atomics_are_no_race", "shared", atomics_are_no_race, analysis=True),
+    Case("shared_scalar_counter_race", "shared", counter_race_named, analysis=True),
     Case("constant_weights_get_global", "globals", constant_weights),
     Case("device_counter_across_launches", "globals", device_counter),
     Case("mul24_24_bit_operands", "globals", mul24),

@@ -91,3 +91,24 @@ __global__ void widths(float* out)
     double d = reinterpret_cast<const double*>(s)[2 * t];           // D_STRIDE2
     out[t] = a.x + a.y + b.x + b.w + c.y + c.z + (float)(d == d);
 }
+
+// A histogram in shared memory with atomics (no race), and a counter without them (a race).
+__global__ void histogram(const int* x, unsigned* bins, unsigned* total, int n)
+{
+    __shared__ unsigned local[16];
+    __shared__ unsigned count;
+    int t = threadIdx.x;
+    if (t < 16) local[t] = 0;
+    if (t == 0) count = 0;
+    __syncthreads();
+    int i = blockIdx.x * blockDim.x + t;
+    if (i < n) atomicAdd(&local[x[i] & 15], 1u);
+#ifdef RACY_COUNT
+    if (i < n) count += 1;
+#else
+    if (i < n) atomicAdd(&count, 1u);
+#endif
+    __syncthreads();
+    if (t < 16) atomicAdd(&bins[t], local[t]);
+    if (t == 0) atomicAdd(total, count);
+}

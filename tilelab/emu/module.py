@@ -50,7 +50,8 @@ class SourceModule:
         self._globals: dict[str, DeviceAllocation] = {}
         for g in self.library.globals:
             alloc = DeviceAllocation(g["size"])
-            alloc.bytes_view()[:] = np.frombuffer(bytes.fromhex(g["init"]), np.uint8)
+            init = bytes.fromhex(g["init"]) if g["init"] else bytes(g["size"])
+            alloc.bytes_view()[:] = np.frombuffer(init, np.uint8)
             self._globals[g["name"]] = alloc
 
     def _check_static_shared(self) -> None:

@@ -94,7 +94,7 @@ def describe_library(path: str) -> dict:
     for g in (GlobalDesc * max(n, 1)).in_dll(lib, "tilelab_globals")[:n]:
         init = ctypes.string_at(g.addr, g.size) if g.size else b""
         found.append({"name": g.name.decode(), "size": g.size, "constant": bool(g.constant),
-                      "init": init.hex()})
+                      "init": init.hex() if init.count(0) != len(init) else ""})  # "": zeros
     return {"kernels": kernels, "static_shared": lib.tilelab_static_shared_bytes(),
             "globals": found}
 

@@ -89,7 +89,7 @@ def rewrite_declarations(masked: str, all_scopes: list[Scope], analysis: bool
             out.append(" ".join(f"static TL_SHARED {keep} {body};".split()))
             if analysis:
                 out += [f'static tl_emu::ShReg tl_reg_{n}({n}, "{n}");'
-                        for n, dims, stars in names if dims and not stars]
+                        for n, dims, stars in names if not stars]
         text = " ".join(out) + "\n" * masked.count("\n", start, end + 1)
         edits.append((start, end + 1, text))
         for name, dims, stars in names:

@@ -144,8 +144,9 @@ static inline void __threadfence_system() { asm volatile("" ::: "memory"); }
 template <class T> static inline T __ldg(const T* p) { return *p; }
 
 // ---- atomics: trivially atomic, since fibers never preempt one another -------------------
+// Not instrumented (no_sanitize_thread): an atomic is no race, and the analysis skips it.
 #define TL_ATOMIC(NAME, T, EXPR)                                                         \
-  static inline T NAME(T* a, T v) {                                                      \
+  __attribute__((no_sanitize_thread)) static inline T NAME(T* a, T v) {                 \
     T old = *a;                                                                          \
     *a = (EXPR);                                                                         \
     return old;                                                                          \
@@ -171,7 +172,7 @@ TL_ATOMIC_INT(atomicXor, old ^ v)
 TL_ATOMIC(atomicInc, unsigned int, old >= v ? 0u : old + 1u)
 TL_ATOMIC(atomicDec, unsigned int, (old == 0u || old > v) ? v : old - 1u)
 #define TL_ATOMIC_CAS(T)                                                                 \
-  static inline T atomicCAS(T* a, T cmp, T v) {                                         \
+  __attribute__((no_sanitize_thread)) static inline T atomicCAS(T* a, T cmp, T v) {     \
     T old = *a;                                                                          \
     if (old == cmp) *a = v;                                                              \
     return old;                                                                          \
