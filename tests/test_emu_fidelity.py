@@ -246,7 +246,7 @@ def atomics_are_no_race(d: types.SimpleNamespace) -> bool:
 
 
 def counter_race_named(d: types.SimpleNamespace) -> bool:
-    (got, want), f = _histogram(d, "-DRACY_COUNT", analysis=True)
+    _, f = _histogram(d, "-DRACY_COUNT", analysis=True)
     races = f.last_report.analysis.races
     return bool(races) and {r.array for r in races} == {"count"}
 
