@@ -429,7 +429,7 @@ CASES = [
     Case("dynamic_shared_without_opt_in", "limits", dynamic_no_opt_in,
          refuse=r"invalid argument"),
     Case("static_shared_64k", "limits", static_64k,
-         refuse=r"too much shared data|\(48 KiB\) nvcc allows"),
+         refuse=r"too much shared data|\(48 KiB\) nvcc"),
     Case("registers_32x32_block", "limits", register_limit,
          refuse=r"too many resources requested for launch"),
 ]

@@ -62,8 +62,9 @@ class SourceModule:
         if not said and (self.resources.kernels or len(self.library.kernels) > 1):
             return  # ptxas counted per kernel and had no complaint
         raise CompileError(
-            f"kernel.cu declares {self.library.static_shared} bytes of static __shared__ "
-            f"memory, more than the {MAX_STATIC_SHARED} bytes (48 KiB) nvcc allows a kernel"
+            f"kernel.cu declares {self.library.static_shared} bytes of static shared memory "
+            f"(__shared__ arrays), more than the {MAX_STATIC_SHARED} bytes (48 KiB) nvcc "
+            "allows a kernel"
             + (f" (ptxas: {said})" if said else "") + ". Declare the larger buffer as "
             "extern __shared__ T buf[]; and pass shared= at launch, after "
             "func.set_attribute(function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, n).")
