@@ -302,9 +302,14 @@ TL_NOINLINE TL_NOSAN void record(uintptr_t a, unsigned size, uint32_t pc, int ki
   if (kind & K_W) bank_add(a, size, pc, arr, 1);
 }
 
-TL_NOSAN void an_access(uintptr_t a, unsigned size, int kind, uintptr_t pc) {
+// Every load and store of the kernel comes here (inlined into the TSan hooks): most are
+// not to shared memory, so that test comes first.
+TL_NOSAN inline __attribute__((always_inline)) void an_access(uintptr_t a, unsigned size,
+                                                              int kind, uintptr_t pc) {
+  if (__builtin_expect(a - g_sec_lo >= g_sec_words * 4 &&
+                       a - (uintptr_t)g_dyn_shared >= g_dyn_words * 4, 1))
+    return;
   if (!g_cur || !g_in_block) return;
-  if (a - g_sec_lo >= g_sec_words * 4 && a - (uintptr_t)g_dyn_shared >= g_dyn_words * 4) return;
   record(a, size, (uint32_t)(pc - 1 - g_self_base), kind);
 }
 

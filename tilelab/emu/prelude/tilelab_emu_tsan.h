@@ -11,9 +11,7 @@
 
 namespace tl_emu {
 
-#ifdef TILELAB_ANALYSIS
-void an_access(uintptr_t addr, unsigned size, int kind, uintptr_t pc);
-#else
+#ifndef TILELAB_ANALYSIS  // else tilelab_emu_analysis.h defines it
 inline void an_access(uintptr_t, unsigned, int, uintptr_t) {}
 #endif
 
