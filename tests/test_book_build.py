@@ -50,6 +50,9 @@ def test_chapters_show_their_provenance(book):
         html = page(book, docname)
         assert "Where the numbers on this page come from" in html, docname
         assert "book/data/" in html, docname
+        # a closed dropdown at the top, so the chapter opens on its text
+        assert re.search(r'<details class="tl-provenance">\s*<summary>', html), docname
+        assert "--out /" not in html, f"{docname}: a machine's scratch path as --out"
 
 
 def test_math_is_rendered_at_build_time(book):

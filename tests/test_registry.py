@@ -8,7 +8,7 @@ import re
 import pytest
 
 from tilelab import cli, exercises
-from tilelab.reference import KERNELS, tiled_without_barrier
+from tilelab.reference import KERNELS, kernel_file, tiled_without_barrier
 
 
 def test_every_exercise_is_consistent():
@@ -72,8 +72,43 @@ def test_gates_files_are_read_strictly(tmp_path):
 
 
 def test_a_calibrated_gate_lies_between_the_slow_kernel_and_the_reference():
-    from tilelab.gates import placed_gate
+    from tilelab.experiments.calibration import placed_gate
 
     assert placed_gate(reference=1.4, slow=1.0, fraction=0.5) == 1.2
     assert placed_gate(reference=5.0, slow=1.0, fraction=0.25) == 2.0
     assert placed_gate(reference=0.9, slow=0.8, fraction=0.5) == 1.0  # never below 1x
+
+
+def _file_line(text: str, needle: str) -> int:
+    hits = [i for i, ln in enumerate(text.splitlines(), 1) if needle in ln]
+    assert len(hits) == 1, needle
+    return hits[0]
+
+
+def test_tunables_are_set_in_place_so_lines_keep_their_numbers():
+    for key, k in KERNELS.items():
+        src, file = k.source(), kernel_file(k.file)
+        assert src.count("\n") == file.count("\n"), key
+        for name, value in k.defines:
+            assert re.search(rf"^#define {name} {value}$", src, re.M), (key, name)
+
+
+@pytest.mark.parametrize("key,store", [("tiled32_at", "As[tx][ty] ="),
+                                       ("tiled16", "As[ty][tx] =")])
+def test_emulator_reports_the_kernel_files_line_numbers(key, store):
+    """The emulator's bank report names the line of the kernel file the book lists."""
+    import numpy as np
+
+    from tilelab import emu
+    from tilelab.check import launch
+    from tilelab.problems import MATMUL
+    from tilelab.runtime import get_runtime
+
+    k = KERNELS[key]
+    fn = emu.SourceModule(k.source(), analysis=True).get_function(k.name)
+    shape = (32, 32, 32)
+    launch(get_runtime("emu"), fn, MATMUL, k.launch, shape,
+           MATMUL.make_inputs(shape, np.random.default_rng(0)))
+    writes = {b.line for b in fn.last_report.analysis.bank_lines
+              if b.array == "As" and b.kind == "write"}
+    assert writes == {_file_line(kernel_file(k.file), store)}

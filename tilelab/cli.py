@@ -82,7 +82,9 @@ def cmd_grade(a: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
-    doc = gates.calibrate(a.fraction)
+    from tilelab.experiments.calibration import calibrate
+
+    doc = calibrate(a.fraction)
     Path(a.write).parent.mkdir(parents=True, exist_ok=True)
     Path(a.write).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     print(f"{'exercise':18} {'reference':>10} {'skips lesson':>13} {'gate':>6}  (default)")
@@ -98,9 +100,13 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 def cmd_bench(a: argparse.Namespace) -> int:
     from tilelab import experiments
 
-    names = a.experiments or list(experiments.ALL)
-    for path in experiments.run(names, Path(a.out)):
-        print(f"wrote {path}")
+    names = a.experiments or list(experiments.EXPERIMENTS)
+    try:
+        for path in experiments.run(names, Path(a.out)):
+            print(f"wrote {path}")
+    except (KeyError, RuntimeError, FileNotFoundError) as exc:
+        print(f"tilelab bench: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from importlib import resources
 
@@ -26,8 +27,19 @@ class KernelRef:
     defines: tuple[tuple[str, str], ...] = ()
 
     def source(self) -> str:
-        head = "".join(f"#define {k} {v}\n" for k, v in self.defines)
-        return head + kernel_file(self.file)
+        """The kernel file with its tunables set: each ``#define NAME default`` line of the
+        file's defaults is rewritten in place, so every line keeps its number in the file
+        (the line numbers the emulator, nvcc and compute-sanitizer report are the file's)."""
+        text = kernel_file(self.file)
+        for name, value in self.defines:
+            pattern = re.compile(rf"^([ \t]*#[ \t]*define[ \t]+{name})[ \t]+\S.*$", re.M)
+            if len(pattern.findall(text)) != 1:
+                raise ValueError(
+                    f"{self.file} must define {name} with a default exactly once "
+                    f"(#ifndef {name} / #define {name} ... / #endif) for {self.key} to set it"
+                )
+            text = pattern.sub(lambda m, v=value: f"{m.group(1)} {v}", text)
+        return text
 
 
 def _sq(b: int) -> Launch:
@@ -100,7 +112,9 @@ KERNELS: dict[str, KernelRef] = {
             "tiled 32, A tile transposed, padded [32][33]",
             (("TILE", "32"), ("PAD", "1")),
         ),
-        KernelRef("copy", "transpose.cu", "copy_tile", COPY, _T32x8, "copy (the speed limit)"),
+        KernelRef(
+            "copy", "transpose.cu", "copy_tile", COPY, _T32x8, "copy (same traffic, no transpose)"
+        ),
         KernelRef(
             "transpose_naive",
             "transpose.cu",

@@ -51,6 +51,14 @@ def parse(tool: str, output: str) -> dict[str, Any]:
     }
 
 
+def command(exe: str, tool: str, exercise_id: str, source_path: str,
+            print_limit: int = 20) -> list[str]:
+    """The command line running ``tool`` over one launch of the kernel in ``source_path``
+    as exercise ``exercise_id``, in this interpreter."""
+    return [exe, "--tool", tool, "--print-limit", str(print_limit), sys.executable,
+            "-m", "tilelab.sanitizer", "--exercise", exercise_id, "--source", source_path]
+
+
 def run_sanitizers(exercise_id: str, source: str, timeout: float = 300) -> dict[str, Any]:
     exe = find_sanitizer()
     if exe is None:
@@ -61,20 +69,7 @@ def run_sanitizers(exercise_id: str, source: str, timeout: float = 300) -> dict[
         with open(src, "w", encoding="utf-8") as f:
             f.write(source)
         for tool in TOOLS:
-            cmd = [
-                exe,
-                "--tool",
-                tool,
-                "--print-limit",
-                "20",
-                sys.executable,
-                "-m",
-                "tilelab.sanitizer",
-                "--exercise",
-                exercise_id,
-                "--source",
-                src,
-            ]
+            cmd = command(exe, tool, exercise_id, src)
             try:
                 p = subprocess.run(
                     cmd, capture_output=True, text=True, timeout=timeout, errors="replace"

@@ -27,11 +27,32 @@ def _version(cmd: list[str], pattern: str) -> str | None:
     return m.group(1) if m else None
 
 
+BOOK_DATA = "book/data"
+
+
+def reader_command(argv: list[str]) -> str:
+    """The command as a reader runs it to regenerate the book's data: ``tilelab`` and the
+    arguments given, with the output folder written as ``book/data`` (the data files' home
+    in the repository), not the scratch folder a GPU machine may have written to."""
+    args: list[str] = []
+    skip = False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = i + 1 < len(argv)
+        elif not arg.startswith("--out="):
+            args.append(arg)
+    if args[:1] == ["bench"]:
+        args += ["--out", BOOK_DATA]
+    return " ".join(["tilelab", *map(shlex.quote, args)])
+
+
 def collect(method: str = "", gpu: bool = True) -> dict[str, Any]:
     """Provenance of a measurement made now, by this process."""
     info: dict[str, Any] = {
         "date": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
-        "command": " ".join(["tilelab", *map(shlex.quote, sys.argv[1:])]),
+        "command": reader_command(sys.argv[1:]),
         "tilelab": tilelab.__version__,
         "numpy": np.__version__,
         "python": platform.python_version(),
