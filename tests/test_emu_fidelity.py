@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import tilelab.emu as emu
-from tilelab.emu.samples import line_of
+from tilelab.emu.samples import TILED_MATMUL, line_of, without_barrier
 
 KERNELS = Path(__file__).with_name("fidelity")
 FULL = 0xFFFFFFFF
@@ -135,8 +135,20 @@ def unrolled_race_is_a_warp_race(kernel: str) -> Callable:
         report = f.last_report.analysis
         text = report.summary()
         return (report.has_races and all(r.same_warp for r in report.races)
-                and "__syncwarp()" in text and "__syncthreads() between" not in text)
+                and "__syncwarp()" in text and "__syncthreads()" not in text)
     return check
+
+
+def block_race_advice(d: types.SimpleNamespace) -> bool:
+    """A tiled matmul without its trailing barrier: races inside warps and across them; the
+    advice is the block barrier (which orders both), never __syncwarp."""
+    f = d.drv.SourceModule(without_barrier(TILED_MATMUL, 2), analysis=True) \
+        .get_function("matmul_tiled")
+    a = np.ones((64, 64), np.float32)
+    f(d.drv.In(a), d.drv.In(a), d.drv.Out(np.zeros_like(a)), np.int32(64), np.int32(64),
+      np.int32(64), block=(16, 16, 1), grid=(4, 4))
+    text = f.last_report.analysis.summary()
+    return "put __syncthreads()" in text and "__syncwarp()" not in text
 
 
 def divergent_shuffle(d: types.SimpleNamespace) -> tuple:
@@ -406,6 +418,7 @@ CASES = [
          analysis=True),
     Case("unrolled_inline_warp_race", "warp", unrolled_race_is_a_warp_race("unrolled_inline"),
          analysis=True),
+    Case("block_race_advises_block_barrier", "warp", block_race_advice, analysis=True),
     Case("divergent_shuffle_hangs", "warp", divergent_shuffle, refuse="Warp divergence",
          gpu=False),
     Case("matmul_regblock_256", "shared", matmul_regblock),

@@ -29,20 +29,20 @@ class Race:
     def fix(self) -> str:
         """What orders the two accesses, said so that it cannot be put in divergent code."""
         if self.same_warp:
-            return ("both threads are lanes of one warp: put __syncwarp() between the two "
+            return ("the racing threads are lanes of one warp: put __syncwarp() between the "
                     "accesses (after each step of a warp-synchronous reduction); since Volta "
                     "the lanes of a warp need not run in step, and volatile does not order "
                     "them")
-        return ("the threads are in different warps: put __syncthreads() between the two "
-                "accesses, where every thread of the block reaches it (never inside an if "
-                "that only some threads enter, such as `if (tid < 32)`)")
+        return ("put __syncthreads() between the accesses, where every thread of the block "
+                "reaches it (never inside an if that only some threads enter, such as "
+                "`if (tid < 32)`); it orders the lanes of each warp too")
 
     def describe(self, fix: bool = True) -> str:
         """One sentence a learner can act on (without the fix when ``fix`` is False)."""
         (k1, k2), (l1, l2), (t1, t2) = self.kinds, self.lines, self.threads
-        sync = "__syncwarp()" if self.same_warp else "__syncthreads()"
+        who = "lanes of one warp, " if self.same_warp else ""
         return (f"{self.element}: {k1} on line {l1} by thread {t1} and {k2} on line {l2} by "
-                f"thread {t2} (block {self.block}) with no {sync} between them "
+                f"thread {t2} (block {self.block}; {who}no barrier between them) "
                 f"[{self.count} time(s)]" + (f"; {self.fix}" if fix else ""))
 
 
@@ -72,6 +72,13 @@ class AnalysisReport:
         return bool(self.races)
 
     @property
+    def fix(self) -> str:
+        """What orders every race found: a block barrier if any crosses warps (it orders the
+        lanes of a warp too), else __syncwarp()."""
+        cross = [r for r in self.races if not r.same_warp]
+        return (cross or self.races)[0].fix if self.races else ""
+
+    @property
     def average_degree(self) -> float:
         """Kernel-wide average degree, weighted by the number of warp-wide accesses."""
         n = sum(b.count for b in self.bank_lines)
@@ -99,8 +106,7 @@ class AnalysisReport:
             out += [f"  {r.describe(fix=False)}" for r in self.races]
             if self.races_dropped:
                 out.append(f"  ... and {self.races_dropped} more")
-            for fix in dict.fromkeys(r.fix for r in self.races):
-                out.append(f"  Fix: {fix}.")
+            out.append(f"  Fix: {self.fix}.")
         else:
             out.append("Races: none found.")
         if not self.bank_lines:

@@ -86,6 +86,7 @@ struct RaceRec {
   long long count, elem;
   unsigned t1, t2;
   uint3 block;
+  bool cross_warp;  // some instance involved two warps: only a block barrier orders it
 };
 RaceRec g_races[128];
 int g_nraces;
@@ -96,16 +97,29 @@ TL_NOSAN inline int array_at(uintptr_t a) {
   return g_dyn_arr;
 }
 
+TL_NOSAN inline long long element_of(uintptr_t addr, int arr) {
+  if (arr >= 0) {
+    const ShArray& A = g_arr[arr];
+    uintptr_t base = A.dynamic ? (uintptr_t)g_dyn_shared : A.base;
+    return (long long)((addr - base) / (A.elem ? A.elem : 1));
+  }
+  uintptr_t base = addr - g_sec_lo < g_sec_words * 4 ? g_sec_lo : (uintptr_t)g_dyn_shared;
+  return (long long)((addr - base) / 4);
+}
+
 TL_NOSAN inline void race(uintptr_t addr, unsigned t1, uint32_t l1, int k1, unsigned t2,
                           uint32_t l2, int k2) {
   if (l2 < l1 || (l2 == l1 && k2 < k1)) {
     std::swap(t1, t2), std::swap(l1, l2), std::swap(k1, k2);
   }
   int arr = array_at(addr);
+  bool cross = t1 / 32 != t2 / 32;
   for (int i = 0; i < g_nraces; ++i) {
     RaceRec& r = g_races[i];
     if (r.arr == arr && r.pc1 == l1 && r.kind1 == k1 && r.pc2 == l2 && r.kind2 == k2) {
       ++r.count;
+      if (cross && !r.cross_warp)  // a better example: only a block barrier orders these
+        r.cross_warp = true, r.t1 = t1, r.t2 = t2, r.elem = element_of(addr, arr);
       return;
     }
   }
@@ -113,16 +127,8 @@ TL_NOSAN inline void race(uintptr_t addr, unsigned t1, uint32_t l1, int k1, unsi
     ++g_races_dropped;
     return;
   }
-  long long elem;
-  if (arr >= 0) {
-    const ShArray& A = g_arr[arr];
-    uintptr_t base = A.dynamic ? (uintptr_t)g_dyn_shared : A.base;
-    elem = (long long)((addr - base) / (A.elem ? A.elem : 1));
-  } else {
-    uintptr_t base = addr - g_sec_lo < g_sec_words * 4 ? g_sec_lo : (uintptr_t)g_dyn_shared;
-    elem = (long long)((addr - base) / 4);
-  }
-  g_races[g_nraces++] = RaceRec{arr, l1, l2, k1, k2, 1, elem, t1, t2, blockIdx};
+  g_races[g_nraces++] =
+      RaceRec{arr, l1, l2, k1, k2, 1, element_of(addr, arr), t1, t2, blockIdx, cross};
 }
 
 TL_NOSAN inline Shadow* shadow_of(uintptr_t w) {
@@ -375,7 +381,7 @@ TL_NOSAN void an_write(Out& o) {
     o.f("%s{\"array\":%d,\"element\":%lld,\"pcs\":[%u,%u],\"kinds\":[\"%s\",\"%s\"],"
         "\"count\":%lld,\"same_warp\":%s,\"threads\":[",
         i ? "," : "", r.arr, r.elem, r.pc1, r.pc2, kind_name(r.kind1), kind_name(r.kind2),
-        r.count, r.t1 / 32 == r.t2 / 32 ? "true" : "false");
+        r.count, r.cross_warp ? "false" : "true");
     o.xyz(thread_of(r.t1));
     o.s(",");
     o.xyz(thread_of(r.t2));
