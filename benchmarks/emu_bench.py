@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 import tilelab.emu as cuda
-from tilelab.emu.samples import REGBLOCK_MATMUL, TILE, TILED_MATMUL, WARP_REDUCE
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.emu_samples import REGBLOCK_MATMUL, TILE, TILED_MATMUL, WARP_REDUCE
 
 
 def median_time(run: Callable[[], None], repeat: int) -> float:

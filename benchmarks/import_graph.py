@@ -29,12 +29,27 @@ def modules(root: Path) -> dict[str, Path]:
     return out
 
 
+def _runtime_nodes(tree: ast.AST):
+    """Every node of ``tree`` except those under ``if TYPE_CHECKING:`` (type hints only)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            test = child.test if isinstance(child, ast.If) else None
+            if test is not None and "TYPE_CHECKING" in ast.unparse(test):
+                todo.extend(child.orelse)
+                continue
+            todo.append(child)
+
+
 def imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The package's own modules that ``name`` imports, at any depth of its code."""
+    """The package's own modules that ``name`` imports when it runs, at any depth of its
+    code (function-local imports included; ``if TYPE_CHECKING:`` imports left out)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -42,7 +57,9 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
             if node.level:
                 up = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*up, base] if base else up)
-            targets = [f"{base}.{a.name}" for a in node.names] + [base]
+            # ``from pkg import mod`` imports pkg.mod; ``from mod import name`` imports mod
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
+                       for a in node.names]
         else:
             continue
         for t in targets:
@@ -102,6 +119,18 @@ def floors(graph: dict[str, set[str]]) -> dict[str, int]:
     return {v: floor(v, frozenset()) for v in graph}
 
 
+def chain(graph: dict[str, set[str]], fl: dict[str, int]) -> list[str]:
+    """One longest import chain, top module first."""
+    v = max(fl, key=lambda m: (fl[m], m))
+    out = [v]
+    while fl[v] > 1:
+        v = max((w for w in graph[v] if fl[w] == fl[v] - 1), default=None)
+        if v is None:
+            break
+        out.append(v)
+    return out
+
+
 def longest_functions(mods: dict[str, Path], watched: tuple[str, ...], top: int = 5):
     """(lines, module:line name) of the longest functions in the watched modules."""
     rows = []
@@ -122,12 +151,11 @@ def main() -> None:
     a = ap.parse_args()
     mods = modules(Path(a.package))
     graph = {m: imports(m, p, set(mods)) for m, p in mods.items()}
-    # A package's __init__ importing its own submodules is not a layer of its own.
-    graph = {m: {w for w in ws if not w.startswith(m + ".")} for m, ws in graph.items()}
     fl = floors(graph)
     print(f"modules: {len(mods)}   import layers: {max(fl.values())}")
     for f in range(max(fl.values()), 0, -1):
         print(f"  {f:2d}  " + " ".join(sorted(m for m, x in fl.items() if x == f)))
+    print("  longest chain: " + " -> ".join(chain(graph, fl)))
     cyc = cycles(graph)
     print(f"cycles: {len(cyc)}")
     for c in cyc:

@@ -14,8 +14,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
-
-from tilelab.book.testing import Build, build_book, toc_docnames
+from support.book_build import Build, build_book, toc_docnames
 
 REPO = Path(__file__).resolve().parents[1]
 DOCNAMES = toc_docnames(REPO)

@@ -1,7 +1,7 @@
 """The whole book, built the way `make book` builds it: warning-free, every TOC page, the
 provenance on every page that shows data, nothing fetched from a network.
 
-The session fixture builds once (tilelab.book.testing caches the build for the browser
+The session fixture builds once (tests/support/book_build.py caches the build for the browser
 tests too) and prints how long it took; the 60-second budget is checked by reading that
 line, not by a wall-clock assertion.
 """
@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from tilelab.book.testing import Build, build_book, toc_docnames
+from support.book_build import Build, build_book, toc_docnames
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "tests" / "data" / "book"

@@ -28,6 +28,8 @@ def test_data_file_has_provenance_and_rows(path):
     if prov.get("gpu") is not None:
         for field in GPU_FIELDS:
             assert prov.get(field), f"{path.name}: provenance lacks {field}"
+    elif prov["method"].startswith("static"):  # compiled, never run: no GPU, no emulator
+        assert prov.get("backend") == "compiler only" and prov.get("nvcc")
     else:
         assert prov.get("backend") == "CPU emulator"
     for col in doc["columns"]:

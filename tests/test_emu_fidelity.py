@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.emu_samples import TILED_MATMUL, line_of, without_barrier
 
 import tilelab.emu as emu
-from tilelab.emu.samples import TILED_MATMUL, line_of, without_barrier
 
 KERNELS = Path(__file__).with_name("fidelity")
 FULL = 0xFFFFFFFF

@@ -57,7 +57,7 @@ def test_barrier_variants_remove_exactly_one_barrier():
 
 
 def test_gates_files_are_read_strictly(tmp_path):
-    from tilelab import gates
+    from tilelab.grading import gates
 
     good = tmp_path / "gates.json"
     good.write_text(json.dumps({"gates": {"naive": {"gate": 3.1}}}))
@@ -100,7 +100,7 @@ def test_emulator_reports_the_kernel_files_line_numbers(key, store):
     import numpy as np
 
     from tilelab import emu
-    from tilelab.check import launch
+    from tilelab.grading.correctness import launch
     from tilelab.problems import MATMUL
     from tilelab.runtime import get_runtime
 

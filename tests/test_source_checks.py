@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tilelab.source_checks import (
+from tilelab.grading.source_checks import (
     MAX_SOURCE_BYTES,
     SourceRejected,
     check_signature,

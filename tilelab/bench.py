@@ -96,6 +96,6 @@ def prepared_launch(
     out_shape = problem.output_shape(shape)
     bufs[problem.output] = rt.mem_alloc(max(int(np.prod(out_shape)) * 4, 1))
     keep.append(bufs)  # device memory lives as long as the caller keeps this list
-    args = [bufs[a] if a in bufs else np.int32(sizes[a]) for a in problem.arg_order]
+    args = problem.arguments(bufs, shape)
     block, grid = launch_.block, launch_.grid(sizes)
     return lambda: fn(*args, block=block, grid=grid)

@@ -1,4 +1,4 @@
-"""The ``tilelab`` command: list, check, grade, calibrate, bench, backend."""
+"""The ``tilelab`` command: list, check, grade, release, calibrate, bench, backend."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from tilelab import exercises, gates
+from tilelab import exercises, settings
+from tilelab.grading import gates
 
 
 def cmd_list(a: argparse.Namespace) -> int:
@@ -29,7 +30,8 @@ def cmd_list(a: argparse.Namespace) -> int:
 
 
 def cmd_check(a: argparse.Namespace) -> int:
-    from tilelab.grade import grade_source
+    from tilelab.grading import scoring
+    from tilelab.grading.sandbox import grade_source
 
     path = Path(a.file)
     if not path.is_file():
@@ -61,7 +63,7 @@ def cmd_check(a: argparse.Namespace) -> int:
             )
         )
     else:
-        print(v.report())
+        print(scoring.report(v))
     return 0 if v.correct else 1
 
 
@@ -77,7 +79,15 @@ def cmd_grade(a: argparse.Namespace) -> int:
         progress=not a.quiet,
         gates=gates.load(a.gates) if a.gates else None,
     )
-    print(summary if isinstance(summary, str) else json.dumps(summary, indent=1, default=str))
+    print(json.dumps(summary, indent=1, default=str))
+    return 0
+
+
+def cmd_release(a: argparse.Namespace) -> int:
+    from tilelab import classroom
+
+    for path in classroom.release(a.course, a.assignment):
+        print(f"released {path}")
     return 0
 
 
@@ -99,10 +109,14 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
 def cmd_bench(a: argparse.Namespace) -> int:
     from tilelab import experiments
+    from tilelab.runtime import get_runtime
 
     names = a.experiments or list(experiments.EXPERIMENTS)
     try:
-        for path in experiments.run(names, Path(a.out)):
+        experiments.check_names(names)
+        gpu = any(experiments.needs_gpu(n) for n in names)
+        rt = get_runtime("gpu") if gpu else None  # a missing GPU: BackendError, one line
+        for path in experiments.run(names, Path(a.out), rt):
             print(f"wrote {path}")
     except (KeyError, RuntimeError, FileNotFoundError) as exc:
         print(f"tilelab bench: {exc.args[0] if exc.args else exc}", file=sys.stderr)
@@ -144,6 +158,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--gates", help="gates file written by `tilelab calibrate`")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_grade)
+    s = sub.add_parser("release", help="regenerate exercises/ from solutions/ (nbgrader)")
+    s.add_argument("--course", default=".", help="the course repository (default: here)")
+    s.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
+    s.set_defaults(func=cmd_release)
     s = sub.add_parser("calibrate", help="set speed gates from the reference speedups here")
     s.add_argument(
         "--fraction",
@@ -166,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     try:
         return a.func(a)
-    except gates.GatesError as exc:
+    except (gates.GatesError, settings.SettingsError) as exc:
         print(f"tilelab {a.cmd}: {exc}", file=sys.stderr)
         return 2
 

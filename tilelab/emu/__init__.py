@@ -6,10 +6,15 @@ missing barriers, meets the lanes of a warp at warp-level calls, reports out-of-
 accesses, divergent barriers and launches a GPU would refuse, and (with ``analysis=True``)
 finds shared-memory races and bank conflicts. It also stands in for the parts of
 ``pycuda.driver`` and ``pycuda.gpuarray`` the course uses.
+
+The source scanners (``mask``, ``find_kernels``, ``param_name``, ``file_directives``) and
+the ``#include`` allow-list are exported for the grader, which refuses a source before any
+compiler sees it with the same reading of C the emulator uses.
 """
 
 from . import gpuarray
 from .attributes import func_cache, function_attribute
+from .checks import ALLOWED_INCLUDES, file_directives
 from .errors import (
     BarrierDivergence,
     CompileError,
@@ -21,6 +26,8 @@ from .errors import (
     OutOfBoundsAccess,
     UnsupportedConstruct,
 )
+from .kernels import find_kernels, param_name
+from .lexer import mask
 from .memory import (
     Context,
     DeviceAllocation,
@@ -40,6 +47,7 @@ from .report import AnalysisReport, BankLine, LaunchReport, Race
 from .streams import Event, Stream
 
 __all__ = [
+    "ALLOWED_INCLUDES",
     "AnalysisReport",
     "BankLine",
     "BarrierDivergence",
@@ -63,15 +71,19 @@ __all__ = [
     "Stream",
     "UnsupportedConstruct",
     "analyze",
+    "file_directives",
+    "find_kernels",
     "from_device",
     "func_cache",
     "function_attribute",
     "gpuarray",
+    "mask",
     "mem_alloc",
     "memcpy_dtoh",
     "memcpy_dtoh_async",
     "memcpy_htod",
     "memcpy_htod_async",
+    "param_name",
     "to_device",
 ]
 

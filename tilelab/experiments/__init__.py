@@ -7,14 +7,15 @@ carries its provenance (GPU, driver, CUDA, PyCUDA, date, command) through
 
 An experiment module defines ``run(rt, out) -> Path``; ``rt`` is the GPU runtime for the
 experiments that need one and ``None`` for those that run on the CPU. Registering one is
-a line in :data:`EXPERIMENTS`. Importing this package imports no experiment (the book
-asks :func:`needs_gpu` without loading PyCUDA or the emulator).
+a line in :data:`EXPERIMENTS`. This package imports nothing at import time (the book asks
+:func:`needs_gpu` without loading PyCUDA or the emulator).
 """
 
 from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import Any
 
 #: Experiment name -> whether it needs a GPU, in the order ``tilelab bench`` runs them.
 EXPERIMENTS: dict[str, bool] = {
@@ -34,6 +35,8 @@ EXPERIMENTS: dict[str, bool] = {
     "counters": True,
     "emu_analysis": False,
     "model": False,
+    "sgemm": True,
+    "sgemm_ptxas": False,
 }
 ALL = tuple(EXPERIMENTS)
 
@@ -43,13 +46,18 @@ def needs_gpu(name: str) -> bool:
     return EXPERIMENTS.get(name, True)
 
 
-def run(names: list[str], out: Path) -> list[Path]:
-    """Run experiments by name, in the order given; GPU ones need a GPU."""
+def check_names(names: list[str]) -> None:
+    """Raise ``KeyError`` naming the unknown experiments, if any."""
     unknown = [n for n in names if n not in EXPERIMENTS]
     if unknown:
         raise KeyError(f"unknown experiment(s) {unknown}; choose from {', '.join(ALL)}")
-    rt = None
-    if any(EXPERIMENTS[n] for n in names):
+
+
+def run(names: list[str], out: Path, rt: Any = None) -> list[Path]:
+    """Run experiments by name, in the order given; ``rt``: the GPU runtime for the
+    experiments that need one (``tilelab.runtime.get_runtime("gpu")`` when not given)."""
+    check_names(names)
+    if rt is None and any(EXPERIMENTS[n] for n in names):
         from tilelab.runtime import get_runtime
 
         rt = get_runtime("gpu")

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from tilelab import emu
-from tilelab.check import launch
 from tilelab.experiments.datafile import write
 from tilelab.experiments.racecheck import variants
+from tilelab.grading.correctness import launch
 from tilelab.reference import KERNELS
 from tilelab.runtime import Runtime, get_runtime
 
@@ -24,14 +24,13 @@ BANK_KERNELS = (
     "transpose_shared",
     "transpose_padded",
 )
-SHAPES = {"matmul": (64, 64, 64), "transpose": (64, 64)}
 
 
 def _analyse(key: str, source: str, rng: np.random.Generator) -> emu.AnalysisReport:
     """Launch ``source`` once, as the course kernel ``key``, in analysis mode."""
     k = KERNELS[key]
     fn = emu.SourceModule(source, analysis=True).get_function(k.name)
-    shape = SHAPES[k.problem.name]
+    shape = k.problem.analysis_shape
     launch(get_runtime("emu"), fn, k.problem, k.launch, shape, k.problem.make_inputs(shape, rng))
     return fn.last_report.analysis
 

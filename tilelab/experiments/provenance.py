@@ -83,8 +83,10 @@ def collect(method: str = "", gpu: bool = True) -> dict[str, Any]:
         info.update(
             {
                 "gpu": None,
-                "backend": "CPU emulator",
+                # static experiments only compile (nvcc, cuobjdump); the others emulate
+                "backend": "compiler only" if method.startswith("static") else "CPU emulator",
                 "compiler": _version(["g++", "--version"], r"(\d+\.\d+\.\d+)"),
+                "nvcc": _version(["nvcc", "--version"], r"release ([\d.]+)"),
             }
         )
     return info

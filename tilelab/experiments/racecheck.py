@@ -7,9 +7,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tilelab import sanitizer
 from tilelab.experiments.datafile import write
-from tilelab.grade_worker import SANITIZE_SHAPE
+from tilelab.grading import sanitizer
+from tilelab.problems import MATMUL
 from tilelab.reference import KERNELS, tiled_without_barrier
 from tilelab.runtime import Runtime
 
@@ -53,7 +53,7 @@ def run(rt: Runtime, out: Path) -> Path:
         "racecheck",
         "compute-sanitizer racecheck on the tiled kernel",
         "The reference tiled kernel (TILE 32), one launch at (M, N, K) = "
-        f"{SANITIZE_SHAPE['matmul']}, as written and with its first or second "
+        f"{MATMUL.sanitize_shape}, as written and with its first or second "
         "__syncthreads() removed.",
         {"variant": "", "hazards": "", "excerpt": ""},
         rows,

@@ -1,9 +1,17 @@
-"""The grader's verdict on one kernel: correctness, checks, speed, points, messages."""
+"""The grader's verdict on one kernel: what was measured, as plain data.
+
+A :class:`Verdict` is the one thing that crosses the process boundary between the grading
+worker and its caller (as JSON). It holds measurements and the grader's messages; how they
+become points and a learner's report is :mod:`tilelab.grading.scoring`'s job alone.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tilelab.exercises import Exercise
 
 
 @dataclass
@@ -25,6 +33,9 @@ class Verdict:
     bank_degree: float | None = None
     max_bank_degree: float | None = None
     races: int | None = None
+    #: the emulator's race and bank-conflict analysis of one launch at the problem's
+    #: ``analysis_shape`` (``at``, ``summary`` and the report's data; or ``error``)
+    analysis: dict[str, Any] | None = None
     sanitizer: dict[str, Any] = field(default_factory=dict)
     shapes: list[dict[str, Any]] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
@@ -33,6 +44,25 @@ class Verdict:
     max_points_correct: float = 0.0
     max_points_speed: float = 0.0
     error: str | None = None  # the grader itself failed (not the kernel)
+
+    @classmethod
+    def for_exercise(
+        cls, ex: Exercise, backend: str, gpu: str | None = None, message: str | None = None
+    ) -> Verdict:
+        """A verdict with nothing measured yet (zero points), and ``message`` if given."""
+        v = cls(
+            exercise=ex.id,
+            backend=backend,
+            gpu=gpu,
+            gate=ex.gate,
+            baseline=ex.baseline.label,
+            max_bank_degree=ex.max_bank_degree,
+            max_points_correct=ex.points_correct,
+            max_points_speed=ex.points_speed,
+        )
+        if message:
+            v.messages.append(message)
+        return v
 
     @property
     def passed(self) -> bool:
@@ -52,29 +82,3 @@ class Verdict:
     def from_dict(cls, d: dict[str, Any]) -> Verdict:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in d.items() if k in known})
-
-    def report(self) -> str:
-        """A learner-facing summary: what passed, what failed and why."""
-        where = f"GPU: {self.gpu}" if self.gpu else "CPU emulator (no GPU)"
-        lines = [f"Exercise {self.exercise!r} on {where}"]
-        lines.append(
-            f"  correctness: {'PASS' if self.correct else 'FAIL'}"
-            f"  ({self.points_correct:g}/{self.max_points_correct:g} points)"
-        )
-        if self.speed_measured and self.speedup is not None:
-            lines.append(
-                f"  speed: {'PASS' if self.speed_passed else 'FAIL'}  {self.speedup:.2f}x over "
-                f"{self.baseline} (gate {self.gate:g}x; yours {self.candidate_ms:.3f} ms, "
-                f"baseline {self.baseline_ms:.3f} ms)  "
-                f"({self.points_speed:g}/{self.max_points_speed:g} points)"
-            )
-        elif self.bank_degree is not None and self.max_bank_degree is not None:
-            lines.append(
-                f"  bank conflicts: {'PASS' if self.speed_passed else 'FAIL'}  average degree "
-                f"{self.bank_degree:.2f} (gate <= {self.max_bank_degree:g})  "
-                f"({self.points_speed:g}/{self.max_points_speed:g} points)"
-            )
-        else:
-            lines.append(f"  speed: not measured  (0/{self.max_points_speed:g} points)")
-        lines.extend(f"  - {m}" for m in self.messages)
-        return "\n".join(lines)

@@ -56,7 +56,7 @@ def launch(
     out = poisoned(problem.output_shape(shape))
     bufs = {name: rt.to_device(arr) for name, arr in inputs.items()}
     bufs[problem.output] = rt.to_device(out)
-    args = [bufs[a] if a in bufs else np.int32(sizes[a]) for a in problem.arg_order]
+    args = problem.arguments(bufs, shape)
     fn(*args, block=launch_.block, grid=launch_.grid(sizes))
     rt.synchronize()
     return rt.from_device(bufs[problem.output], out.shape, np.float32)

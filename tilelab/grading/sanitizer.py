@@ -1,13 +1,13 @@
 """compute-sanitizer's racecheck and memcheck over one launch of a kernel, on a GPU.
 
-``run_sanitizers`` starts ``compute-sanitizer --tool T python -m tilelab.sanitizer ...``,
-which launches the kernel once at a small shape, and reads the tool's error summary.
+``run_sanitizers`` starts ``compute-sanitizer --tool T python -m tilelab.grading.worker
+--launch-once ...``, which launches the kernel once at the problem's ``sanitize_shape``, and
+reads the tool's error summary.
 Where compute-sanitizer is not installed, it says so and checks nothing.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
@@ -56,7 +56,8 @@ def command(exe: str, tool: str, exercise_id: str, source_path: str,
     """The command line running ``tool`` over one launch of the kernel in ``source_path``
     as exercise ``exercise_id``, in this interpreter."""
     return [exe, "--tool", tool, "--print-limit", str(print_limit), sys.executable,
-            "-m", "tilelab.sanitizer", "--exercise", exercise_id, "--source", source_path]
+            "-m", "tilelab.grading.worker", "--launch-once", "--exercise", exercise_id,
+            "--source", source_path]
 
 
 def run_sanitizers(exercise_id: str, source: str, timeout: float = 300) -> dict[str, Any]:
@@ -82,29 +83,3 @@ def run_sanitizers(exercise_id: str, source: str, timeout: float = 300) -> dict[
                     "summary": f"compute-sanitizer {tool} timed out; not judged",
                 }
     return results
-
-
-def _launch_once(exercise_id: str, source_path: str) -> None:
-    import numpy as np
-
-    from tilelab import exercises
-    from tilelab.check import launch
-    from tilelab.grade_worker import SANITIZE_SHAPE
-    from tilelab.runtime import get_runtime
-
-    ex = exercises.get(exercise_id)
-    rt = get_runtime("gpu")
-    with open(source_path, encoding="utf-8") as f:
-        fn = rt.SourceModule(f.read()).get_function(ex.kernel)
-    shape = SANITIZE_SHAPE[ex.problem.name]
-    launch(
-        rt, fn, ex.problem, ex.launch, shape, ex.problem.make_inputs(shape, np.random.default_rng())
-    )
-
-
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--exercise", required=True)
-    ap.add_argument("--source", required=True)
-    args = ap.parse_args()
-    _launch_once(args.exercise, args.source)

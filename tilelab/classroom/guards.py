@@ -10,7 +10,8 @@ it lasts or counts:
 - :class:`GradebookGuard` restores the gradebook when a submission's run changed any row
   that is not that student's own (or broke the file);
 - :class:`FolderSnapshot` puts back files of other submissions and feedback that changed;
-- :func:`scrub_outputs` removes notebook outputs that show a reference solution.
+- :func:`tilelab.classroom.submissions.scrub_outputs` removes notebook outputs that show a
+  reference solution.
 """
 
 from __future__ import annotations
@@ -18,50 +19,28 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
-import json
-import os
 import shutil
-import signal
 import sqlite3
 import sys
-import time
 from pathlib import Path
-from typing import Any
+
+import psutil
 
 PR_SET_CHILD_SUBREAPER = 36
-SOLUTION_MARKERS = ("BEGIN SOLUTION", "END SOLUTION")
-LEAK_NOTE = "[output removed by the grader: it showed the course's reference solution]"
 
 
 # ------------------------------------------------------------------ processes
 
 
-def _parents() -> dict[int, int]:
-    """pid -> parent pid of every live process (Linux /proc; {} elsewhere; zombies left out:
-    they have ended and only wait to be reaped)."""
+def _alive_descendants() -> dict[int, psutil.Process]:
+    """Every live process below this one (zombies left out: they have ended and only wait
+    to be reaped)."""
     out = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if entry.isdigit():
-            try:
-                stat = Path("/proc", entry, "stat").read_text()
-            except OSError:
-                continue
-            state, ppid = stat.rsplit(")", 1)[1].split()[:2]
-            if state != "Z":
-                out[int(entry)] = int(ppid)
+    for p in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out[p.pid] = p
     return out
-
-
-def descendants(pid: int) -> set[int]:
-    """Every process below ``pid``."""
-    parents = _parents()
-    found, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        kids = [c for c, pp in parents.items() if pp == p and c not in found]
-        found.update(kids)
-        todo.extend(kids)
-    return found
 
 
 class Reaper:
@@ -74,22 +53,19 @@ class Reaper:
         if sys.platform.startswith("linux"):
             with contextlib.suppress(OSError, AttributeError):
                 ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        self.before = descendants(os.getpid())
+        self.before = set(_alive_descendants())
         return self
 
     def __exit__(self, *exc: object) -> None:
         for _ in range(3):  # processes may fork while being killed
-            left = descendants(os.getpid()) - self.before
+            left = [p for pid, p in _alive_descendants().items() if pid not in self.before]
             if not left:
                 break
-            for pid in left:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-                    self.killed.append(pid)
-            time.sleep(0.05)
-            for pid in left:  # reap the ones that became our children
-                with contextlib.suppress(ChildProcessError, OSError):
-                    os.waitpid(pid, os.WNOHANG)
+            for p in left:
+                with contextlib.suppress(psutil.Error):
+                    p.kill()
+                    self.killed.append(p.pid)
+            psutil.wait_procs(left, timeout=1)  # reaps the ones that became our children
 
 
 # ------------------------------------------------------------------ gradebook
@@ -132,13 +108,15 @@ def gradebook_digest(db: Path, student: str) -> str | None:
 
 
 class GradebookGuard:
-    """Keeps a copy of the gradebook while one student's notebook runs; :meth:`verify`
-    restores it if anything but that student's rows changed."""
+    """Keeps a copy of the gradebook while one student's notebook runs; on leaving the
+    ``with`` block it restores the copy if anything but that student's rows changed, and
+    :attr:`tampered` says what was wrong (None: nothing)."""
 
     def __init__(self, db: Path, student: str, scratch: Path) -> None:
         self.db, self.student = db, student
         self.backup = scratch / "gradebook.backup.db"
         self.before: str | None = None
+        self.tampered: str | None = None
 
     def __enter__(self) -> GradebookGuard:
         if self.db.exists():
@@ -147,7 +125,7 @@ class GradebookGuard:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        return None
+        self.tampered = self.verify()
 
     def verify(self) -> str | None:
         """None when the gradebook is as it should be; else restore it and say what was wrong."""
@@ -205,80 +183,3 @@ class FolderSnapshot:
                 path.write_bytes(data)
                 changed.append(path)
         return changed
-
-
-# ------------------------------------------------------------------ leaks
-
-
-def nb_text(value: Any) -> str:
-    """A notebook's multi-line text (a cell's source, an output's text): a string or a list."""
-    return "".join(map(str, value)) if isinstance(value, list) else str(value or "")
-
-
-def solution_lines(source_notebooks: list[Path], min_length: int = 16) -> set[str]:
-    """The distinctive lines between ``BEGIN SOLUTION`` and ``END SOLUTION`` of the course's
-    source notebooks: what no feedback may show."""
-    lines: set[str] = set()
-    for path in source_notebooks:
-        nb = json.loads(path.read_text(encoding="utf-8"))
-        for cell in nb.get("cells", []):
-            inside = False
-            for line in nb_text(cell.get("source")).splitlines():
-                if SOLUTION_MARKERS[0] in line:
-                    inside = True
-                elif SOLUTION_MARKERS[1] in line:
-                    inside = False
-                elif inside and len(line.strip()) >= min_length:
-                    lines.add(line.strip())
-    return lines
-
-
-def _source_lines(notebook_text: str) -> set[str]:
-    """The stripped source lines of a notebook's cells (its raw text, if it is not JSON)."""
-    try:
-        cells = json.loads(notebook_text).get("cells", [])
-        text = "\n".join(nb_text(c.get("source")) for c in cells if isinstance(c, dict))
-    except (ValueError, AttributeError):
-        text = notebook_text
-    return {ln.strip() for ln in text.splitlines()}
-
-
-def _output_text(output: dict[str, Any]) -> str:
-    parts = [output.get("text", ""), *output.get("traceback", [])]
-    parts += list((output.get("data") or {}).values())
-    return "\n".join(map(nb_text, parts))
-
-
-def scrub_outputs(notebook: Path, secret: set[str], own: str = "") -> int:
-    """Replace every output of ``notebook`` that shows a line of ``secret`` the learner did
-    not write (``own``: their submitted notebook's text); returns how many."""
-    try:
-        nb = json.loads(notebook.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return 0
-    own_lines = _source_lines(own)
-    secret = {line for line in secret if line not in own_lines}
-    removed = 0
-    for cell in nb.get("cells", []):
-        outputs = cell.get("outputs") or []
-        for i, output in enumerate(outputs):
-            text = _output_text(output)
-            if any(line in text for line in secret):
-                outputs[i] = {"output_type": "stream", "name": "stderr", "text": LEAK_NOTE + "\n"}
-                removed += 1
-    if removed:
-        notebook.write_text(json.dumps(nb, indent=1), encoding="utf-8")
-    return removed
-
-
-def interrupted_cells(notebook: Path) -> int:
-    """How many cells of an executed notebook were stopped by a time limit."""
-    try:
-        nb = json.loads(notebook.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return 0
-    return sum(
-        any(o.get("ename") in ("KeyboardInterrupt", "CellTimeoutError")
-            for o in c.get("outputs") or [])
-        for c in nb.get("cells", [])
-    )

@@ -1,0 +1,127 @@
+"""Grade a kernel source in a fresh child process, with a time limit and resource caps.
+
+The hidden tests, ``tilelab check``, the notebooks' visible checks and the class run all
+call :func:`grade_source`. The child (:mod:`tilelab.grading.worker`) sees only the kernel
+source, so a learner's Python cannot patch the grader that scores it; a crash, an endless
+loop or a flood of output in the child becomes a verdict, never an exception here.
+
+The child starts in a session of its own (``start_new_session``: no ``preexec_fn``, which
+is unsafe in a process with threads such as a Jupyter kernel) and caps its own resources
+as its first act; the whole session is killed when grading ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+from tilelab import backend, exercises, settings
+from tilelab.grading.cache import cached_verdict
+from tilelab.grading.limits import FILE_LIMIT
+from tilelab.grading.verdict import Verdict
+
+OUTPUT_LIMIT = 64 * 1024  # of the child's stderr, read back for a crash report
+
+
+def worker_command(exercise_id: str, src: str, out: str, backend_name: str, speed: bool,
+                   sanitize: bool, gate: float | None) -> list[str]:
+    """The command line of the grading worker for one source file."""
+    cmd = [sys.executable, "-m", "tilelab.grading.worker", "--exercise", exercise_id,
+           "--source", src, "--out", out, "--backend", backend_name]
+    cmd += ["--no-speed"] if not speed else []
+    cmd += ["--no-sanitize"] if not sanitize else []
+    cmd += ["--gate", str(gate)] if gate is not None else []
+    return cmd
+
+
+def grade_source(
+    exercise_id: str,
+    source: str | bytes,
+    *,
+    backend_name: str | None = None,
+    timeout: float | None = None,
+    speed: bool = True,
+    sanitize: bool = True,
+    gate: float | None = None,
+) -> Verdict:
+    """Grade ``source`` for an exercise in a clean child process; always returns a Verdict.
+
+    During a class run (``TILELAB_VERDICT_CACHE`` set) a source the class grader has
+    already graded gets that verdict back instead of being graded a second time."""
+    ex = exercises.get(exercise_id)
+    cached = cached_verdict(exercise_id, source)
+    if cached is not None:
+        return cached
+    chosen = backend_name or backend.active()
+    timeout = settings.GRADE_TIMEOUT.get() if timeout is None else timeout
+    with tempfile.TemporaryDirectory(prefix="tilelab-grade-") as tmp:
+        src, out = os.path.join(tmp, "kernel.cu"), os.path.join(tmp, "verdict.json")
+        with open(src, "wb") as f:
+            f.write(source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source)
+        cmd = worker_command(ex.id, src, out, chosen, speed, sanitize, gate)
+        returncode = _run(cmd, tmp, timeout)
+        if returncode is None:
+            return Verdict.for_exercise(
+                ex, chosen, message=f"grading took longer than {timeout:g} s and was stopped "
+                "(an endless loop in the kernel, or a barrier some threads never reach?)")
+        if os.path.exists(out):
+            try:
+                with open(out, encoding="utf-8") as f:
+                    return Verdict.from_dict(json.load(f))
+            except (OSError, ValueError, TypeError) as exc:
+                return Verdict.for_exercise(
+                    ex, chosen, message=f"the grader's verdict could not be read: {exc}")
+        return Verdict.for_exercise(ex, chosen, message=_death(returncode, _tail(tmp)))
+
+
+def _run(cmd: list[str], tmp: str, timeout: float) -> int | None:
+    """Run the worker in ``tmp``; its exit status, or None when it ran past ``timeout``."""
+    with open(os.path.join(tmp, "stderr.txt"), "wb") as err:
+        # stdout is dropped (a printf flood must not fill this process's memory); the
+        # child's stderr goes to a file, capped by the worker's RLIMIT_FSIZE
+        proc = subprocess.Popen(
+            cmd, cwd=tmp, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+            start_new_session=True,
+        )
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        finally:
+            _kill_session(proc)  # a timed-out child, and anything it started, ends here
+
+
+def _kill_session(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _tail(tmp: str) -> str:
+    path = os.path.join(tmp, "stderr.txt")
+    with open(path, "rb") as f:
+        f.seek(max(0, os.path.getsize(path) - OUTPUT_LIMIT))
+        lines = f.read().decode("utf-8", "replace").strip().splitlines()[-8:]
+    return " | ".join(lines)
+
+
+def _death(returncode: int, tail: str) -> str:
+    """Why the grading process ended without a verdict, in a learner's words."""
+    if returncode == -signal.SIGXFSZ:
+        return (
+            f"the grading process was stopped: it wrote more than {FILE_LIMIT >> 20} MiB of "
+            "output (a printf in a loop, or in every thread?). Remove or limit the printf calls."
+        )
+    if returncode < 0:
+        how = f"signal {signal.Signals(-returncode).name}"
+    else:
+        how = f"exit status {returncode}"
+    return f"the grading process died ({how}) before writing a verdict" + (
+        f": {tail}" if tail else ""
+    )
