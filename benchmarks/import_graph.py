@@ -145,9 +145,24 @@ def longest_functions(mods: dict[str, Path], watched: tuple[str, ...], top: int 
     return sorted(rows, reverse=True)[:top]
 
 
+def collapse(graph: dict[str, set[str]], units: tuple[str, ...]) -> dict[str, set[str]]:
+    """The graph with every module of each subpackage in ``units`` (e.g. ``tilelab.emu``)
+    merged into one node: the view of a reader who treats a subsystem as one part."""
+
+    def unit(m: str) -> str:
+        return next((u for u in units if m == u or m.startswith(u + ".")), m)
+
+    out: dict[str, set[str]] = {}
+    for m, deps in graph.items():
+        out.setdefault(unit(m), set()).update(unit(d) for d in deps)
+    return {m: deps - {m} for m, deps in out.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--package", default="tilelab")
+    ap.add_argument("--units", nargs="*", default=["emu", "book"],
+                    help="subpackages also counted as one module each (default: emu book)")
     a = ap.parse_args()
     mods = modules(Path(a.package))
     graph = {m: imports(m, p, set(mods)) for m, p in mods.items()}
@@ -156,6 +171,12 @@ def main() -> None:
     for f in range(max(fl.values()), 0, -1):
         print(f"  {f:2d}  " + " ".join(sorted(m for m, x in fl.items() if x == f)))
     print("  longest chain: " + " -> ".join(chain(graph, fl)))
+    if a.units:
+        units = tuple(f"{a.package}.{u}" for u in a.units)
+        whole = collapse(graph, units)
+        wfl = floors(whole)
+        print(f"import layers with {', '.join(units)} as one module each: {max(wfl.values())}")
+        print("  longest chain: " + " -> ".join(chain(whole, wfl)))
     cyc = cycles(graph)
     print(f"cycles: {len(cyc)}")
     for c in cyc:

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from tilelab import experiments
+from tilelab.experiments import runner
 
 
 @pytest.mark.gpu
 def test_microbenchmarks_write_their_data_files(tmp_path):
     names = ["shared_bw", "divergence", "waves", "latency"]
-    paths = experiments.run(names, tmp_path)
+    paths = runner.run(names, tmp_path)
     docs = {p.stem: json.loads(p.read_text()) for p in paths}
     assert set(docs) == set(names)
     for doc in docs.values():

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tilelab.check import check_function, launch
 
 from tilelab import sgemm
+from tilelab.grading.correctness import check_function, launch
 from tilelab.problems import MATMUL
 from tilelab.runtime import get_runtime
 

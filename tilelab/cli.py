@@ -109,6 +109,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
 def cmd_bench(a: argparse.Namespace) -> int:
     from tilelab import experiments
+    from tilelab.experiments import runner
     from tilelab.runtime import get_runtime
 
     names = a.experiments or list(experiments.EXPERIMENTS)
@@ -116,7 +117,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
         experiments.check_names(names)
         gpu = any(experiments.needs_gpu(n) for n in names)
         rt = get_runtime("gpu") if gpu else None  # a missing GPU: BackendError, one line
-        for path in experiments.run(names, Path(a.out), rt):
+        for path in runner.run(names, Path(a.out), rt):
             print(f"wrote {path}")
     except (KeyError, RuntimeError, FileNotFoundError) as exc:
         print(f"tilelab bench: {exc.args[0] if exc.args else exc}", file=sys.stderr)

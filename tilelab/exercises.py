@@ -48,7 +48,7 @@ class Exercise:
     points_correct: float = 3.0
     points_speed: float = 2.0
     # `tilelab calibrate`: the gate lies this fraction of the way from a lesson-skipping
-    # kernel's measured speedup to the reference's (see tilelab.gates.placed_gate)
+    # kernel's measured speedup to the reference's (see tilelab.experiments.calibration.placed_gate)
     calibration_fraction: float = 0.5
     optional: bool = False  # a stretch exercise: not needed to complete the course
 

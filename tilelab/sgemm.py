@@ -237,7 +237,7 @@ def ptxas_rows(data_dir: Path) -> tuple[list[dict[str, Any]], str]:
 
 def _check_small(rt, refs: dict[str, KernelRef]) -> list[str]:
     """Every kernel at the small shapes (non-multiples, rectangular, 1x1x1); failures."""
-    from tilelab.check import check_function
+    from tilelab.grading.correctness import check_function
 
     rng = np.random.default_rng()
     bad = []

@@ -7,15 +7,11 @@ carries its provenance (GPU, driver, CUDA, PyCUDA, date, command) through
 
 An experiment module defines ``run(rt, out) -> Path``; ``rt`` is the GPU runtime for the
 experiments that need one and ``None`` for those that run on the CPU. Registering one is
-a line in :data:`EXPERIMENTS`. This package imports nothing at import time (the book asks
-:func:`needs_gpu` without loading PyCUDA or the emulator).
+a line in :data:`EXPERIMENTS`. This module imports nothing of the course (the book asks
+:func:`needs_gpu` without loading PyCUDA or the emulator); :mod:`.runner` runs them.
 """
 
 from __future__ import annotations
-
-import importlib
-from pathlib import Path
-from typing import Any
 
 #: Experiment name -> whether it needs a GPU, in the order ``tilelab bench`` runs them.
 EXPERIMENTS: dict[str, bool] = {
@@ -52,13 +48,3 @@ def check_names(names: list[str]) -> None:
     if unknown:
         raise KeyError(f"unknown experiment(s) {unknown}; choose from {', '.join(ALL)}")
 
-
-def run(names: list[str], out: Path, rt: Any = None) -> list[Path]:
-    """Run experiments by name, in the order given; ``rt``: the GPU runtime for the
-    experiments that need one (``tilelab.runtime.get_runtime("gpu")`` when not given)."""
-    check_names(names)
-    if rt is None and any(EXPERIMENTS[n] for n in names):
-        from tilelab.runtime import get_runtime
-
-        rt = get_runtime("gpu")
-    return [importlib.import_module(f"{__name__}.{n}").run(rt, out) for n in names]

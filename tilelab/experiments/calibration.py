@@ -3,7 +3,7 @@
 Each exercise's reference solution and a slow-but-right kernel (one that skips the
 lesson) are timed against the gate's baseline on this GPU; the gate is placed between
 their speedups. ``tilelab calibrate`` writes the gates file the grader loads
-(:mod:`tilelab.gates`); the experiment writes the same numbers for the book.
+(:mod:`tilelab.grading.gates`); the experiment writes the same numbers for the book.
 """
 
 from __future__ import annotations
