@@ -11,6 +11,7 @@ import numpy as np
 
 from . import launch
 from .args import plan_arguments
+from .attributes import function_attribute as _FA
 from .compile import build
 from .compile import cache_dir as cache_dir_
 from .errors import CompileError, LogicError, UnsupportedConstruct
@@ -133,10 +134,11 @@ class Function(FunctionAPI):
         res = self.resources()
         return res.shared if res else self.module.library.static_shared
 
-    shared_size_bytes = property(lambda self: self.get_attribute(1))
-    local_size_bytes = property(lambda self: self.get_attribute(3))
-    num_regs = property(lambda self: self.get_attribute(4))
-    max_threads_per_block = property(lambda self: self.get_attribute(0))
+    # PyCUDA's shortcuts for get_attribute
+    shared_size_bytes = property(lambda self: self.get_attribute(_FA.SHARED_SIZE_BYTES))
+    local_size_bytes = property(lambda self: self.get_attribute(_FA.LOCAL_SIZE_BYTES))
+    num_regs = property(lambda self: self.get_attribute(_FA.NUM_REGS))
+    max_threads_per_block = property(lambda self: self.get_attribute(_FA.MAX_THREADS_PER_BLOCK))
 
     def __repr__(self) -> str:
         return f"<emulated Function {self.name}>"
