@@ -339,3 +339,28 @@ def test_kernel_process_dies_with_its_parent(tmp_path):
     for k in alive:  # do not leave a spinning orphan behind when this fails
         os.kill(k, signal.SIGKILL)
     assert not alive, f"kernel process(es) {alive} outlived their parent"
+
+
+def test_ptxas_report_gives_registers_shared_and_stack():
+    from tilelab.emu.resources import parse_report
+    text = ("ptxas info    : Function properties for _Z1kPf\n"
+            "    24 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+            "ptxas info    : Used 96 registers, used 1 barriers, 8192 bytes smem\n"
+            "ptxas info    : Function properties for other\n"
+            "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+            "ptxas info    : Used 8 registers, used 0 barriers\n")
+    res = parse_report(text)
+    assert (res["_Z1kPf"].registers, res["_Z1kPf"].shared, res["_Z1kPf"].local) == (96, 8192, 24)
+    assert res["_Z1kPf"].block_registers(1024) == 98304 and res["_Z1kPf"].max_threads() == 672
+    assert (res["other"].registers, res["other"].shared) == (8, 0)
+
+
+def test_missing_pycuda_pieces_are_named():
+    with pytest.raises(AttributeError, match=r"has no 'Device'.*Event, Stream"):
+        cuda.Device(0)
+    a = cuda.gpuarray.to_gpu(np.arange(4, dtype=np.float32))
+    with pytest.raises(NotImplementedError, match=r"a\.get\(\) with NumPy"):
+        a + a
+    with pytest.raises(NotImplementedError, match=r"GPUArray\.sum is not available"):
+        a.sum()
+    assert (a.get() == np.arange(4)).all()
