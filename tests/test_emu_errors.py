@@ -364,3 +364,12 @@ def test_missing_pycuda_pieces_are_named():
     with pytest.raises(NotImplementedError, match=r"GPUArray\.sum is not available"):
         a.sum()
     assert (a.get() == np.arange(4)).all()
+
+
+def test_template_in_extern_c_says_no_extern_c():
+    src = "template <int B> __global__ void k(float* x) { x[0] = B; }\n" \
+          "template __global__ void k<4>(float*);\n"
+    with pytest.raises(cuda.CompileError, match="no_extern_c=True"):
+        cuda.SourceModule(src)
+    mod = cuda.SourceModule(src, no_extern_c=True)
+    assert mod.kernel_names == ["_Z1kILi4EEvPf"]

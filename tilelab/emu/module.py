@@ -45,8 +45,18 @@ class SourceModule:
         self.translation = translate(source, analysis=analysis, no_extern_c=no_extern_c,
                                      defines=defines)
         self.resources = ResourceReport(source, defines, no_extern_c, arch, cache_dir_())
-        self.library = build(self.translation.code, analysis=analysis, defines=defines,
-                             source=source, lockstep=self.translation.lockstep)
+        try:
+            self.library = build(self.translation.code, analysis=analysis, defines=defines,
+                                 source=source, lockstep=self.translation.lockstep)
+        except CompileError as exc:
+            if "template with C linkage" not in exc.msg:
+                raise
+            raise CompileError(
+                exc.msg + "\nPyCUDA wraps the source in extern \"C\" { }, where templates "
+                "cannot be: pass no_extern_c=True and get the kernel by its mangled name "
+                "(an explicit instantiation, e.g. template __global__ void k<64>(float*);), "
+                "or call the template from an extern \"C\" __global__ kernel.",
+                exc.stderr, exc.lines) from None
         self._check_static_shared()
         self._globals: dict[str, DeviceAllocation] = {}
         for g in self.library.globals:
