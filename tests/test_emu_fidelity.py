@@ -139,6 +139,15 @@ def unrolled_race_is_a_warp_race(kernel: str) -> Callable:
     return check
 
 
+def branch_shuffles(d: types.SimpleNamespace) -> tuple:
+    x = _rng().standard_normal(64).astype(np.float32)
+    out = np.zeros(64, np.float32)
+    d.mod("warp.cu").get_function("branch_shuffles")(d.drv.In(x), d.drv.Out(out),
+                                                     block=(64, 1, 1))
+    w = x.reshape(2, 32)
+    return out, np.concatenate([10 * w[:, 16:], w[:, :16]], 1).ravel()
+
+
 def block_race_advice(d: types.SimpleNamespace) -> bool:
     """A tiled matmul without its trailing barrier: races inside warps and across them; the
     advice is the block barrier (which orders both), never __syncwarp."""
@@ -418,6 +427,7 @@ CASES = [
          analysis=True),
     Case("unrolled_inline_warp_race", "warp", unrolled_race_is_a_warp_race("unrolled_inline"),
          analysis=True),
+    Case("shuffles_in_both_branches", "warp", branch_shuffles),
     Case("block_race_advises_block_barrier", "warp", block_race_advice, analysis=True),
     Case("divergent_shuffle_hangs", "warp", divergent_shuffle, refuse="Warp divergence",
          gpu=False),

@@ -140,3 +140,14 @@ __global__ void divergent_shuffle(float* out)
     __syncthreads();
     out[threadIdx.x] = v;
 }
+
+// Shuffles in both branches of an if: on Volta and later the lanes meet at shfl.sync
+// instructions of the same kind and mask, each lane giving the value of its own call.
+__global__ void branch_shuffles(const float* x, float* out)
+{
+    int lane = threadIdx.x % 32;
+    float a;
+    if (lane < 16) a = __shfl_sync(FULL, x[threadIdx.x], lane + 16);
+    else a = __shfl_sync(FULL, 10.0f * x[threadIdx.x], lane - 16);
+    out[threadIdx.x] = a;
+}

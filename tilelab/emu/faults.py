@@ -209,8 +209,9 @@ def _warp(report: dict, name: str) -> None:
     op, line, lane = report.get("op", "?"), report.get("line"), report.get("missing_lane")
     block = _xyz(report.get("block"))
     if lane is None:
-        why = ("the lanes it names wait at different warp-level operations (a shuffle in one "
-               "branch of an if and another in the other?)")
+        why = ("the lanes it names wait at other kinds of warp-level calls, or with other "
+               "masks; all the lanes a mask names must make the same kind of call with the "
+               "same mask")
     elif report.get("missing_state") == "barrier":
         why = (f"lane {lane} (thread {_xyz(report.get('missing'))}), named in the mask, waits at "
                f"__syncthreads() on line {report.get('missing_line')} instead")

@@ -4,9 +4,10 @@
 // of the block scheduler resolve_warps() finds, warp by warp, the waiting lanes whose mask
 // names only lanes that wait too (or have exited), computes every such lane's result from
 // the values of that snapshot, and lets them run on. As on Volta and later GPUs the lanes
-// named in the mask meet at the call, a lane that is not waiting there gives no value (a
-// shuffle from it returns the caller's own value, PTX's rule for an out-of-range source),
-// and a mask naming a lane that never arrives is reported instead of hanging.
+// named in the mask meet at an operation of the same kind with the same mask (exited lanes
+// count as arrived), a lane that is not waiting there gives no value (a shuffle from it
+// returns the caller's own value, PTX's rule for an out-of-range source), and a mask
+// naming a lane that never arrives is reported instead of hanging.
 #pragma once
 
 namespace tl_emu {
@@ -102,9 +103,12 @@ bool resolve_warps() {
       if (W[l].wop == W_ACTIVE) {
         if (!running) ready |= 1u << l;  // every lane has gone as far as it can
       } else if ((W[l].wmask & ~(waiting | gone)) == 0) {
-        bool same = true;  // the lanes named meet at the same kind of operation
+        // As PTX's *.sync instructions: the lanes named meet at an operation of the same
+        // kind with the same mask (not necessarily at the same call).
+        bool same = true;
         for (int k = 0; k < nl && same; ++k)
-          same = !(W[l].wmask >> k & 1 & waiting >> k) || W[k].wop == W[l].wop;
+          same = !(W[l].wmask >> k & 1 & waiting >> k) ||
+                 (W[k].wop == W[l].wop && W[k].wmask == W[l].wmask);
         if (same) ready |= 1u << l;
       }
     }
