@@ -415,6 +415,12 @@ def register_limit(d: types.SimpleNamespace) -> tuple:
     return c, a @ a
 
 
+def launch_bounds(d: types.SimpleNamespace) -> tuple:
+    out = np.zeros(256, np.float32)
+    d.mod("limits.cu", "-DBOUNDED").get_function("bounded")(d.drv.Out(out), block=(256, 1, 1))
+    return out, np.arange(256, dtype=np.float32)
+
+
 CASES = [
     Case("shuffle_reduce", "warp", shuffle_reduce, atol=1e-2),
     Case("xor_and_scan", "warp", xor_and_scan),
@@ -463,6 +469,8 @@ CASES = [
          refuse=r"too much shared data|\(48 KiB\) nvcc"),
     Case("registers_32x32_block", "limits", register_limit,
          refuse=r"too many resources requested for launch", nvcc=True),
+    Case("block_over_launch_bounds", "limits", launch_bounds,
+         refuse=r"too many resources requested for launch|invalid argument"),
 ]
 
 

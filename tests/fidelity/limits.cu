@@ -28,3 +28,11 @@ __global__ void micro8x8(const float* A, const float* B, float* C, int N)
         for (int j = 0; j < 8; ++j) C[(r0 + i) * N + c0 + j] = acc[i][j];
 }
 #endif
+
+#ifdef BOUNDED
+// A block larger than the kernel's __launch_bounds__.
+__global__ void __launch_bounds__(128) bounded(float* out)
+{
+    out[threadIdx.x] = threadIdx.x;
+}
+#endif

@@ -40,6 +40,8 @@ from .memory import (
     memcpy_dtoh_async,
     memcpy_htod,
     memcpy_htod_async,
+    pagelocked_empty,
+    pagelocked_zeros,
     to_device,
 )
 from .module import Function, SourceModule, analyze
@@ -83,6 +85,8 @@ __all__ = [
     "memcpy_dtoh_async",
     "memcpy_htod",
     "memcpy_htod_async",
+    "pagelocked_empty",
+    "pagelocked_zeros",
     "param_name",
     "to_device",
 ]
@@ -95,5 +99,6 @@ def __getattr__(name: str) -> object:
     raise AttributeError(
         f"the CPU emulator (tilelab.emu, standing in for pycuda.driver) has no {name!r}. It "
         "has: SourceModule, mem_alloc, memcpy_htod/dtoh(_async), to_device, from_device, In, "
-        "Out, InOut, Event, Stream, Context.synchronize, function_attribute, gpuarray. Run "
+        "Out, InOut, pagelocked_empty/zeros, Event, Stream, Context.synchronize, "
+        "function_attribute, gpuarray. Run "
         "on a GPU (PyCUDA) for the rest, or do that step in NumPy.")

@@ -14,9 +14,17 @@ from .geometry import DEFAULT_SHARED, MAX_SHARED
 from .resources import REGS_PER_BLOCK, KernelResources
 
 
-def check_registers(res: KernelResources | None, threads: int, name: str, arch: str) -> None:
+def check_registers(res: KernelResources | None, threads: int, name: str, arch: str,
+                    bound: int | None = None) -> None:
     """``LaunchError`` (a GPU's 'too many resources requested for launch') when a block of
-    ``threads`` threads needs more registers than a multiprocessor has."""
+    ``threads`` threads needs more registers than a multiprocessor has, or has more threads
+    than the kernel's ``__launch_bounds__`` allows."""
+    if bound is not None and threads > bound:
+        raise LaunchError(
+            "cuLaunchKernel failed: too many resources requested for launch: kernel "
+            f"'{name}' is compiled with __launch_bounds__({bound}), so a GPU runs blocks of "
+            f"at most {bound} threads, and this block has {threads}. Launch smaller blocks "
+            "or raise the bound.")
     if res is None or res.block_registers(threads) <= REGS_PER_BLOCK:
         return
     raise LaunchError(
@@ -47,6 +55,9 @@ class FunctionAPI:
     def resources(self) -> KernelResources | None:  # overridden
         return None
 
+    def launch_bound(self) -> int | None:  # overridden
+        return None
+
     @property
     def static_shared(self) -> int:  # overridden
         return 0
@@ -57,7 +68,8 @@ class FunctionAPI:
         a = function_attribute(int(attr))
         res = self.resources()
         values = {
-            function_attribute.MAX_THREADS_PER_BLOCK: res.max_threads() if res else 1024,
+            function_attribute.MAX_THREADS_PER_BLOCK:
+                min(res.max_threads() if res else 1024, self.launch_bound() or 1024),
             function_attribute.SHARED_SIZE_BYTES: self.static_shared,
             function_attribute.CONST_SIZE_BYTES: 0,
             function_attribute.LOCAL_SIZE_BYTES: res.local if res else 0,

@@ -118,6 +118,18 @@ def find_kernels(masked: str) -> list[KernelSource]:
     return list(found.values())
 
 
+def launch_bound(masked: str, kernel: KernelSource) -> int | None:
+    """The first argument of the kernel's ``__launch_bounds__(...)`` (a number), if any."""
+    start = sum(len(ln) + 1 for ln in masked.split("\n")[:kernel.line - 1])
+    name = re.escape(kernel.name.split("<")[0])
+    head = re.compile(rf"\b{name}\s*[<(]").search(masked, start)
+    if head is None:
+        return None
+    stmt = masked[max(masked.rfind(c, 0, head.start()) for c in ";{}") + 1:head.start()]
+    m = re.search(r"\b__launch_bounds__\s*\(\s*(\d+)", stmt)
+    return int(m.group(1)) if m else None
+
+
 def _cstr(text: str) -> str:
     return json.dumps(text)  # a valid C string literal for the ASCII a signature holds
 

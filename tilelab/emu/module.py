@@ -18,6 +18,8 @@ from .errors import CompileError, LogicError, UnsupportedConstruct
 from .faults import LaunchContext, raise_for, source_lines
 from .function_api import FunctionAPI, check_registers
 from .geometry import check_launch, timeout_seconds
+from .kernels import launch_bound
+from .lexer import mask
 from .memory import DeviceAllocation
 from .report import AnalysisReport, LaunchReport
 from .resources import MAX_STATIC_SHARED, KernelResources, ResourceReport
@@ -139,6 +141,13 @@ class Function(FunctionAPI):
         """ptxas's registers and shared memory for this kernel (None without nvcc)."""
         return self.module.resources.get(self._desc.get("symbol", self._desc["name"]))
 
+    def launch_bound(self) -> int | None:
+        """The maximum block size the kernel's ``__launch_bounds__`` sets, if any."""
+        for k in self.module.translation.kernels:
+            if k.name == self._desc["name"]:
+                return launch_bound(mask(self.module.source), k)
+        return None
+
     @property
     def static_shared(self) -> int:
         res = self.resources()
@@ -162,7 +171,7 @@ class Function(FunctionAPI):
         b, g, shared = check_launch(block, grid, shared, self.static_shared,
                                     self.max_dynamic_shared())
         check_registers(self.resources(), b[0] * b[1] * b[2], self.name,
-                        self.module.resources.arch)
+                        self.module.resources.arch, self.launch_bound())
         plan = plan_arguments(self._desc, args)
         limit = timeout_seconds(timeout)
         outcome = launch.run(lib, self._index, plan, g, b, shared, limit,
