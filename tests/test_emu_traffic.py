@@ -163,6 +163,23 @@ def test_parameters_sharing_a_buffer_are_told_apart():
                               ("out", "write"): (1, 4, 32)}
 
 
+def test_vector_accesses_are_one_request_of_their_width():
+    src = """
+    __global__ void k(const float* in, float* out) {
+        int i = threadIdx.x;
+        float4 v = reinterpret_cast<const float4*>(in)[i];
+        out[i] = v.x + v.y + v.z + v.w;
+    }
+    __global__ void k2(const float4* in, float4* out) { out[threadIdx.x] = in[threadIdx.x]; }"""
+    a, o = emu.to_device(np.arange(128, dtype=np.float32)), emu.mem_alloc(4 * 128)
+    # 32 lanes x 16 bytes, consecutive: 512 bytes in 16 sectors, one request
+    report = analyse(src, "k", [a, o], (32, 1, 1), (1, 1))
+    assert counts(report) == {("in", "read"): (1, 16, 32), ("out", "write"): (1, 4, 32)}
+    assert next(t.bytes for t in report.traffic if t.param == "in") == 512
+    report = analyse(src, "k2", [a, o], (32, 1, 1), (1, 1))
+    assert counts(report) == {("in", "read"): (1, 16, 32), ("out", "write"): (1, 16, 32)}
+
+
 @pytest.mark.slow
 def test_learner_sees_an_uncoalesced_naive_kernel():
     v = grade_source("naive", slow_but_right("naive"), backend_name="emu")
