@@ -10,9 +10,12 @@ reports where the two disagree. The kernels are in tests/fidelity/.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -526,23 +529,51 @@ def summary(outcomes: dict[str, tuple[str, str]]) -> str:
             f"{counts['wrong']} wrong (of {len(outcomes)})")
 
 
+def gpu_outcome(case_id: str) -> tuple[str, str]:
+    """One case on the GPU through PyCUDA, in a fresh process: a kernel that faults (an
+    illegal address is sticky for the whole CUDA context) costs only its own case."""
+    code = (
+        "import json, sys, types\n"
+        f"sys.path[:0] = [{str(Path(__file__).parent)!r}]\n"
+        "import pycuda.autoinit\n"
+        "import pycuda.driver as drv, pycuda.gpuarray as gpuarray\n"
+        "from pycuda.compiler import SourceModule\n"
+        "import test_emu_fidelity as t\n"
+        "gpu = t.backend(types.SimpleNamespace(**{k: getattr(drv, k) for k in dir(drv)},"
+        " SourceModule=SourceModule), gpuarray)\n"
+        f"case = next(c for c in t.CASES if c.id == {case_id!r})\n"
+        "outcome = t.classify(case, gpu)\n"
+        "drv.Context.synchronize()\n"
+        "print(json.dumps(outcome))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300)
+    lines = p.stdout.strip().splitlines()
+    if p.returncode == 0 and lines:
+        return tuple(json.loads(lines[-1]))  # type: ignore[return-value]
+    err = " ".join((p.stderr or "").split())[-300:]
+    return "wrong", f"the process failed (rc {p.returncode}): {err}"
+
+
+def disagree(case: Case, on_gpu: tuple[str, str], on_emu: tuple[str, str]) -> bool:
+    """Whether the emulator answers otherwise than the GPU. A race or read past an array may
+    go unnoticed in one GPU run; the emulator showing it then is the point, not a fault."""
+    if case.buggy and on_gpu[0] == "wrong" and on_emu[0] == "right":
+        return False
+    return (on_gpu[0] == "right") != (on_emu[0] == "right")
+
+
 @pytest.mark.gpu
 def test_fidelity_on_gpu(emu_backend: types.SimpleNamespace) -> None:
-    import pycuda.autoinit  # noqa: F401
-    import pycuda.driver as drv
-    import pycuda.gpuarray as gpuarray
-    from pycuda.compiler import SourceModule
-
-    gpu = backend(types.SimpleNamespace(**{k: getattr(drv, k) for k in dir(drv)},
-                                        SourceModule=SourceModule), gpuarray)
+    pytest.importorskip("pycuda")
     cases = [c for c in CASES if c.gpu and not c.analysis]
-    on_gpu = {c.id: classify(c, gpu) for c in cases}
+    on_gpu = {c.id: gpu_outcome(c.id) for c in cases}
     on_emu = {c.id: classify(c, emu_backend) for c in cases}
-    # A disagreement: one backend gets it right and the other does not, on the same case
-    # (a buggy kernel is right on the GPU when the GPU shows the bug).
-    differ = [c for c in on_gpu if (on_gpu[c][0] == "right") != (on_emu[c][0] == "right")]
+    differ = [c.id for c in cases if disagree(c, on_gpu[c.id], on_emu[c.id])]
+    hidden = [c.id for c in cases if c.buggy and on_gpu[c.id][0] == "wrong"]
     print(f"\nfidelity suite on the GPU: {summary(on_gpu)}; on the emulator: {summary(on_emu)}; "
-          f"disagreements: {len(differ)}" + "".join(
+          f"disagreements: {len(differ)}; bugs this GPU run hid and the emulator showed: "
+          f"{hidden}" + "".join(
               f"\n  {c}: GPU {on_gpu[c][0]} ({on_gpu[c][1]}) / emulator {on_emu[c][0]} "
               f"({on_emu[c][1]})" for c in differ))
     assert not differ
