@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: book test browser lint data clean
+.PHONY: book test browser sandbox lint data clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,16 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } || \
 	  echo "make browser: could not install chromium and chromium-driver (needs apt-get as root); browser tests will be skipped"
 
+## bubblewrap, the OS sandbox every graded submission runs in (Debian's package: signed,
+## security-updated by apt, the same bwrap the distribution's own sandboxes use).
+sandbox:
+	@command -v bwrap >/dev/null || \
+	  { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } || \
+	  echo "make sandbox: could not install bubblewrap (needs apt-get as root; or: sudo apt-get install bubblewrap); sandboxed grading tests will be skipped"
+
 ## Everything: unit tests, emulator, grader pipeline, book build and browser checks.
-test: $(STAMP) browser
+test: $(STAMP) browser sandbox
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 
