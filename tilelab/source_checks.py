@@ -4,26 +4,15 @@ from __future__ import annotations
 
 import re
 
+from tilelab.emu import checks as emu_checks
+from tilelab.emu import source as emu_source
 from tilelab.emu.checks import file_directives
 from tilelab.emu.kernels import find_kernels, param_name
 from tilelab.emu.lexer import mask
 
 MAX_SOURCE_BYTES = 256 * 1024
-ALLOWED_INCLUDES = frozenset(
-    {
-        "stdio.h",
-        "math.h",
-        "stdint.h",
-        "float.h",
-        "limits.h",
-        "cstdio",
-        "cmath",
-        "cstdint",
-        "cuda_runtime.h",
-        "cuda.h",
-        "device_launch_parameters.h",
-    }
-)
+#: One allow-list for both backends: the emulator's (its prelude declares what they do).
+ALLOWED_INCLUDES = frozenset(emu_checks.ALLOWED_INCLUDES)
 
 
 class SourceRejected(ValueError):
@@ -31,7 +20,8 @@ class SourceRejected(ValueError):
 
 
 def validate_source(source: str | bytes) -> str:
-    """Return the source as text, or raise :class:`SourceRejected` with a clear reason."""
+    """The source as the text to compile (normal form, see :mod:`tilelab.emu.source`), or
+    raise :class:`SourceRejected` with a clear reason."""
     if isinstance(source, bytes):
         if len(source) > MAX_SOURCE_BYTES:
             raise SourceRejected(_too_big(len(source)))
@@ -49,6 +39,10 @@ def validate_source(source: str | bytes) -> str:
         raise SourceRejected("the kernel source contains a NUL byte; remove binary characters.")
     if not source.strip():
         raise SourceRejected("the kernel source is empty; write the kernel in the kernel cell.")
+    try:
+        source = emu_source.prepare(source)  # what nvcc and g++ read: BOM, CR, \f, \v
+    except emu_source.SourceTooComplex as exc:
+        raise SourceRejected(str(exc)) from None
     _check_includes(source)
     return source
 

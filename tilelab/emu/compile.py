@@ -13,12 +13,13 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import hostcalls
+from . import hostcalls, seccomp
 from .errors import CompileError
 from .native import describe_library, run_forked
 from .translate import translate
@@ -218,6 +219,7 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
 
 def _describe(path: Path) -> dict:
     def child(fd: int) -> None:
+        seccomp.install_loading_filter()  # a constructor in the source runs under it
         os.write(fd, json.dumps(describe_library(str(path))).encode())
 
     res = run_forked(child, timeout=60)
@@ -227,6 +229,9 @@ def _describe(path: Path) -> dict:
         info = {}
     if "kernels" not in info:
         why = info.get("message") or (f"signal {res.signal}" if res.signal else "no report")
+        if res.signal == signal.SIGSYS:
+            why = "it tried to call the operating system while loading; kernels cannot"
+
         raise CompileError(f"The compiled kernel module failed to load ({why}). Does the source "
                            "run code at load time (a global object with a constructor)?")
     return info

@@ -14,6 +14,7 @@ from .errors import CompileError
 from .kernels import KernelSource, entry_code, find_kernels
 from .lexer import mask, scopes
 from .shared import SharedDecl, rewrite_declarations, rewrite_uses
+from .source import SourceTooComplex, prepare
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,10 @@ def _apply(src: str, edits: list[tuple[int, int, str]]) -> str:
 
 def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False) -> Translation:
     """Check and transform ``source``; raises ``CompileError``/``UnsupportedConstruct``."""
-    source = source.replace("\r\n", "\n").replace("\r", "\n")
+    try:
+        source = prepare(source)  # the text g++ reads, as the scans below read it
+    except SourceTooComplex as exc:
+        raise CompileError(str(exc)) from None
     masked = mask(source)
     blanks = check_includes(source, masked)
     check_unsupported(masked)
