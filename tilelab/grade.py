@@ -9,6 +9,7 @@ a flood of output in the child becomes a verdict, never an exception here.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -19,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tilelab import backend, exercises
+from tilelab import backend, exercises, sandbox
 from tilelab.verdict import Verdict
 
 #: A folder of verdicts already measured by a class run's clean process (see
@@ -49,8 +50,13 @@ def grade_source(
     speed: bool = True,
     sanitize: bool = True,
     gate: float | None = None,
+    sandboxed: bool | None = None,
 ) -> Verdict:
     """Grade ``source`` for an exercise in a clean child process; always returns a Verdict.
+
+    ``sandboxed``: True grades in a bubblewrap sandbox (raises
+    :class:`~tilelab.sandbox.SandboxUnavailable` where none can be made), False in a plain
+    child process, None (the default) in a sandbox wherever one can be made.
 
     During a class run (``TILELAB_VERDICT_CACHE`` set) a source the class grader has
     already graded gets that verdict back instead of being graded a second time."""
@@ -60,27 +66,100 @@ def grade_source(
         return cached
     chosen = backend_name or backend.active()
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+    data = source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
+    args = ["--exercise", ex.id, "--backend", chosen]
+    args += ["--no-speed"] if not speed else []
+    args += ["--no-sanitize"] if not sanitize else []
+    args += ["--gate", str(gate)] if gate is not None else []
+    if use_sandbox(sandboxed):
+        return _grade_sandboxed(ex, chosen, data, args, timeout)
+    return _grade_in_child(ex, chosen, data, args, timeout)
+
+
+def use_sandbox(wanted: bool | None) -> bool:
+    """Whether to grade in a bubblewrap sandbox: ``wanted`` if given (True raises
+    :class:`~tilelab.sandbox.SandboxUnavailable` where none can be made), else where one
+    can be made and this process is not already inside one."""
+    if wanted is not None:
+        if wanted:
+            sandbox.require()
+        return wanted
+    if os.environ.get("TILELAB_SANDBOXED"):
+        return False  # already inside one (a notebook in a class run)
+    return sandbox.problem() is None
+
+
+def sandbox_limits(backend_name: str, timeout: float) -> sandbox.Limits:
+    """The grading worker's limits: its time budget, memory (address space on the
+    emulator; data on a GPU, where CUDA reserves vast address ranges), files, output."""
+    emu = backend_name == "emu"
+    return sandbox.Limits(
+        wall_seconds=timeout,
+        cpu_seconds=int(timeout) + 5,
+        address_space=MEMORY_LIMIT if emu else None,
+        data=None if emu else MEMORY_LIMIT,
+        file_bytes=FILE_LIMIT,
+        output_bytes=OUTPUT_LIMIT,
+    )
+
+
+def _grade_sandboxed(ex: exercises.Exercise, chosen: str, data: bytes, args: list[str],
+                     timeout: float) -> Verdict:
+    """The worker in a sandbox over a fresh folder holding only the kernel source; the
+    verdict comes back on the pipe the sandbox module made, read once every process of
+    the sandbox is gone (never from a file the submission could write)."""
+    base = _base_cache(chosen)
+    with sandbox.private_folder(prefix="tilelab-grade-") as work:
+        (work / "kernel.cu").write_bytes(data)
+        cmd = [sys.executable, "-m", "tilelab.grade_worker", "--source",
+               f"{sandbox.WORK}/kernel.cu", "--out", "fd:3", *args]
+        res = sandbox.run(cmd, work, limits=sandbox_limits(chosen, timeout),
+                          read_only=[(str(base), BASE_CACHE)] if base else [],
+                          env={"TILELAB_CACHE_BASE": BASE_CACHE} if base else {})
+    if res.timed_out:
+        return _failed(ex, chosen, _too_long(timeout))
+    if res.channel:
+        try:
+            return Verdict.from_dict(json.loads(res.channel.decode("utf-8")))
+        except (ValueError, TypeError) as exc:
+            return _failed(ex, chosen, f"the grader's verdict could not be read: {exc}")
+    tail = " | ".join(res.stderr.decode("utf-8", "replace").strip().splitlines()[-8:])
+    return _failed(ex, chosen, _death(res.returncode or 0, tail))
+
+
+BASE_CACHE = "/opt/tilelab-cache"  # where a sandbox sees the prelude's probe results
+
+
+@functools.cache
+def _base_cache(backend_name: str) -> Path | None:
+    """A folder holding what every emulator build needs first (the prelude's probe), built
+    once in a sandbox of its own, read-only to every grading sandbox after it (no
+    submission ever writes it). None on a GPU, or when it could not be built."""
+    if backend_name != "emu":
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="tilelab-sandbox-cache-"))
+    warm = [sys.executable, "-c", "from tilelab.emu.compile import prelude_needs as p; "
+            "p(False); p(True)"]
+    res = sandbox.run(warm, folder, env={"TILELAB_CACHE": sandbox.WORK},
+                      limits=sandbox.Limits(wall_seconds=300))
+    return folder if res.returncode == 0 else None
+
+
+def _too_long(timeout: float) -> str:
+    return (f"grading took longer than {timeout:g} s and was stopped "
+            "(an endless loop in the kernel, or a barrier some threads never reach?)")
+
+
+def _grade_in_child(ex: exercises.Exercise, chosen: str, data: bytes, args: list[str],
+                    timeout: float) -> Verdict:
+    """The worker as a plain child process (no sandbox: a learner's own checks)."""
     with tempfile.TemporaryDirectory(prefix="tilelab-grade-") as tmp:
         src = os.path.join(tmp, "kernel.cu")
         out = os.path.join(tmp, "verdict.json")
         with open(src, "wb") as f:
-            f.write(source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source)
-        cmd = [
-            sys.executable,
-            "-m",
-            "tilelab.grade_worker",
-            "--exercise",
-            ex.id,
-            "--source",
-            src,
-            "--out",
-            out,
-            "--backend",
-            chosen,
-        ]
-        cmd += ["--no-speed"] if not speed else []
-        cmd += ["--no-sanitize"] if not sanitize else []
-        cmd += ["--gate", str(gate)] if gate is not None else []
+            f.write(data)
+        cmd = [sys.executable, "-m", "tilelab.grade_worker", "--source", src, "--out", out,
+               *args]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         log = os.path.join(tmp, "stderr.txt")
         with open(log, "wb") as err:
@@ -98,12 +177,7 @@ def grade_source(
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                return _failed(
-                    ex,
-                    chosen,
-                    f"grading took longer than {timeout:g} s and was stopped "
-                    "(an endless loop in the kernel, or a barrier some threads never reach?)",
-                )
+                return _failed(ex, chosen, _too_long(timeout))
             finally:
                 _kill_group(proc)  # a timed-out child, and anything it started, ends here
         if os.path.exists(out):

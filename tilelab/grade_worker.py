@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from typing import Any
@@ -210,12 +211,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tilelab.grade_worker")
     p.add_argument("--exercise", required=True)
     p.add_argument("--source", required=True, help="file with the kernel source")
-    p.add_argument("--out", required=True, help="where to write the JSON verdict")
+    p.add_argument("--out", required=True,
+                   help="where to write the JSON verdict: a file, or fd:N for a pipe the "
+                   "parent made (the sandbox's result channel)")
     p.add_argument("--backend", choices=("gpu", "emu"))
     p.add_argument("--no-speed", action="store_true")
     p.add_argument("--no-sanitize", action="store_true")
     p.add_argument("--gate", type=float)
     a = p.parse_args(argv)
+    if a.out.startswith("fd:"):  # keep the channel from every process this one starts
+        os.set_inheritable(int(a.out[3:]), False)
     with open(a.source, "rb") as f:
         source = f.read()
     try:
@@ -233,8 +238,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         verdict.messages.append(f"internal grader error: {_one_line(exc)}")
         traceback.print_exc()
-    with open(a.out, "w", encoding="utf-8") as f:
-        json.dump(verdict.to_dict(), f)
+    data = json.dumps(verdict.to_dict()).encode()
+    if a.out.startswith("fd:"):
+        fd = int(a.out[3:])
+        while data:
+            data = data[os.write(fd, data):]
+        os.close(fd)
+    else:
+        with open(a.out, "wb") as f:
+            f.write(data)
     return 0
 
 

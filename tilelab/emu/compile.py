@@ -143,7 +143,7 @@ def prelude_needs(analysis: bool) -> PreludeNeeds:
     root = cache_dir()
     path = root / f"prelude-{key}.json"
     try:
-        info = json.loads(path.read_text())
+        info = _first_json(f"prelude-{key}.json", [root, *base_caches()])
         needs = PreludeNeeds(frozenset(info["symbols"]), frozenset(info["headers"]))
     except (OSError, ValueError, KeyError, TypeError):
         code = translate(hostcalls.PROBE_SOURCE, analysis=analysis).code
@@ -160,6 +160,22 @@ def prelude_needs(analysis: bool) -> PreludeNeeds:
             os.replace(tmp_path, path)
     _NEEDS[key] = needs
     return needs
+
+
+def base_caches() -> list[Path]:
+    """Read-only caches to look in after :func:`cache_dir` (``$TILELAB_CACHE_BASE``: a
+    grading sandbox finds the prelude's probe there, built once per class run)."""
+    return [Path(p) / "emu" for p in os.environ.get("TILELAB_CACHE_BASE", "").split(os.pathsep)
+            if p]
+
+
+def _first_json(name: str, roots: list[Path]) -> dict:
+    for root in roots:
+        try:
+            return json.loads((root / name).read_text())
+        except (OSError, ValueError):
+            continue
+    raise OSError(f"{name} is in no cache")
 
 
 def _check_imports(path: Path, needs: PreludeNeeds, source: str) -> None:

@@ -10,12 +10,14 @@ from collections.abc import Sequence
 from . import launch
 from .args import plan_arguments
 from .compile import build
-from .errors import LogicError, UnsupportedConstruct
+from .errors import CompileError, LogicError, UnsupportedConstruct
 from .faults import LaunchContext, raise_for
 from .geometry import check_launch, timeout_seconds
 from .report import AnalysisReport, LaunchReport
 from .translate import translate
 
+#: nvcc refuses more static __shared__ memory than this per kernel (ptxas: 0xc000 max).
+STATIC_SHARED_LIMIT = 48 * 1024
 _DEFINE = re.compile(r"-D[A-Za-z_]\w*(=[\w.+\-]*)?")
 
 
@@ -38,6 +40,12 @@ class SourceModule:
         defines = tuple(o for o in (options or ()) if _DEFINE.fullmatch(o))
         self.library = build(self.translation.code, analysis=analysis, defines=defines,
                              source=source)
+        if not analysis and self.library.static_shared > STATIC_SHARED_LIMIT:
+            raise CompileError(
+                f"ptxas error: the kernel uses {self.library.static_shared} bytes of static "
+                f"__shared__ memory, more than the {STATIC_SHARED_LIMIT} bytes (48 KiB) nvcc "
+                "allows static shared arrays; nvcc refuses this source too. Use smaller tiles, "
+                "or extern __shared__ (dynamic) memory with the opt-in for more.")
 
     @property
     def kernel_names(self) -> list[str]:

@@ -557,6 +557,29 @@ inline bool check_slack(int b, Out& o) {
   return true;
 }
 
+// Blocks run in a varied order, as on a GPU, where no order between blocks is promised: block
+// number (start + i * step) mod n, step coprime with n, both drawn afresh for each launch, so
+// a kernel where one block waits for another's global writes fails as it would on a GPU.
+inline uint64_t gcd(uint64_t a, uint64_t b) {
+  while (b) { uint64_t t = a % b; a = b; b = t; }
+  return a;
+}
+inline uint64_t order_seed() {  // before the system-call filter: it calls getpid
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  uint64_t seed = (uint64_t)now.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
+  return seed ^ (seed >> 29);
+}
+inline void run_grid(uint64_t seed) {
+  const uint64_t gx = gridDim.x, gy = gridDim.y, n = gx * gy * gridDim.z;
+  uint64_t start = n ? seed % n : 0, step = n > 1 ? 1 + (seed >> 17) % (n - 1) : 1;
+  while (gcd(step, n) != 1) ++step;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t b = (uint64_t)(((unsigned __int128)i * step + start) % n);
+    run_block(uint3{(unsigned)(b % gx), (unsigned)(b / gx % gy), (unsigned)(b / (gx * gy))});
+  }
+}
+
 [[noreturn]] inline void setup_error(const char* what) {
   Out o{};
   o.s("{\"status\":\"error\",\"message\":");
@@ -640,12 +663,11 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
   }
   setvbuf(stdout, nullptr, _IOFBF, 1 << 16);
   an_launch();
+  const uint64_t seed = order_seed();
   enter_grid_filter();
   timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (unsigned z = 0; z < gridDim.z; ++z)
-    for (unsigned y = 0; y < gridDim.y; ++y)
-      for (unsigned x = 0; x < gridDim.x; ++x) run_block(uint3{x, y, z});
+  run_grid(seed);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   fflush(stdout);
   Out o{};
