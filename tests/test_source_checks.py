@@ -178,3 +178,16 @@ def _nothing():
     import contextlib
 
     return contextlib.nullcontext()
+
+
+@pytest.mark.parametrize("name", ["TILELAB_ANALYSIS", "TL_SHARED", "tl_emu", "tilelab_launch"])
+def test_a_source_naming_the_emulators_own_macros_is_refused(name):
+    from tilelab.emu.errors import CompileError
+    from tilelab.emu.translate import translate
+
+    src = f"#ifdef {name}\n#define PAD 1\n#else\n#define PAD 0\n#endif\n" + OK
+    with pytest.raises(SourceRejected, match=f"line 1: `{name}` is a name of the CPU emulator"):
+        validate_source(src)
+    with pytest.raises(CompileError, match="build whose output is checked"):
+        translate(src)
+    assert validate_source("// TILELAB_ANALYSIS in a comment is fine\n" + OK)

@@ -22,8 +22,10 @@ and read only after the sandbox's whole pid namespace is gone.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import glob
+import json
 import os
 import resource
 import selectors
@@ -179,11 +181,12 @@ def cuda_paths() -> list[str]:
 
 def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, str],
             read_only: Sequence[tuple[str, str]] = (), writable: Sequence[tuple[str, str]] = (),
-            limits: Limits = Limits()) -> list[str]:
+            limits: Limits = Limits(), work_read_only: bool = False) -> list[str]:
     """The ``bwrap`` command line that runs ``argv`` with ``work`` as ``/sandbox``.
 
     ``read_only`` and ``writable`` are extra ``(host path, sandbox path)`` binds (the
-    class run binds a kernel's connection folder; nothing of the course is bound)."""
+    class run binds a kernel's connection folder; nothing of the course is bound).
+    ``work_read_only`` binds ``work`` read-only (then only ``/tmp`` is writable)."""
     exe = shutil.which(BWRAP) or BWRAP
     args = [exe, "--unshare-all", "--die-with-parent", "--new-session",
             "--uid", str(INSIDE_ID), "--gid", str(INSIDE_ID), "--cap-drop", "ALL",
@@ -196,7 +199,7 @@ def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, s
     for node in nvidia_devices():
         args += ["--dev-bind", node, node]
     args += ["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
-    args += ["--bind", os.fspath(work), WORK]
+    args += ["--ro-bind" if work_read_only else "--bind", os.fspath(work), WORK]
     for host, inside in read_only:
         args += ["--ro-bind", os.fspath(host), inside]
     for host, inside in writable:
@@ -387,3 +390,51 @@ def private_folder(prefix: str = "tilelab-sandbox-"):
         yield Path(path)
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def limits_to_json(limits: Limits) -> str:
+    return json.dumps(dataclasses.asdict(limits))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tilelab.sandbox --limits JSON -- bwrap ...``: set the limits and a pids
+    cgroup, run the command, kill it (and so its sandbox) when its wall budget is spent.
+    For launchers that take a command line but no pre-exec hook (Jupyter's kernels)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) < 4 or args[0] != "--limits" or args[2] != "--":
+        print("usage: python -m tilelab.sandbox --limits JSON -- COMMAND...", file=sys.stderr)
+        return 2
+    limits = Limits(**json.loads(args[1]))
+    cgroup = _pids_cgroup(limits.processes)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _enter(limits, cgroup)
+            os.execvp(args[3], args[3:])
+        finally:
+            os._exit(127)
+    signal.signal(signal.SIGTERM, lambda *_: _end(pid))
+    signal.signal(signal.SIGINT, lambda *_: os.kill(pid, signal.SIGINT))
+    deadline = time.monotonic() + limits.wall_seconds
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            print(f"tilelab sandbox: the {limits.wall_seconds:g} s budget is spent; stopped",
+                  file=sys.stderr)
+            _end(pid)
+            _, status = os.waitpid(pid, 0)
+            break
+        time.sleep(0.2)
+    _drop_cgroup(cgroup)
+    return os.waitstatus_to_exitcode(status) & 0xFF
+
+
+def _end(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)  # bwrap: --die-with-parent takes the sandbox with it
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -27,6 +27,28 @@ class SourceTooComplex(ValueError):
     """The source holds more kernels, shared arrays or brackets than any kernel needs."""
 
 
+class ReservedName(ValueError):
+    """The source names (or tests) one of the emulator's own macros or symbols."""
+
+
+# The emulator's own names: its build macros (TILELAB_ANALYSIS tells the analysed build
+# from the checked one), its prelude's macros and namespace, its exported symbols.
+_RESERVED = re.compile(r"\b(?:TILELAB_\w*|TL_\w+|tl_emu\w*|tl_reg_\w+|tilelab_\w+)\b")
+
+
+def check_reserved(masked: str) -> None:
+    """Raise :class:`ReservedName` for the first of the emulator's names in ``masked`` (the
+    source with comments and literals blanked): a kernel may neither use nor test them, so
+    the build the analysis reads and the build whose output is checked cannot differ."""
+    m = _RESERVED.search(masked)
+    if m:
+        line = masked.count("\n", 0, m.start()) + 1
+        raise ReservedName(
+            f"line {line}: `{m.group(0)}` is a name of the CPU emulator's own; a kernel may "
+            "not use or test it (the build analysed for races and bank conflicts must be the "
+            "build whose output is checked). Rename it.")
+
+
 def normalize(src: str) -> str:
     """``src`` with a leading BOM dropped, CRLF and CR made LF, form feed and vertical tab
     made spaces: the text a scan and the compiler then read alike."""

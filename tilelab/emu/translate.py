@@ -14,7 +14,7 @@ from .errors import CompileError
 from .kernels import KernelSource, entry_code, find_kernels
 from .lexer import mask, scopes
 from .shared import SharedDecl, rewrite_declarations, rewrite_uses
-from .source import SourceTooComplex, prepare
+from .source import ReservedName, SourceTooComplex, check_reserved, prepare
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,10 @@ def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False)
     except SourceTooComplex as exc:
         raise CompileError(str(exc)) from None
     masked = mask(source)
+    try:
+        check_reserved(masked)
+    except ReservedName as exc:
+        raise CompileError(str(exc)) from None
     blanks = check_includes(source, masked)
     check_unsupported(masked)
     for start, end in blanks:
