@@ -1,6 +1,10 @@
 """Sandbox overhead per submission on the emulator: the same fresh kernels graded with and
 without the bubblewrap sandbox, interleaved; prints the medians and their difference."""
-import statistics, sys, time, uuid
+import statistics
+import sys
+import time
+import uuid
+
 from tilelab import grade
 from tilelab.reference import KERNELS
 
@@ -8,7 +12,7 @@ n = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 src = KERNELS["naive"].source()
 grade.grade_source("naive", src + "// warm\n", backend_name="emu", sandboxed=True)  # base cache
 times = {False: [], True: []}
-for i in range(n):
+for _i in range(n):
     for sb in (False, True):
         unique = src + f"// {uuid.uuid4()}\n"  # never cached: a new submission
         t = time.perf_counter()
