@@ -12,6 +12,9 @@ from dataclasses import dataclass, field, replace
 from tilelab.problems import Launch, Problem, Shape
 from tilelab.reference import KERNELS, KernelRef
 
+# The last shapes reach well past every bound a kernel could hard-code: K of 17 tiles of 32
+# (a K loop that stops early), M past 1024 and 200 (a `row % 200`, an early return for a
+# large M), N past 1024; all rectangular, none a multiple of a tile.
 MATMUL_SHAPES: tuple[Shape, ...] = (
     (1, 1, 1),
     (37, 53, 29),
@@ -19,8 +22,14 @@ MATMUL_SHAPES: tuple[Shape, ...] = (
     (100, 30, 70),
     (33, 129, 65),
     (128, 96, 160),
+    (333, 290, 517),
+    (1030, 33, 40),
+    (36, 1050, 44),
 )
-TRANSPOSE_SHAPES: tuple[Shape, ...] = ((1, 1), (33, 65), (64, 64), (100, 37), (31, 300), (256, 128))
+TRANSPOSE_SHAPES: tuple[Shape, ...] = (
+    (1, 1), (33, 65), (64, 64), (100, 37), (31, 300), (256, 128), (1100, 37), (45, 1300),
+    (517, 333),
+)
 
 MATMUL_SIGNATURE = (
     "__global__ void {name}(const float* A, const float* B, float* C, int M, int N, int K)"
