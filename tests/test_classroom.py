@@ -149,11 +149,22 @@ def released_stub(exercise_id: str) -> str:
 
 
 def write_submissions(root: Path, files: dict[tuple[str, str], bytes]) -> None:
-    """Each (student, assignment)'s notebook file under autograder/submitted/."""
+    """Each (student, assignment)'s notebook file under autograder/submitted/; each
+    student is added to the gradebook (a class run grades only the students it knows)."""
     for (student, assignment), data in files.items():
         folder = root / "autograder" / "submitted" / student / assignment
         folder.mkdir(parents=True)
         (folder / f"{classroom.notebook_id(assignment)}.ipynb").write_bytes(data)
+    enrol(root, sorted({student for student, _ in files}))
+
+
+def enrol(root: Path, students: list[str]) -> None:
+    """Add ``students`` to the course's gradebook (nbgrader db student add)."""
+    classroom._alembic_on_path()
+    db = f"sqlite:///{root / 'autograder' / 'gradebook.db'}"
+    with Gradebook(db, "tilelab") as gb:
+        for s in students:
+            gb.update_or_create_student(s)
 
 
 def build_course(root: Path) -> None:

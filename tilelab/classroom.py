@@ -35,7 +35,7 @@ from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from tilelab import backend as backends
-from tilelab import exercises, isolation
+from tilelab import exercises, isolation, sandbox
 from tilelab.grade import CACHE_ENV, cache_verdict, grade_source
 from tilelab.notebook import AWARD_ENV, CLASS_GRADING_ENV, speed_points
 from tilelab.verdict import Verdict
@@ -92,13 +92,20 @@ def _alembic_on_path() -> None:
         os.environ["PATH"] = os.pathsep.join([str(here), os.environ.get("PATH", "")])
 
 
-def open_api(course_root: str | Path, cell_timeout: int | None = None) -> NbGraderAPI:
-    """nbgrader's Python API on this course (with a per-cell time limit, if given)."""
+def open_api(course_root: str | Path, cell_timeout: int | None = None,
+             sandboxed: bool = False) -> NbGraderAPI:
+    """nbgrader's Python API on this course (with a per-cell time limit, if given). The
+    course config is read here, once; ``sandboxed``: every notebook's kernel runs in a
+    bubblewrap sandbox (see :mod:`tilelab.kernel_sandbox`)."""
     _alembic_on_path()
     config = load_config(course_root)
     if cell_timeout is not None:
         config.Execute.timeout = cell_timeout
         config.ExecutePreprocessor.timeout = cell_timeout
+    if sandboxed:
+        from tilelab.kernel_sandbox import sandbox_autograde
+
+        sandbox_autograde(config)
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
 
 
@@ -251,6 +258,7 @@ def grade_notebook(
     gpu: str | None = None,
     cache: Path | None = None,
     gates: dict[str, float] | None = None,
+    sandboxed: bool | None = None,
 ) -> list[Verdict]:
     """A clean-process verdict for every kernel of one submitted notebook (each also kept
     in ``cache``, for the notebook's hidden tests, where one is given)."""
@@ -263,7 +271,8 @@ def grade_notebook(
             verdicts.append(_unreadable(ex, backend_name, gpu, str(exc)))
             continue
         verdict = grade_source(
-            exercise_id, source, backend_name=backend_name, gate=(gates or {}).get(exercise_id)
+            exercise_id, source, backend_name=backend_name, gate=(gates or {}).get(exercise_id),
+            sandboxed=sandboxed,
         )
         if cache is not None:
             cache_verdict(cache, source, verdict)
@@ -391,13 +400,21 @@ def grade_class(
     progress: bool = True,
     cell_timeout: int = CELL_TIMEOUT,
     gates: dict[str, float] | None = None,
+    sandboxed: bool = True,
 ) -> dict[str, Any]:
     """Autograde, re-grade every kernel cleanly, generate feedback and export the CSV, for
-    every submission under ``autograder/submitted/`` (or the ones named). One bad
-    submission never stops the run, nor changes another's grade: its failure is in the
-    summary (see :mod:`tilelab.isolation`). ``gates``: calibrated speed gates by exercise
-    (``tilelab calibrate``), instead of the registry's defaults."""
-    api = open_api(course_root, cell_timeout)
+    every submission under ``autograder/submitted/`` (or the ones named) of a student the
+    gradebook knows. One bad submission never stops the run, nor changes another's grade:
+    its failure is in the summary (see :mod:`tilelab.isolation`). ``gates``: calibrated
+    speed gates by exercise (``tilelab calibrate``), instead of the registry's defaults.
+
+    ``sandboxed`` (the default): every kernel is graded, and every notebook run, in a
+    bubblewrap sandbox that sees only its own submission (raises
+    :class:`~tilelab.sandbox.SandboxUnavailable`, saying what to install, where none can
+    be made). False runs learners' code with the instructor's rights."""
+    if sandboxed:
+        sandbox.require()
+    api = open_api(course_root, cell_timeout, sandboxed=sandboxed)
     cd = api.coursedir
     chosen = backend or backends.active()
     gpu = backends.gpu_probe()[1] if chosen == "gpu" else None
@@ -406,21 +423,36 @@ def grade_class(
     if unknown:
         known = ", ".join(exercises.ASSIGNMENTS)
         raise ValueError(f"unknown assignment(s) {unknown}; the assignments are {known}")
-    work = [
-        (a, s)
-        for a in names
-        for s in sorted(api.get_submitted_students(a))
-        if not students or s in students
-    ]
+    known = _known_students(cd)
+    work, strangers = [], set()
+    for a in names:
+        for s in sorted(api.get_submitted_students(a)):
+            if students and s not in students:
+                continue
+            if s in known:
+                work.append((a, s))
+            else:
+                strangers.add(s)
     summary: dict[str, Any] = {
         "backend": chosen,
         "gpu": gpu,
         "speed_measured": chosen == "gpu",
         "award_speed_without_gpu": award_speed_without_gpu,
         "gates": {e.id: (gates or {}).get(e.id, e.gate) for e in exercises.EXERCISES.values()},
+        "sandboxed": sandboxed,
         "submissions": [],
         "failures": [],
     }
+    if strangers:
+        summary["unknown_students"] = sorted(strangers)
+        summary["failures"].append({
+            "step": "students",
+            "error": f"not graded: {', '.join(sorted(strangers))} (folders under submitted/ of "
+            "students the gradebook does not know; add them with `nbgrader db student add` "
+            "or `nbgrader db student import` if they belong to the class)",
+        })
+    if not sandboxed:
+        summary["warning"] = NO_SANDBOX_WARNING
     if chosen != "gpu":
         summary["note"] = (
             "no GPU: speed was not measured; padded kernels were graded by their emulated "
@@ -434,7 +466,8 @@ def grade_class(
         CLASS_GRADING_ENV: "1",
     }
     run = _Run(
-        api, chosen, gpu, award_speed_without_gpu, summary["failures"], cell_timeout, gates or {}
+        api, chosen, gpu, award_speed_without_gpu, summary["failures"], cell_timeout, gates or {},
+        sandboxed,
     )
     with _environ(env):
         for a in sorted({a for a, _ in work}):
@@ -450,10 +483,6 @@ def grade_class(
                 run.failed(a, s, "internal", f"{type(exc).__name__}: {exc}")
             bar.step(f"{a} {s}")
     bar.close()
-    for a, s in work:  # feedback a later notebook changed is put back
-        folder = Path(cd.format_path(cd.feedback_directory, s, a))
-        if run.snapshot.restore(folder):
-            run.failed(a, s, "feedback", "changed by another submission's code; restored")
     csv = Path(cd.root) / "autograder" / CSV_FILE
     try:
         export_csv(cd, csv)
@@ -475,15 +504,17 @@ class _Run:
         failures: list[dict[str, Any]],
         cell_timeout: int,
         gates: dict[str, float],
+        sandboxed: bool = True,
     ) -> None:
         self.api, self.backend, self.gpu, self.award = api, backend, gpu, award
         self.failures, self.cell_timeout, self.gates = failures, cell_timeout, gates
+        self.sandboxed = sandboxed
         cd = api.coursedir
         self.secret = isolation.solution_lines(
             sorted(Path(cd.root, cd.source_directory).glob("*/*.ipynb"))
         )
-        self.snapshot = isolation.FolderSnapshot()  # every submission, before any notebook runs
-        self.snapshot.add(Path(cd.root) / cd.submitted_directory)
+        # Submissions are never copied back nor deleted: a sandboxed notebook sees only a
+        # read-only copy of its own submission, so nothing of the course can change under it.
 
     def failed(self, assignment: str, student: str, step: str, error: str) -> None:
         self.failures.append(
@@ -500,9 +531,8 @@ class _Run:
             notes.append(text)
 
         submitted = Path(cd.format_path(cd.submitted_directory, student, assignment))
-        if self.snapshot.restore(submitted):
-            problem("submission", "files of this submission were changed during the run by "
-                    "another submission's code; the submitted files were put back")
+        nb_name = f"{notebook_id(assignment)}.ipynb"
+        own = _read_capped(submitted / nb_name)  # before any of its code runs
         with tempfile.TemporaryDirectory(prefix="tilelab-verdicts-") as cache:
             try:
                 verdicts = grade_notebook(
@@ -512,6 +542,7 @@ class _Run:
                     self.gpu,
                     cache=Path(cache),
                     gates=self.gates,
+                    sandboxed=self.sandboxed,
                 )
             except Exception as exc:  # never trust the notebook's own scores: zero, say why
                 self.failed(assignment, student, "grade", f"{type(exc).__name__}: {exc}")
@@ -540,8 +571,6 @@ class _Run:
                         result.get("error") or result.get("log") or "")
             notes.append(_autograde_problem(result))
         autograded = Path(cd.format_path(cd.autograded_directory, student, assignment))
-        nb_name = f"{notebook_id(assignment)}.ipynb"
-        own = self.snapshot.files.get(submitted / nb_name, b"").decode("utf-8", "replace")
         leaks = isolation.scrub_outputs(autograded / nb_name, self.secret, own)
         if stopped := isolation.interrupted_cells(autograded / nb_name):
             problem("timeout", f"{stopped} cell(s) of the notebook ran longer than the "
@@ -563,7 +592,6 @@ class _Run:
                         result.get("error") or result.get("log") or "")
         feedback = Path(cd.format_path(cd.feedback_directory, student, assignment))
         write_verdicts(feedback, student, assignment, verdicts, points, self.award)
-        self.snapshot.add(feedback)
         return {
             "assignment": assignment,
             "student": student,
@@ -573,6 +601,32 @@ class _Run:
             "messages": {v.exercise: v.messages[:1] for v in verdicts if not v.correct},
             "notes": notes,
         }
+
+
+NO_SANDBOX_WARNING = (
+    "GRADED WITHOUT A SANDBOX (--no-sandbox): every submitted notebook and kernel ran with "
+    "the instructor's rights and could read the solutions and the gradebook, change other "
+    "students' files and forge its own scores. Use only for submissions you trust."
+)
+NOTEBOOK_READ_LIMIT = 64 * 1024**2  # of a submitted notebook, read to recognise its own text
+
+
+def _read_capped(path: Path) -> str:
+    """The first ``NOTEBOOK_READ_LIMIT`` bytes of a file, as text ("" if unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(NOTEBOOK_READ_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _known_students(coursedir: CourseDirectory) -> set[str]:
+    """The students of the gradebook (a folder of anyone else is not graded)."""
+    try:
+        with _gradebook(coursedir) as gb:
+            return {s.id for s in gb.students}
+    except Exception:  # no gradebook yet: nobody is known
+        return set()
 
 
 def _autograde_problem(result: dict[str, Any]) -> str:

@@ -66,8 +66,16 @@ def cmd_check(a: argparse.Namespace) -> int:
 
 
 def cmd_grade(a: argparse.Namespace) -> int:
-    from tilelab import classroom
+    from tilelab import classroom, sandbox
 
+    if a.no_sandbox:
+        print(f"tilelab grade: WARNING: {classroom.NO_SANDBOX_WARNING}", file=sys.stderr)
+    else:
+        why = sandbox.problem()
+        if why:
+            print(f"tilelab grade: refusing to grade a class without a sandbox: {why} "
+                  "(--no-sandbox grades anyway, with the instructor's rights)", file=sys.stderr)
+            return 2
     summary = classroom.grade_class(
         Path(a.course),
         assignments=a.assignment or None,
@@ -76,6 +84,7 @@ def cmd_grade(a: argparse.Namespace) -> int:
         award_speed_without_gpu=a.award_speed_without_gpu,
         progress=not a.quiet,
         gates=gates.load(a.gates) if a.gates else None,
+        sandboxed=not a.no_sandbox,
     )
     print(summary if isinstance(summary, str) else json.dumps(summary, indent=1, default=str))
     return 0
@@ -137,6 +146,12 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--gates", help="gates file written by `tilelab calibrate`")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="grade without the bubblewrap sandbox (submissions run with your rights: only "
+        "for code you trust)",
+    )
     s.set_defaults(func=cmd_grade)
     s = sub.add_parser("calibrate", help="set speed gates from the reference speedups here")
     s.add_argument(

@@ -84,29 +84,58 @@ def check_correctness(
 
 
 def emu_analysis(
-    rt: Runtime, source: str, ex: Exercise, v: Verdict, rng: np.random.Generator
+    rt: Runtime, source: str, ex: Exercise, v: Verdict, rng: np.random.Generator,
+    output_ok: bool = True,
 ) -> bool:
-    """Race and bank-conflict analysis on the emulator; False when it finds a race."""
-    from tilelab.check import launch
-
+    """Race and bank-conflict analysis on the emulator; False when it finds a race or when
+    the analysed build computes a wrong result (its output is checked like any other, so
+    the build whose conflicts are judged is a build whose output was checked)."""
     fn = compile_kernel(rt, source, ex.kernel, Verdict(ex.id, rt.name), analysis=True)
     if fn is None:
         return True
     shape = ANALYSIS_SHAPE[ex.problem.name]
     try:
-        launch(rt, fn, ex.problem, ex.launch, shape, ex.problem.make_inputs(shape, rng))
+        res = check_function(rt, fn, ex.problem, ex.launch, shape, rng)
     except launch_errors(rt) as exc:
-        v.messages.append(f"analysis run failed: {_one_line(exc, 1500)}")
+        if output_ok:
+            v.messages.append(f"analysis run failed: {_one_line(exc, 1500)}")
         return False
     report = fn.last_report.analysis
     v.races = len(report.races)
-    v.bank_degree = report.average_degree
+    v.bank_degree = report.worst_degree  # None: no shared-memory access at all
     if report.has_races:
+        likely = "" if output_ok else " (the likely cause of the wrong result)"
         v.messages.append(
-            "shared-memory race found by the emulator's analysis:\n" + report.summary()
+            f"shared-memory race found by the emulator's analysis{likely}:\n"
+            + report.summary()
         )
         return False
+    if not res.ok:
+        if output_ok:
+            v.messages.append(f"the build analysed for races and bank conflicts computed a "
+                              f"wrong result at {shape}: {res.message}")
+        return False
     return True
+
+
+def bank_gate(ex: Exercise, v: Verdict) -> None:
+    """On the emulator, a padding exercise's speed points: the worst conflicted access line
+    of the shared tile (extra conflict-free accesses cannot dilute it); none without any
+    shared-memory access (the lesson is the padded tile)."""
+    if v.bank_degree is None:
+        v.speed_passed = False
+        v.messages.append(
+            "no GPU: graded by the emulator's bank-conflict degree, but the kernel makes no "
+            "shared-memory access: this exercise grades a padded shared-memory tile, so it "
+            "earns no speed points"
+        )
+        return
+    v.speed_passed = v.bank_degree <= ex.max_bank_degree
+    v.messages.append(
+        f"no GPU: graded by the emulator's bank-conflict degree, {v.bank_degree:.2f} on the "
+        f"worst shared-memory access line (gate <= {ex.max_bank_degree:g}); speed was not "
+        "measured"
+    )
 
 
 def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random.Generator) -> None:
@@ -167,8 +196,9 @@ def evaluate(
     if fn is None:
         return v
     correct = check_correctness(rt, fn, ex, v, rng)
-    if correct and rt.name == "emu":
-        correct = emu_analysis(rt, text, ex, v, rng)
+    launch_failed = any(": the launch failed:" in m for m in v.messages)
+    if rt.name == "emu" and not launch_failed:  # a race found on a wrong result is named
+        correct = emu_analysis(rt, text, ex, v, rng, output_ok=correct) and correct
     if correct and rt.name == "gpu" and sanitize:
         from tilelab.sanitizer import run_sanitizers
 
@@ -182,12 +212,8 @@ def evaluate(
         v.messages.append(f"correct on {len(ex.shapes)} shapes with fresh random inputs")
         if rt.name == "gpu" and speed:
             measure_speed(rt, fn, ex, v, rng)
-        elif ex.max_bank_degree is not None and v.bank_degree is not None:
-            v.speed_passed = v.bank_degree <= ex.max_bank_degree
-            v.messages.append(
-                f"no GPU: graded by the emulator's bank-conflict degree, {v.bank_degree:.2f} "
-                f"on average (gate <= {ex.max_bank_degree:g}); speed was not measured"
-            )
+        elif ex.max_bank_degree is not None and rt.name == "emu":
+            bank_gate(ex, v)
         elif rt.name == "gpu":
             v.messages.append("speed was not measured (not asked for): correctness only")
         else:

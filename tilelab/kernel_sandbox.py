@@ -14,6 +14,7 @@ bound into the sandbox at the same path. Interrupts go as messages on the contro
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -76,3 +77,47 @@ class SandboxedKernelManager(AsyncKernelManager):
         await super()._async_cleanup_resources(restart=restart)
         if not restart:
             shutil.rmtree(self._ipc_dir, ignore_errors=True)
+
+
+OUTPUT_LIMIT = 4 << 20  # bytes of outputs one notebook may leave (all its cells)
+OUTPUT_NOTE = (f"[tilelab: the notebook's outputs passed {OUTPUT_LIMIT >> 20} MiB; the rest "
+               "was dropped]\n")
+
+
+def _execute_class() -> type:
+    from nbgrader.preprocessors import Execute
+
+    class SandboxedExecute(Execute):
+        """nbgrader's Execute, its kernels started by :class:`SandboxedKernelManager`, the
+        outputs of one notebook capped at ``OUTPUT_LIMIT`` bytes (the rest is dropped)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["kernel_manager_class"] = SandboxedKernelManager  # Execute forces its own
+            super().__init__(*args, **kwargs)
+            self._output_bytes = 0
+
+        def output(self, outs: list, msg: dict, display_id: str | None,
+                   cell_index: int) -> Any:
+            self._output_bytes += len(json.dumps(msg.get("content", {}), default=str))
+            if self._output_bytes <= OUTPUT_LIMIT:
+                return super().output(outs, msg, display_id, cell_index)
+            if not getattr(self, "_output_capped", False):
+                self._output_capped = True
+                note = {**msg, "msg_type": "stream",
+                        "content": {"name": "stderr", "text": OUTPUT_NOTE}}
+                return super().output(outs, note, None, cell_index)
+            return None
+
+    return SandboxedExecute
+
+
+def sandbox_autograde(config: Any) -> None:
+    """Make ``nbgrader autograde`` under ``config`` run every notebook's kernel sandboxed:
+    its Execute step is replaced by one whose kernels start in a sandbox."""
+    from nbgrader.converters import Autograde
+    from nbgrader.preprocessors import Execute
+
+    default = Autograde.class_traits()["autograde_preprocessors"].default()
+    steps = list(config.Autograde.get("autograde_preprocessors", default))
+    sandboxed = _execute_class()
+    config.Autograde.autograde_preprocessors = [sandboxed if s is Execute else s for s in steps]
