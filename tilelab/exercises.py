@@ -54,6 +54,9 @@ class Exercise:
     chapter: str
     shapes: tuple[Shape, ...] = field(default=MATMUL_SHAPES)
     max_bank_degree: float | None = None  # on the emulator: graded by conflicts, not time
+    # a kernel that skips the lesson yet beats the baseline: the speed gate also requires
+    # beating it (the padded matmul's unpadded baseline is slower than not tiling at all)
+    must_beat: KernelRef | None = None
     points_correct: float = 3.0
     points_speed: float = 2.0
     # `tilelab calibrate`: the gate lies this fraction of the way from a lesson-skipping
@@ -192,6 +195,7 @@ _EXERCISES = (
         ),
         chapter="book/banks",
         max_bank_degree=1.1,
+        must_beat=KERNELS["naive"],
     ),
 )
 

@@ -139,6 +139,9 @@ def bank_gate(ex: Exercise, v: Verdict) -> None:
 
 
 def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random.Generator) -> None:
+    """Time the kernel against the baseline (and a lesson-skipping kernel, where the
+    exercise names one), then check what the timed runs wrote: a wrong speed run earns
+    nothing at all."""
     from tilelab.bench import prepared_launch, time_interleaved
 
     base = rt.SourceModule(ex.baseline.source()).get_function(ex.baseline.name)
@@ -149,7 +152,20 @@ def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random
         "candidate": prepared_launch(rt, fn, ex.problem, ex.launch, shape, inputs, keep),
         "baseline": prepared_launch(rt, base, ex.problem, ex.baseline.launch, shape, inputs, keep),
     }
+    if ex.must_beat is not None:
+        other = rt.SourceModule(ex.must_beat.source()).get_function(ex.must_beat.name)
+        runs["lesson-skipping"] = prepared_launch(rt, other, ex.problem, ex.must_beat.launch,
+                                                  shape, inputs, keep)
     t = time_interleaved(runs)
+    got = rt.from_device(keep[0][ex.problem.output], ex.problem.output_shape(shape),
+                         np.float32)
+    checked = sampled_compare(ex, shape, inputs, got, rng)
+    if not checked.ok:
+        v.correct = False
+        v.messages.append(f"the speed run's output is wrong (checked against float64 on "
+                          f"sampled rows): {checked.message}. A kernel must be right at every "
+                          "size it runs at; no points.")
+        return
     v.speed_measured = True
     v.candidate_ms = t["candidate"].median_ms
     v.baseline_ms = t["baseline"].median_ms
@@ -160,6 +176,32 @@ def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random
             f"speed: {v.speedup:.2f}x over {ex.baseline.label} at {shape}; the gate is "
             f"{ex.gate:g}x. {ex.gate_reason}"
         )
+    if ex.must_beat is not None and v.speed_passed:
+        other_ms = t["lesson-skipping"].median_ms
+        if v.candidate_ms >= other_ms:
+            v.speed_passed = False
+            v.messages.append(
+                f"speed: {v.candidate_ms:.3f} ms, no faster than {ex.must_beat.label} "
+                f"({other_ms:.3f} ms), which skips this lesson; the gate also requires "
+                "beating it."
+            )
+
+
+SAMPLED_ROWS = 64
+
+
+def sampled_compare(ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
+                    got: np.ndarray, rng: np.random.Generator) -> Any:
+    """Compare ``got`` with the float64 reference on a sample of output rows (all of them
+    for a problem whose reference is cheap)."""
+    from tilelab.check import compare
+
+    if ex.problem.name != "matmul" or shape[0] <= SAMPLED_ROWS:
+        return compare(ex.problem, shape, inputs, got, ex.launch)
+    rows = np.sort(rng.choice(shape[0], SAMPLED_ROWS, replace=False))
+    first = ex.problem.arg_order[0]  # A: its rows are C's rows
+    sub = dict(inputs, **{first: inputs[first][rows]})
+    return compare(ex.problem, (SAMPLED_ROWS, *shape[1:]), sub, got[rows], ex.launch)
 
 
 def evaluate(
