@@ -41,6 +41,7 @@ from tilelab.notebook import AWARD_ENV, CLASS_GRADING_ENV, speed_points
 from tilelab.verdict import Verdict
 
 CONFIG_FILE = "nbgrader_config.py"
+NOTEBOOK_READ_LIMIT = 64 * 1024**2  # the most of a submitted notebook ever read
 VERDICT_FILE = "tilelab_verdict"
 CSV_FILE = "grades.csv"
 #: Seconds one notebook cell may run during a class run (the hidden tests only read
@@ -160,8 +161,15 @@ def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
     grade_id = kernel_cell_id(exercise_id)
     path = Path(notebook_path)
     try:
+        if path.stat().st_size > NOTEBOOK_READ_LIMIT:  # never read a huge file whole
+            raise KernelCellError(
+                f"{path.name} is {path.stat().st_size >> 20} MiB, more than the "
+                f"{NOTEBOOK_READ_LIMIT >> 20} MiB a notebook may be; clear its outputs and "
+                "submit it again.")
         nb = json.loads(path.read_text(encoding="utf-8"))
         cells = nb["cells"]
+        if not isinstance(cells, list):
+            raise TypeError("its cells are not a list")
     except FileNotFoundError:
         others = sorted(p.name for p in path.parent.glob("*.ipynb"))
         raise KernelCellError(
@@ -170,21 +178,14 @@ def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
         ) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise KernelCellError(f"{path.name} is not a readable notebook ({exc})") from None
-    cell = next(
-        (
-            c
-            for c in cells
-            if isinstance(c, dict)
-            and (c.get("metadata") or {}).get("nbgrader", {}).get("grade_id") == grade_id
-        ),
-        None,
-    )
+    found = [c for c in cells if _grade_id(c) == grade_id]
+    if len(found) > 1:
+        raise KernelCellError(
+            f"{path.name} has {len(found)} cells with grade id {grade_id!r} (a copied kernel "
+            "cell?); keep one, delete the others, and submit again.")
+    cell = found[0] if found else None
     if cell is None:
-        ids = {
-            str((c.get("metadata") or {}).get("nbgrader", {}).get("grade_id", ""))
-            for c in cells
-            if isinstance(c, dict)
-        }
+        ids = {_grade_id(c) for c in cells}
         other = next(
             (e.assignment for e in exercises.EXERCISES.values() if kernel_cell_id(e.id) in ids),
             None,
@@ -199,6 +200,15 @@ def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
             "deleted or replaced; copy it back from the released notebook."
         )
     return kernel_from_cell(isolation.nb_text(cell.get("source")), grade_id)
+
+
+def _grade_id(cell: Any) -> str:
+    """A cell's nbgrader grade id; "" for a cell whose metadata is missing or malformed (a
+    malformed cell costs that cell only)."""
+    meta = cell.get("metadata") if isinstance(cell, dict) else None
+    nbg = meta.get("nbgrader") if isinstance(meta, dict) else None
+    gid = nbg.get("grade_id") if isinstance(nbg, dict) else None
+    return gid if isinstance(gid, str) else ""
 
 
 def kernel_from_cell(source: str, grade_id: str = "the kernel cell") -> str:
@@ -608,7 +618,6 @@ NO_SANDBOX_WARNING = (
     "the instructor's rights and could read the solutions and the gradebook, change other "
     "students' files and forge its own scores. Use only for submissions you trust."
 )
-NOTEBOOK_READ_LIMIT = 64 * 1024**2  # of a submitted notebook, read to recognise its own text
 
 
 def _read_capped(path: Path) -> str:
