@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from typing import Any
@@ -71,7 +72,11 @@ class SandboxedKernelManager(AsyncKernelManager):
         sandbox.require()
         if self.kernel_spec is not None:
             self.kernel_spec.interrupt_mode = "message"
-        return await super()._async_pre_start_kernel(**kw)
+        cmd, kw = await super()._async_pre_start_kernel(**kw)
+        # a kernel's own stdout and stderr (not its cells' outputs, which come over ZeroMQ)
+        # would go to the class run's terminal, unbounded: they are dropped
+        kw["stdout"] = kw["stderr"] = subprocess.DEVNULL
+        return cmd, kw
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
