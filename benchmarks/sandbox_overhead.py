@@ -1,24 +1,58 @@
-"""Sandbox overhead per submission on the emulator: the same fresh kernels graded with and
-without the bubblewrap sandbox, interleaved; prints the medians and their difference."""
+"""What the sandbox costs, on the CPU emulator.
+
+``python benchmarks/sandbox_overhead.py [N]``: the same fresh kernels (never cached) graded
+with and without the bubblewrap sandbox, interleaved; prints both medians and the overhead
+per submission. ``--class``: the test suite's class (tests/test_classroom.py) graded end
+to end by ``tilelab grade``'s pipeline, once unsandboxed and once sandboxed.
+"""
+
 import statistics
 import sys
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
-from tilelab import grade
+from tilelab import classroom, grade
 from tilelab.reference import KERNELS
 
-n = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-src = KERNELS["naive"].source()
-grade.grade_source("naive", src + "// warm\n", backend_name="emu", sandboxed=True)  # base cache
-times = {False: [], True: []}
-for _i in range(n):
-    for sb in (False, True):
-        unique = src + f"// {uuid.uuid4()}\n"  # never cached: a new submission
-        t = time.perf_counter()
-        v = grade.grade_source("naive", unique, backend_name="emu", sandboxed=sb)
-        times[sb].append(time.perf_counter() - t)
-        assert v.points_correct == 3, v.messages
-plain, boxed = statistics.median(times[False]), statistics.median(times[True])
-print(f"emulator, naive matmul, {n} fresh kernels each: unsandboxed median {plain*1e3:.0f} ms, "
-      f"sandboxed median {boxed*1e3:.0f} ms, overhead {(boxed-plain)*1e3:.0f} ms per submission")
+
+def per_submission(n: int) -> None:
+    src = KERNELS["naive"].source()
+    grade.grade_source("naive", src + "// warm\n", backend_name="emu", sandboxed=True)
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(n):
+        for boxed in (False, True):
+            unique = src + f"// {uuid.uuid4()}\n"  # never cached: a new submission
+            t = time.perf_counter()
+            v = grade.grade_source("naive", unique, backend_name="emu", sandboxed=boxed)
+            times[boxed].append(time.perf_counter() - t)
+            assert v.points_correct == 3, v.messages
+    plain, boxed_ = statistics.median(times[False]), statistics.median(times[True])
+    print(f"emulator, naive matmul, {n} fresh kernels each: unsandboxed median "
+          f"{plain * 1e3:.0f} ms, sandboxed median {boxed_ * 1e3:.0f} ms, overhead "
+          f"{(boxed_ - plain) * 1e3:.0f} ms per submission")
+
+
+def whole_class() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from test_classroom import build_course
+
+    for boxed in (False, True):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp) / "course"
+            build_course(root)
+            t = time.perf_counter()
+            summary = classroom.grade_class(root, backend="emu", progress=False,
+                                            sandboxed=boxed)
+            took = time.perf_counter() - t
+            print(f"class run ({len(summary['submissions'])} submissions, emulator), "
+                  f"{'sandboxed' if boxed else 'unsandboxed'}: {took:.1f} s, "
+                  f"{len(summary['failures'])} failures")
+
+
+if __name__ == "__main__":
+    if "--class" in sys.argv:
+        whole_class()
+    else:
+        per_submission(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
