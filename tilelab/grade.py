@@ -90,14 +90,15 @@ def use_sandbox(wanted: bool | None) -> bool:
 
 
 def sandbox_limits(backend_name: str, timeout: float) -> sandbox.Limits:
-    """The grading worker's limits: its time budget, memory (address space on the
-    emulator; data on a GPU, where CUDA reserves vast address ranges), files, output."""
+    """The grading worker's limits: its time budget, memory (the address space on the
+    emulator; none on a GPU, where CUDA maps vast ranges and no learner code runs on the
+    host), files, output."""
     emu = backend_name == "emu"
     return sandbox.Limits(
         wall_seconds=timeout,
         cpu_seconds=int(timeout) + 5,
         address_space=MEMORY_LIMIT if emu else None,
-        data=None if emu else MEMORY_LIMIT,
+        data=None,
         file_bytes=FILE_LIMIT,
         output_bytes=OUTPUT_LIMIT,
     )
