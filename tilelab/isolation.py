@@ -90,6 +90,23 @@ class Reaper:
             for pid in left:  # reap the ones that became our children
                 with contextlib.suppress(ChildProcessError, OSError):
                     os.waitpid(pid, os.WNOHANG)
+        for pid in _orphaned_zombies() - self.before:  # ended, reparented to us as subreaper
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+
+
+def _orphaned_zombies() -> set[int]:
+    """Our child processes that have ended and wait to be reaped (Linux /proc)."""
+    me, out = os.getpid(), set()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit():
+            try:
+                state, ppid = Path("/proc", entry, "stat").read_text().rsplit(")", 1)[1].split()[:2]
+            except (OSError, ValueError):
+                continue
+            if state == "Z" and int(ppid) == me:
+                out.add(int(entry))
+    return out
 
 
 # ------------------------------------------------------------------ gradebook
