@@ -112,7 +112,7 @@ CASES = [
          kernel=TILED.replace("__syncthreads();  // the whole",
                               "if (tx < 16) __syncthreads();  // the whole"),
          exercise="tiled"),
-    Case("k09", "more shared memory than a block can have", "shared memory",
+    Case("k09", "more shared memory than a block can have", "shared memory|48 KiB",
          kernel=TILED.replace("__shared__ float Bs[TILE][TILE];",
                               "__shared__ float Bs[TILE][TILE];\n    __shared__ float big[65536];"
                               "\n    big[threadIdx.x] = 0.0f;\n    __syncthreads();")
@@ -218,8 +218,9 @@ UPPER_BLOCK_RACE = naive_with(
 CELL = {
     "config": f"open('{ROOT}/autograder/nbgrader_config.py', 'a')"
               ".write('\\nraise SystemExit\\n')\n",
-    "ghost": f"import os\nd = '{ROOT}/autograder/submitted/ghost/01-naive'\n"
-             "os.makedirs(d, exist_ok=True)\nopen(d + '/naive.ipynb', 'w').write('{{}}')\n",
+    "ghost": f"import os\nos.makedirs('{ROOT}/autograder/submitted/ghost/01-naive')\n"
+             f"open('{ROOT}/autograder/submitted/ghost/01-naive/naive.ipynb', 'w')"
+             ".write('{{}}')\n",
     "gradebook": f"print(open('{ROOT}/autograder/gradebook.db', 'rb').read()[:200])\n",
     "other": f"print('GOT OTHER', open('{ROOT}/autograder/submitted/aaron/01-naive/naive.ipynb')"
              ".read()[:100])\n",

@@ -3,7 +3,8 @@
 The grader (for nvcc) and the emulator (for g++) call :func:`prepare` before any scan, and
 compile the text it returns, so what the scanners read is exactly what the compiler reads:
 
-- a byte-order mark at the start is dropped (the compilers skip it);
+- byte-order marks are dropped (the compilers skip one at the start; one elsewhere is an
+  error for them, so dropping it refuses nothing they would accept);
 - CRLF and a lone CR end a line, as they do for the compilers (a ``//`` comment ended by a
   lone CR no longer hides the next line's ``#include`` from the scan);
 - form feed and vertical tab are blanks, as they are for the compilers (so
@@ -50,10 +51,9 @@ def check_reserved(masked: str) -> None:
 
 
 def normalize(src: str) -> str:
-    """``src`` with a leading BOM dropped, CRLF and CR made LF, form feed and vertical tab
+    """``src`` with its BOMs dropped, CRLF and CR made LF, form feed and vertical tab
     made spaces: the text a scan and the compiler then read alike."""
-    if src.startswith(BOM):
-        src = src[len(BOM):]
+    src = src.replace(BOM, "")  # one at the start is skipped; elsewhere a compiler error
     return src.replace("\r\n", "\n").replace("\r", "\n").replace("\f", " ").replace("\v", " ")
 
 
