@@ -222,15 +222,15 @@ CELL = {
              f"open('{ROOT}/autograder/submitted/ghost/01-naive/naive.ipynb', 'w')"
              ".write('{{}}')\n",
     "gradebook": f"print(open('{ROOT}/autograder/gradebook.db', 'rb').read()[:200])\n",
-    "other": f"print('GOT OTHER', open('{ROOT}/autograder/submitted/aaron/01-naive/naive.ipynb')"
-             ".read()[:100])\n",
+    "other": f"print('GOT' + ' OTHER',\n"
+             f"      open('{ROOT}/autograder/submitted/aaron/01-naive/naive.ipynb').read()[:99])\n",
     "network": f"import socket\nsocket.create_connection(('127.0.0.1', {PORT}), 3)\n"
-               "print('CONNECTED')\n",
+               "print('CONN' + 'ECTED')\n",
     "fork bomb": "import os, time\nwhile True:\n    try:\n        os.fork()\n"
                  "    except OSError:\n        time.sleep(0.2)\n",
-    "10 GB": "b = bytearray(10 << 30)\nprint('ALLOCATED')\n",
+    "10 GB": "b = bytearray(10 << 30)\nprint('ALLOC' + 'ATED')\n",
     "10 GB file": "f = open('/tmp/big', 'wb')\nf.seek(10 << 30)\nf.write(b'x')\nf.close()\n"
-                  "print('WROTE')\n",
+                  "print('WRO' + 'TE')\n",
     "1 GB output": "import sys\nfor _ in range(1024):\n    sys.stdout.write('x' * (1 << 20))\n",
     "kill all": "import os\nos.kill(-1, 9)\n",
     "kill parent": "import os\nos.kill(os.getppid(), 9)\nos.kill(1, 9)\n",
@@ -530,7 +530,7 @@ def test_only_students_of_the_gradebook_are_graded(corpus):
 def test_no_cell_reached_the_network_or_the_course(corpus):
     root, summary = corpus
     assert summary["connections"] == 0
-    feedback = root / "autograder" / "feedback"
+    feedback = root / "autograder" / "feedback"  # each marker is printed only on success
     for student, marker in (("c03", "SQLite format"), ("c04", "GOT OTHER"),
                             ("c05", "CONNECTED"), ("c08", "ALLOCATED"), ("c09", "WROTE")):
         for path in (feedback / student).rglob("*.html"):
