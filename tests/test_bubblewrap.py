@@ -20,7 +20,9 @@ pytestmark = pytest.mark.skipif(sandbox.problem() is not None,
 
 
 def run_py(code: str, work, **kw) -> sandbox.Result:
-    return sandbox.run([sys.executable, "-c", textwrap.dedent(code)], work, **kw)
+    """Python code in a sandbox; ``sys.argv[1]`` in it is the result pipe's descriptor."""
+    return sandbox.run([sys.executable, "-c", textwrap.dedent(code), sandbox.CHANNEL], work,
+                       **kw)
 
 
 def test_inside_a_submission_sees_only_its_folder_and_no_network(tmp_path):
@@ -65,14 +67,15 @@ def test_the_result_channel_holds_only_what_the_command_wrote(tmp_path):
     # a detached process (own session, double fork) tries to write a forged result after
     # the command has exited; the sandbox's pid namespace ends it first
     res = run_py("""
-        import os, time
+        import os, sys, time
+        channel = int(sys.argv[1])
         if os.fork() == 0:
             os.setsid()
             if os.fork() == 0:
                 time.sleep(1)
-                os.write(3, b"forged")
+                os.write(channel, b"forged")
             os._exit(0)
-        os.write(3, b"real")
+        os.write(channel, b"real")
     """, tmp_path)
     assert res.channel == b"real"
 

@@ -113,7 +113,7 @@ def _grade_sandboxed(ex: exercises.Exercise, chosen: str, data: bytes, args: lis
     with sandbox.private_folder(prefix="tilelab-grade-") as work:
         (work / "kernel.cu").write_bytes(data)
         cmd = [sys.executable, "-m", "tilelab.grade_worker", "--source",
-               f"{sandbox.WORK}/kernel.cu", "--out", "fd:3", *args]
+               f"{sandbox.WORK}/kernel.cu", "--out", f"fd:{sandbox.CHANNEL}", *args]
         res = sandbox.run(cmd, work, limits=sandbox_limits(chosen, timeout),
                           read_only=[(str(base), BASE_CACHE)] if base else [],
                           env={"TILELAB_CACHE_BASE": BASE_CACHE} if base else {})

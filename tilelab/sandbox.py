@@ -15,8 +15,8 @@ kernel, the Jupyter kernel that runs a submitted notebook) runs under ``bwrap`` 
 - resource limits (CPU time, memory, processes, file size, open files), a total wall-clock
   budget after which the whole process tree is killed, and capped output.
 
-The sandbox's own result comes back on a pipe created here (see :func:`run`'s ``channel``)
-and read only after the sandbox's whole pid namespace is gone.
+The sandbox's own result comes back on a pipe created here (see :func:`run`) and is read
+only after the sandbox's whole pid namespace is gone.
 """
 
 from __future__ import annotations
@@ -196,8 +196,11 @@ def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, s
         args += ["--ro-bind", p, p]
     args += ["--ro-bind", package_dir(), f"{PACKAGE_ROOT}/tilelab"]
     args += ["--proc", "/proc", "--dev", "/dev"]
-    for node in nvidia_devices():
+    nodes = nvidia_devices()
+    for node in nodes:
         args += ["--dev-bind", node, node]
+    if nodes and os.path.isdir("/sys"):
+        args += ["--ro-bind", "/sys", "/sys"]  # the CUDA driver reads the PCI topology
     args += ["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     args += ["--ro-bind" if work_read_only else "--bind", os.fspath(work), WORK]
     for host, inside in read_only:
@@ -230,20 +233,37 @@ def sandbox_env(extra: Mapping[str, str]) -> dict[str, str]:
     return base | dict(extra)
 
 
+def _limit_pairs(limits: Limits) -> list[tuple[str, int]]:
+    pairs = (("RLIMIT_CPU", limits.cpu_seconds), ("RLIMIT_AS", limits.address_space),
+             ("RLIMIT_DATA", limits.data), ("RLIMIT_NPROC", limits.processes),
+             ("RLIMIT_FSIZE", limits.file_bytes), ("RLIMIT_NOFILE", limits.open_files),
+             ("RLIMIT_CORE", 0))
+    return [(name, value) for name, value in pairs if value is not None]
+
+
 def _set_limits(limits: Limits) -> None:
-    pairs = (
-        (resource.RLIMIT_CPU, limits.cpu_seconds),
-        (resource.RLIMIT_AS, limits.address_space),
-        (resource.RLIMIT_DATA, limits.data),
-        (resource.RLIMIT_NPROC, limits.processes),
-        (resource.RLIMIT_FSIZE, limits.file_bytes),
-        (resource.RLIMIT_NOFILE, limits.open_files),
-        (resource.RLIMIT_CORE, 0),
-    )
-    for which, value in pairs:
-        if value is not None:
-            with contextlib.suppress(ValueError, OSError):
-                resource.setrlimit(which, (value, value))
+    for name, value in _limit_pairs(limits):
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(getattr(resource, name), (value, value))
+
+
+# Run before bwrap by exec (no preexec_fn: unsafe in a threaded process, a Jupyter kernel):
+# join the pids cgroup, set the limits, become bwrap.
+_EXEC = """import json, os, resource, sys
+cgroup = sys.argv[2]
+if cgroup:
+    try:
+        with open(cgroup + "/cgroup.procs", "w") as f:
+            f.write(str(os.getpid()))
+    except OSError:
+        pass
+for name, value in json.loads(sys.argv[1]):
+    try:
+        resource.setrlimit(getattr(resource, name), (value, value))
+    except (ValueError, OSError):
+        pass
+os.execvp(sys.argv[3], sys.argv[3:])
+"""
 
 
 def _pids_cgroup(limit: int | None) -> str | None:
@@ -272,26 +292,32 @@ def _enter(limits: Limits, cgroup: str | None) -> None:
     _set_limits(limits)
 
 
+CHANNEL = "{channel}"  # in ``run``'s argv: replaced by the result pipe's descriptor number
+
+
 def run(argv: Sequence[str], work: str | os.PathLike, *, limits: Limits = Limits(),
         env: Mapping[str, str] | None = None, stdin: bytes | None = None,
         read_only: Sequence[tuple[str, str]] = (),
         writable: Sequence[tuple[str, str]] = ()) -> Result:
     """Run ``argv`` in a sandbox over ``work``; never raises for what the command does.
 
-    The command finds a pipe on fd 3, made here, for its result; everything written on
-    it, on stdout and on stderr is read while it runs (stdout and stderr capped) and
-    returned only once the sandbox and every process in it has ended."""
+    The command finds a pipe made here for its result at the descriptor whose number
+    replaces :data:`CHANNEL` in ``argv``; everything written on it, on stdout and on stderr
+    is read while it runs (stdout and stderr capped) and returned only once the sandbox and
+    every process in it has ended."""
     require()
+    chan_r, chan_w = os.pipe()
+    argv = [a.replace(CHANNEL, str(chan_w)) for a in argv]
     cmd = command(argv, work, env=env or {}, read_only=read_only, writable=writable,
                   limits=limits)
-    chan_r, chan_w = os.pipe()
     cgroup = _pids_cgroup(limits.processes)
+    shim = [sys.executable, "-S", "-c", _EXEC, json.dumps(_limit_pairs(limits)), cgroup or ""]
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(chan_w, 3),
-            start_new_session=True, preexec_fn=lambda: _move_fd(chan_w, 3, limits, cgroup),
+            [*shim, *cmd], stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(chan_w,),
+            start_new_session=True,
         )
     except BaseException:
         os.close(chan_r)
@@ -312,15 +338,6 @@ def run(argv: Sequence[str], work: str | os.PathLike, *, limits: Limits = Limits
         _drop_cgroup(cgroup)
     return Result(None if timed_out else proc.returncode, out, err, chan, truncated,
                   timed_out, time.monotonic() - t0, cmd)
-
-
-def _move_fd(fd: int, target: int, limits: Limits, cgroup: str | None) -> None:
-    if fd != target:
-        os.dup2(fd, target)  # dup2 clears close-on-exec on the copy
-        os.close(fd)
-    else:
-        os.set_inheritable(fd, True)
-    _enter(limits, cgroup)
 
 
 def _pump(proc: subprocess.Popen, chan_r: int, limits: Limits, t0: float
