@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 import tilelab.emu as cuda
-from tilelab.emu.samples import TILE, TILED_MATMUL
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.emu_samples import TILE, TILED_MATMUL
 
 
 def time_launch(func: cuda.Function, n: int, repeat: int, rng: np.random.Generator) -> float:

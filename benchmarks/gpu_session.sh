@@ -38,7 +38,8 @@ for s in $steps; do
     class) run_step class "${CLASS_LIMIT:-500}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_classroom.py ;;
     bench) run_step bench "${BENCH_LIMIT:-300}" "$py" -m tilelab.cli bench device matmul transpose \
-             elementwise bank_stride occupancy sass racecheck calibration --out "$out/data" ;;
+             elementwise bank_stride occupancy sass racecheck calibration shared_bw divergence \
+             waves latency counters sgemm sgemm_ptxas --out "$out/data" ;;
     calibrate) run_step calibrate "${CALIBRATE_LIMIT:-180}" "$py" -m tilelab.cli calibrate \
              --write "$out/gates.json" ;;
     corpus) run_step corpus "${CORPUS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \

@@ -14,8 +14,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
-
-from tilelab.book.testing import Build, build_book, toc_docnames
+from support.book_build import Build, build_book, toc_docnames
 
 REPO = Path(__file__).resolve().parents[1]
 DOCNAMES = toc_docnames(REPO)
@@ -127,6 +126,32 @@ def test_page_renders_title_math_images_and_links(driver, book, docname):
         if not target.is_file() or (anchored and unquote(url.fragment) not in _ids(target, cache)):
             dead.append(href)
     assert dead == [], f"{docname}: broken internal links: {sorted(set(dead))}"
+
+    # nothing cut at the right edge at 1280 px: no code block scrolls sideways, the page
+    # does not, figures are not squeezed below their container, the provenance box is closed
+    cut = driver.execute_script(
+        "return [...document.querySelectorAll('main pre, article pre')]"
+        ".filter(p => p.scrollWidth > p.clientWidth + 1)"
+        ".map(p => p.innerText.split('\\n').sort((a, b) => b.length - a.length)[0]);")
+    assert cut == [], f"{docname}: code cut at the right edge at 1280 px: {cut}"
+    tables = driver.execute_script(
+        "return [...document.querySelectorAll('main table, article table')]"
+        ".filter(t => t.parentElement.scrollWidth > t.parentElement.clientWidth + 1)"
+        ".map(t => (t.querySelector('caption') || t).innerText.slice(0, 80));")
+    assert tables == [], f"{docname}: tables wider than the column at 1280 px: {tables}"
+    wide = driver.execute_script(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth;")
+    assert wide <= 1, f"{docname}: the page scrolls sideways by {wide} px"
+    squeezed = driver.execute_script(
+        "return [...document.querySelectorAll('figure img')].filter(i => {"
+        "  const room = Math.min(i.naturalWidth, i.closest('figure').clientWidth);"
+        "  return i.getBoundingClientRect().width < 0.95 * room;"
+        "}).map(i => i.getAttribute('src'));")
+    assert squeezed == [], f"{docname}: figures drawn smaller than their column: {squeezed}"
+    boxes = driver.execute_script(
+        "return [...document.querySelectorAll('details.tl-provenance')].map(d => d.open);")
+    if docname.startswith("book/0"):
+        assert boxes and not any(boxes), f"{docname}: provenance box missing or open"
 
     # a screenshot of the whole page
     shots = book.html / "_screenshots"

@@ -1,7 +1,7 @@
 """The whole book, built the way `make book` builds it: warning-free, every TOC page, the
 provenance on every page that shows data, nothing fetched from a network.
 
-The session fixture builds once (tilelab.book.testing caches the build for the browser
+The session fixture builds once (tests/support/book_build.py caches the build for the browser
 tests too) and prints how long it took; the 60-second budget is checked by reading that
 line, not by a wall-clock assertion.
 """
@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from tilelab.book.testing import Build, build_book, toc_docnames
+from support.book_build import Build, build_book, toc_docnames
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "tests" / "data" / "book"
@@ -50,6 +49,9 @@ def test_chapters_show_their_provenance(book):
         html = page(book, docname)
         assert "Where the numbers on this page come from" in html, docname
         assert "book/data/" in html, docname
+        # a closed dropdown at the top, so the chapter opens on its text
+        assert re.search(r'<details class="tl-provenance">\s*<summary>', html), docname
+        assert "--out /" not in html, f"{docname}: a machine's scratch path as --out"
 
 
 def test_math_is_rendered_at_build_time(book):

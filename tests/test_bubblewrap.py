@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from tilelab import sandbox
+from tilelab.grading import bubblewrap as sandbox
 
 pytestmark = pytest.mark.skipif(sandbox.problem() is not None,
                                 reason=f"no sandbox here: {sandbox.problem()}")
@@ -156,7 +156,7 @@ def test_a_notebook_kernel_runs_sandboxed_over_ipc(tmp_path):
     import nbformat
     from nbclient import NotebookClient
 
-    from tilelab.kernel_sandbox import SandboxedKernelManager
+    from tilelab.classroom.kernels import SandboxedKernelManager
 
     secret = tmp_path / "gradebook.db"
     secret.write_text("instructor only")

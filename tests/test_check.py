@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilelab.check import POISON_BITS, compare, poisoned
+from tilelab.grading.correctness import POISON_BITS, compare, poisoned
 from tilelab.problems import MATMUL, TRANSPOSE
 from tilelab.reference import KERNELS
 

@@ -17,6 +17,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from tilelab import classroom, exercises
+from tilelab.classroom import course
 
 pytestmark = [
     pytest.mark.slow,
@@ -55,9 +56,9 @@ CELLS = {
         "naive",
         'KERNEL = r"""__global__ void matmul_naive(const float* A, const float* B, float* C,'
         ' int M, int N, int K) { }"""\n'
-        "import tilelab.grade\n"
-        "from tilelab.verdict import Verdict\n"
-        "tilelab.grade.grade_source = lambda e, s, **k: Verdict(e, 'emu', correct=True,"
+        "import tilelab.notebook\n"
+        "from tilelab.grading.verdict import Verdict\n"
+        "tilelab.notebook.grade_source = lambda e, s, **k: Verdict(e, 'emu', correct=True,"
         " speed_passed=True, points_correct=3, points_speed=2)\n",
     ),
 }
@@ -70,6 +71,7 @@ EMU = {
         "transpose_shared": (3, 0),
         "transpose_padded": (3, 2),
         "matmul_at_padded": (3, 2),
+        "regblock": (3, 0),
     },
     "bob": {"naive": (0, 0)},
     "carol": {"tiled": (0, 0)},
@@ -160,7 +162,7 @@ def write_submissions(root: Path, files: dict[tuple[str, str], bytes]) -> None:
 
 def enrol(root: Path, students: list[str]) -> None:
     """Add ``students`` to the course's gradebook (nbgrader db student add)."""
-    classroom._alembic_on_path()
+    course._alembic_on_path()
     db = f"sqlite:///{root / 'autograder' / 'gradebook.db'}"
     with Gradebook(db, "tilelab") as gb:
         for s in students:
@@ -269,14 +271,36 @@ def test_a_patched_grader_in_the_notebook_earns_nothing(graded_emu):
         assert grade.score == 0  # ... but the clean re-grade decides
 
 
-def test_award_speed_without_gpu_when_asked(tmp_path):
-    root = tmp_path / "course"
+@pytest.fixture(scope="module")
+def graded_award(tmp_path_factory):
+    """alice's class run without a GPU, speed points awarded by the instructor."""
+    root = tmp_path_factory.mktemp("award") / "course"
     build_course(root)
     summary = classroom.grade_class(
         root, students=["alice"], backend="emu", award_speed_without_gpu=True, progress=False
     )
+    return root, summary
+
+
+def test_award_speed_without_gpu_when_asked(graded_award):
+    root, summary = graded_award
     assert summary["failures"] == []
     assert points_in_gradebook(root)["alice"] == {e: (3, 2) for e in exercises.EXERCISES}
+
+
+def test_awarded_speed_points_and_their_feedback_agree(graded_award):
+    """The gradebook's speed points, the comment beside them and the verdict file say the
+    same thing (the comment once said "not measured (0/2 points)" beside 2 points)."""
+    root, _ = graded_award
+    db = f"sqlite:///{root / 'autograder' / 'gradebook.db'}"
+    with Gradebook(db, "tilelab") as gb:
+        grade = gb.find_grade("test_naive_speed", "naive", "01-naive", "alice")
+        comment = gb.find_comment("kernel_naive", "naive", "01-naive", "alice")
+        assert grade.score == 2
+        assert "awarded by the instructor  (2/2 points)" in comment.comment
+        assert "(0/2 points)" not in comment.comment
+    text = (root / "autograder" / "feedback" / "alice" / "01-naive" / "tilelab_verdict.txt")
+    assert "awarded by the instructor  (2/2 points)" in text.read_text()
 
 
 @pytest.mark.gpu

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from tilelab import classroom
+from tilelab.classroom import submissions
+from tilelab.grading import scoring
 
 REPO = Path(__file__).resolve().parents[1]
 SUBMITTED = REPO / "exercises" / "01-naive" / "naive.ipynb"
@@ -78,7 +80,7 @@ def test_an_unreadable_kernel_scores_zero_with_the_reason(tmp_path):
     (v,) = classroom.grade_notebook(path, "01-naive", "emu")
     assert v.points == 0 and not v.compiled
     assert "no kernel cell" in v.messages[0]
-    assert classroom.scores(v, award_without_gpu=True) == {"correct": 0.0, "speed": 0.0}
+    assert scoring.points(v, award=True).as_dict() == {"correct": 0.0, "speed": 0.0}
 
 
 def test_course_layout_comes_from_the_config_file():
@@ -119,6 +121,6 @@ def test_malformed_metadata_costs_only_its_own_cell(tmp_path, bad):
 def test_a_huge_notebook_is_refused_without_being_read(tmp_path):
     path = tmp_path / "naive.ipynb"
     with open(path, "wb") as f:
-        f.truncate(classroom.NOTEBOOK_READ_LIMIT + 1)  # sparse
+        f.truncate(submissions.NOTEBOOK_READ_LIMIT + 1)  # sparse
     with pytest.raises(classroom.KernelCellError, match="MiB a notebook may be"):
         classroom.extract_kernel(path, "naive")

@@ -28,7 +28,9 @@ from test_classroom import (
     write_submissions,
 )
 
-from tilelab import classroom, exercises, grade
+from tilelab import classroom, exercises
+from tilelab.grading import scoring
+from tilelab.grading.sandbox import grade_source
 from tilelab.reference import KERNELS, tiled_without_barrier
 
 pytestmark = [
@@ -126,21 +128,22 @@ CASES = [
          kernel=naive_with("C[row * N + col] = acc;", "if (row % 2 == 0) C[row * N + col] = acc;")),
     # Python in the notebook
     Case("p01", "monkeypatches the grader", "never written",
-         kernel=STUB, python="import tilelab.grade, tilelab.verdict\n"
-         "tilelab.grade.grade_source = lambda e, s, **k: tilelab.verdict.Verdict(e, 'emu', "
+         kernel=STUB, python="import tilelab.notebook\n"
+         "from tilelab.grading.verdict import Verdict\n"
+         "tilelab.notebook.grade_source = lambda e, s, **k: Verdict(e, 'emu', "
          "correct=True, speed_passed=True, points_correct=3, points_speed=2)\n"),
     Case("p02", "monkeypatches NumPy", "never written", kernel=STUB,
          python="import numpy as np\nnp.allclose = lambda *a, **k: True\n"
          "np.testing.assert_allclose = lambda *a, **k: None\n"),
     Case("p03", "replaces the result with NumPy's product", "never written", kernel=STUB,
-         python="import tilelab.check\n_real = tilelab.check.check_function\n"
+         python="import tilelab.grading.pipeline as p\n_real = p.check_function\n"
          "def fake(rt, fn, problem, launch, shape, rng):\n"
          "    import numpy as np\n    return _real(rt, fn, problem, launch, shape, rng)\n"
-         "tilelab.check.check_function = fake\n"),
+         "p.check_function = fake\n"),
     Case("p04", "an object whose __eq__ is always true", "never written", kernel=STUB,
          python="class Yes:\n    def __eq__(self, o): return True\n"
          "    def __bool__(self): return True\n    def __getattr__(self, n): return Yes()\n"
-         "import tilelab.grade\ntilelab.grade.grade_source = lambda *a, **k: Yes()\n"),
+         "import tilelab.notebook\ntilelab.notebook.grade_source = lambda *a, **k: Yes()\n"),
     Case("p05", "sys.exit() (correct kernel)", "correct on", kernel=NAIVE,
          python="import sys\nsys.exit(0)\n", points=(3, 0)),
     Case("p06", "os._exit() (correct kernel)", "could not run the notebook", kernel=NAIVE,
@@ -416,7 +419,7 @@ def corpus(tmp_path_factory):
     build(root, server.getsockname()[1])
     before = fingerprints(root)
     mp = pytest.MonkeyPatch()
-    mp.setattr(grade, "DEFAULT_TIMEOUT", 60.0)  # an endless kernel is stopped within a minute
+    mp.setenv("TILELAB_GRADE_TIMEOUT", "60")  # an endless kernel is stopped within a minute
     mp.setenv("TILELAB_EMU_TIMEOUT", "20")
     try:
         summary = classroom.grade_class(
@@ -558,11 +561,11 @@ GPU_CASES = {
 @pytest.mark.parametrize("name", list(GPU_CASES))
 def test_hostile_kernels_on_a_gpu_leave_it_usable(name, monkeypatch):
     exercise_id, source, message = GPU_CASES[name]
-    monkeypatch.setattr(grade, "DEFAULT_TIMEOUT", 90.0)
-    v = grade.grade_source(exercise_id, source, backend_name="gpu", speed=False)
-    print(f"{name}: {v.report()}")
-    assert re.search(message, "\n".join(v.messages)), v.report()
+    monkeypatch.setenv("TILELAB_GRADE_TIMEOUT", "90")
+    v = grade_source(exercise_id, source, backend_name="gpu", speed=False)
+    print(f"{name}: {scoring.report(v)}")
+    assert re.search(message, "\n".join(v.messages)), scoring.report(v)
     if name != "printf flood":
         assert not v.correct and v.points_correct == 0
-    after = grade.grade_source("naive", NAIVE, backend_name="gpu", speed=False)
-    assert after.correct, after.report()  # the next student's grading is unaffected
+    after = grade_source("naive", NAIVE, backend_name="gpu", speed=False)
+    assert after.correct, scoring.report(after)  # the next student's grading is unaffected

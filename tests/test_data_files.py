@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tilelab import experiments
+from tilelab.experiments import datafile
 
 DATA = Path(__file__).resolve().parents[1] / "book" / "data"
 FILES = sorted(DATA.glob("*.json"))
@@ -28,6 +28,8 @@ def test_data_file_has_provenance_and_rows(path):
     if prov.get("gpu") is not None:
         for field in GPU_FIELDS:
             assert prov.get(field), f"{path.name}: provenance lacks {field}"
+    elif prov["method"].startswith("static"):  # compiled, never run: no GPU, no emulator
+        assert prov.get("backend") == "compiler only" and prov.get("nvcc")
     else:
         assert prov.get("backend") == "CPU emulator"
     for col in doc["columns"]:
@@ -35,8 +37,25 @@ def test_data_file_has_provenance_and_rows(path):
 
 
 def test_write_records_provenance_without_a_gpu(tmp_path):
-    path = experiments.write(tmp_path, "demo", "t", "d", {"x": ""}, [{"x": 1}], gpu=False,
-                             method="m")
+    path = datafile.write(tmp_path, "demo", "t", "d", {"x": ""}, [{"x": 1}], gpu=False,
+                          method="m")
     doc = json.loads(path.read_text())
     assert doc["provenance"]["backend"] == "CPU emulator"
     assert doc["provenance"]["method"] == "m" and doc["rows"] == [{"x": 1}]
+
+
+@pytest.mark.parametrize("argv,command", [
+    (["bench", "device", "--out", "/scratch/x/data"], "tilelab bench device --out book/data"),
+    (["bench", "matmul", "--out=/tmp/d"], "tilelab bench matmul --out book/data"),
+    (["bench", "sass"], "tilelab bench sass --out book/data"),
+])
+def test_provenance_records_the_command_as_a_reader_runs_it(argv, command):
+    from tilelab.experiments.provenance import reader_command
+
+    assert reader_command(argv) == command
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_recorded_command_writes_to_the_books_data_folder(path):
+    command = json.loads(path.read_text())["provenance"]["command"]
+    assert command.endswith(" --out book/data") and command.count("--out") == 1

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.emu_samples import TILED_MATMUL, line_of, without_barrier
 
 import tilelab.emu as cuda
-from tilelab.emu.samples import TILED_MATMUL, line_of, without_barrier
 
 
 def _analyse_tiled(source: str, rng, n: int = 32) -> cuda.AnalysisReport:

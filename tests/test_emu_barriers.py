@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.emu_samples import TILED_MATMUL, line_of, without_barrier
 
 import tilelab.emu as cuda
-from tilelab.emu.samples import TILED_MATMUL, line_of, without_barrier
 
 
 def _tiled(source: str, rng, M=48, N=40, K=64):

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.emu_samples import line_of
 
 import tilelab.emu as cuda
-from tilelab.emu.samples import line_of
 
 FAULTY = r"""
 __global__ void read_past(const float* src, float* dst, int n)

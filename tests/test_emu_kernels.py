@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.emu_samples import TILED_MATMUL
 
 import tilelab.emu as cuda
-from tilelab.emu.samples import TILED_MATMUL
 
 BASICS = r"""
 #include <cuda_runtime.h>

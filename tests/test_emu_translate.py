@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from support.emu_samples import TILED_MATMUL
 
 from tilelab.emu.errors import CompileError, UnsupportedConstruct
 from tilelab.emu.kernels import find_kernels, param_name
 from tilelab.emu.lexer import mask
-from tilelab.emu.samples import TILED_MATMUL
 from tilelab.emu.translate import translate
 
 TRICKY = r"""#include <stdio.h>

@@ -5,14 +5,15 @@ from __future__ import annotations
 import pytest
 
 from tilelab import exercises
-from tilelab.grade import grade_source
+from tilelab.grading import scoring
+from tilelab.grading.sandbox import grade_source
 from tilelab.reference import KERNELS, slow_but_right, tiled_without_barrier
 
 pytestmark = pytest.mark.gpu
 
 
 def _report(v):
-    print(v.report())
+    print(scoring.report(v))
     return v
 
 
@@ -20,22 +21,22 @@ def _report(v):
 def test_reference_solution_passes_both_gates(exercise_id):
     ex = exercises.get(exercise_id)
     v = _report(grade_source(exercise_id, ex.reference.source(), backend_name="gpu"))
-    assert v.correct and v.speed_measured and v.speed_passed, v.report()
+    assert v.correct and v.speed_measured and v.speed_passed, scoring.report(v)
     assert v.speedup >= ex.gate and v.gpu
 
 
-SLOW_BUT_RIGHT = ("naive", "tiled", "transpose_padded", "matmul_at_padded")
+SLOW_BUT_RIGHT = ("naive", "tiled", "transpose_padded", "matmul_at_padded", "regblock")
 
 
 @pytest.mark.parametrize("exercise_id", list(SLOW_BUT_RIGHT))
 def test_slow_but_correct_kernels_keep_correctness_and_lose_speed(exercise_id):
     v = _report(grade_source(exercise_id, slow_but_right(exercise_id), backend_name="gpu"))
-    assert v.correct and v.points_correct > 0, v.report()
-    assert v.speed_measured and not v.speed_passed and v.points_speed == 0, v.report()
+    assert v.correct and v.points_correct > 0, scoring.report(v)
+    assert v.speed_measured and not v.speed_passed and v.points_speed == 0, scoring.report(v)
 
 
 def test_sanitizers_flag_a_missing_barrier_and_pass_the_reference():
-    from tilelab.sanitizer import find_sanitizer, run_sanitizers
+    from tilelab.grading.sanitizer import find_sanitizer, run_sanitizers
 
     if find_sanitizer() is None:
         pytest.skip("compute-sanitizer not installed")
@@ -47,7 +48,7 @@ def test_sanitizers_flag_a_missing_barrier_and_pass_the_reference():
 
 
 def test_memcheck_flags_an_out_of_bounds_store():
-    from tilelab.sanitizer import find_sanitizer, run_sanitizers
+    from tilelab.grading.sanitizer import find_sanitizer, run_sanitizers
 
     if find_sanitizer() is None:
         pytest.skip("compute-sanitizer not installed")

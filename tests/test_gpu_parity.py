@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tilelab.check import launch
+from tilelab.grading.correctness import launch
 from tilelab.reference import KERNELS
 from tilelab.runtime import get_runtime
 

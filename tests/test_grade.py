@@ -7,7 +7,8 @@ import json
 import pytest
 
 from tilelab import cli, exercises
-from tilelab.grade import grade_source
+from tilelab.grading import scoring
+from tilelab.grading.sandbox import grade_source
 from tilelab.reference import KERNELS, tiled_without_barrier
 
 pytestmark = pytest.mark.slow
@@ -21,7 +22,7 @@ def emu(exercise_id: str, source: str | bytes, **kw):
 def test_reference_solutions_are_correct_on_the_emulator(exercise_id):
     ex = exercises.get(exercise_id)
     v = emu(exercise_id, ex.reference.source())
-    assert v.correct, v.report()
+    assert v.correct, scoring.report(v)
     assert v.points_correct == ex.points_correct
     assert len(v.shapes) == len(ex.shapes)
     assert v.races == 0
@@ -94,8 +95,8 @@ def test_check_command_json(tmp_path, capsys):
 
 
 def test_a_class_runs_cached_verdict_is_returned_only_for_the_same_source(tmp_path, monkeypatch):
-    from tilelab.grade import CACHE_ENV, cache_verdict
-    from tilelab.verdict import Verdict
+    from tilelab.grading.cache import CACHE_ENV, cache_verdict
+    from tilelab.grading.verdict import Verdict
 
     source = KERNELS["naive"].source()
     stored = Verdict("naive", "emu", correct=True, points_correct=3.0, messages=["stored"])
@@ -114,7 +115,7 @@ def test_slow_but_right_kernels_keep_their_correctness_points(exercise_id):
 
     ex = exercises.get(exercise_id)
     v = emu(exercise_id, slow_but_right(exercise_id))
-    assert v.correct and v.points_correct == ex.points_correct, v.report()
+    assert v.correct and v.points_correct == ex.points_correct, scoring.report(v)
     if ex.max_bank_degree is not None:  # unpadded: the emulator's conflict gate fails it
         assert not v.speed_passed and v.bank_degree > ex.max_bank_degree
 
@@ -122,7 +123,7 @@ def test_slow_but_right_kernels_keep_their_correctness_points(exercise_id):
 def test_the_speed_runs_output_is_checked_on_sampled_rows():
     import numpy as np
 
-    from tilelab.grade_worker import sampled_compare
+    from tilelab.grading.pipeline import sampled_compare
 
     ex = exercises.get("tiled")
     rng = np.random.default_rng(3)
@@ -141,7 +142,7 @@ def test_the_padded_matmul_must_also_beat_a_kernel_that_skips_the_lesson():
 
 
 def test_the_worker_is_sandboxed_where_a_sandbox_can_be_made():
-    from tilelab import sandbox
+    from tilelab.grading import bubblewrap as sandbox
 
     if sandbox.problem():
         pytest.skip(sandbox.problem())

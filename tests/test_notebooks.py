@@ -21,7 +21,7 @@ from IPython.core.inputtransformer2 import TransformerManager
 from nbgrader.validator import Validator
 
 from tilelab import classroom, exercises
-from tilelab.grade import grade_source
+from tilelab.grading.sandbox import grade_source
 
 REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = list(exercises.ASSIGNMENTS)
@@ -71,7 +71,7 @@ def test_exercises_are_the_release_of_solutions(released, assignment):
     fresh = load(released / assignment / f"{classroom.notebook_id(assignment)}.ipynb")
     committed = load(notebook_path("exercises", assignment))
     assert comparable(committed) == comparable(fresh), (
-        "exercises/ is out of date: run  python -m tilelab.classroom release  and commit it"
+        "exercises/ is out of date: run  tilelab release  and commit it"
     )
     assert committed["metadata"]["kernelspec"] == fresh["metadata"]["kernelspec"]
 
@@ -97,7 +97,7 @@ def test_each_kernel_has_its_cells_with_the_registry_points(assignment):
         speed = cells[f"test_{ex.id}_speed"]
         assert correct["metadata"]["nbgrader"]["points"] == ex.points_correct
         assert speed["metadata"]["nbgrader"]["points"] == ex.points_speed
-        assert f'grade_source("{ex.id}", ' in source(correct)
+        assert f'notebook.grade("{ex.id}", ' in source(correct)  # the clean grader, by id
         assert "assert_speed(" in source(speed)
         for cell in (correct, speed):
             assert cell["metadata"]["nbgrader"]["grade"]

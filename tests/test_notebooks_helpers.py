@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tilelab import exercises, notebook
+from tilelab.grading import scoring
+from tilelab.grading.verdict import Verdict
 from tilelab.reference import KERNELS, tiled_without_barrier
-from tilelab.verdict import Verdict
 
 
 def verdict(exercise_id: str = "naive", **kw) -> Verdict:
@@ -76,10 +77,10 @@ def test_speed_not_measured_fails_unless_the_instructor_awards_it(monkeypatch):
     monkeypatch.delenv(notebook.AWARD_ENV, raising=False)
     with pytest.raises(AssertionError, match="speed not measured: no GPU"):
         notebook.assert_speed(v)
-    assert notebook.speed_points(v, award_without_gpu=False) == 0
+    assert scoring.points(v, award=False).speed == 0
     monkeypatch.setenv(notebook.AWARD_ENV, "1")
     notebook.assert_speed(v)
-    assert notebook.speed_points(v, award_without_gpu=True) == v.max_points_speed
+    assert scoring.points(v, award=True).speed == v.max_points_speed
 
 
 def test_bank_conflict_gate_decides_on_the_emulator_even_when_awarding(monkeypatch):
@@ -89,7 +90,7 @@ def test_bank_conflict_gate_decides_on_the_emulator_even_when_awarding(monkeypat
     notebook.assert_speed(ok)
     with pytest.raises(AssertionError, match=r"bank-conflict degree: 16\.50"):
         notebook.assert_speed(bad)
-    assert notebook.speed_points(bad, award_without_gpu=True) == 0
+    assert scoring.points(bad, award=True).speed == 0
 
 
 def test_a_slow_kernel_is_told_its_numbers(capsys):
@@ -112,4 +113,19 @@ def test_an_incorrect_kernel_earns_no_speed_points(monkeypatch):
     v = verdict(correct=False, points_correct=0)
     with pytest.raises(AssertionError, match="not correct"):
         notebook.assert_speed(v)
-    assert notebook.speed_points(v, award_without_gpu=True) == 0
+    assert scoring.points(v, award=True).speed == 0
+
+
+@pytest.mark.slow
+def test_the_analysis_comes_in_the_verdict_and_nothing_forks_here(monkeypatch, capsys):
+    """The emulator's table is measured once, in the grader's child; the notebook's own
+    process (a threaded Jupyter kernel) forks no emulator run."""
+
+    def no_fork():
+        raise AssertionError("the notebook's process forked an emulator run")
+
+    monkeypatch.setenv("TILELAB_BACKEND", "emu")
+    monkeypatch.setattr("os.fork", no_fork)
+    notebook.check("tiled", tiled_without_barrier(1))
+    out = capsys.readouterr().out
+    assert "correctness: FAIL" in out and "RACES" in out and "At M=64, N=64, K=64" in out

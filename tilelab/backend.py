@@ -7,9 +7,10 @@
 from __future__ import annotations
 
 import functools
-import os
 
-ENV_VAR = "TILELAB_BACKEND"
+from tilelab import settings
+
+ENV_VAR = settings.BACKEND.name
 CHOICES = ("auto", "gpu", "emu")
 
 
@@ -19,12 +20,10 @@ class BackendError(RuntimeError):
 
 def requested() -> str:
     """The backend asked for through ``TILELAB_BACKEND`` (``auto`` when unset)."""
-    value = os.environ.get(ENV_VAR, "auto").strip().lower() or "auto"
-    if value not in CHOICES:
-        raise BackendError(
-            f"{ENV_VAR}={value!r} is not a backend; use one of {', '.join(CHOICES)}."
-        )
-    return value
+    try:
+        return settings.BACKEND.get()
+    except settings.SettingsError as exc:
+        raise BackendError(str(exc)) from None
 
 
 @functools.cache
@@ -44,11 +43,6 @@ def gpu_probe() -> tuple[bool, str]:
     if count == 0:
         return False, "the CUDA driver sees no device"
     return True, cuda.Device(0).name()
-
-
-def gpu_available() -> bool:
-    """True when PyCUDA is installed and sees at least one GPU."""
-    return gpu_probe()[0]
 
 
 def active() -> str:

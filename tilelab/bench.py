@@ -97,6 +97,6 @@ def prepared_launch(
     # poisoned, so that the output read back after timing shows what the timed runs wrote
     bufs[problem.output] = rt.to_device(np.full(out_shape, np.nan, np.float32))
     keep.append(bufs)  # device memory lives as long as the caller keeps this list
-    args = [bufs[a] if a in bufs else np.int32(sizes[a]) for a in problem.arg_order]
+    args = problem.arguments(bufs, shape)
     block, grid = launch_.block, launch_.grid(sizes)
     return lambda: fn(*args, block=block, grid=grid)

@@ -1,4 +1,4 @@
-"""The ``tilelab`` command: list, check, grade, calibrate, bench, backend."""
+"""The ``tilelab`` command: list, check, grade, release, calibrate, bench, backend."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from tilelab import exercises, gates
+from tilelab import exercises, settings
+from tilelab.grading import gates
 
 
 def cmd_list(a: argparse.Namespace) -> int:
@@ -29,7 +30,8 @@ def cmd_list(a: argparse.Namespace) -> int:
 
 
 def cmd_check(a: argparse.Namespace) -> int:
-    from tilelab.grade import grade_source
+    from tilelab.grading import scoring
+    from tilelab.grading.sandbox import grade_source
 
     path = Path(a.file)
     if not path.is_file():
@@ -61,17 +63,19 @@ def cmd_check(a: argparse.Namespace) -> int:
             )
         )
     else:
-        print(v.report())
+        print(scoring.report(v))
     return 0 if v.correct else 1
 
 
 def cmd_grade(a: argparse.Namespace) -> int:
-    from tilelab import classroom, sandbox
+    from tilelab import classroom
+    from tilelab.classroom.run import NO_SANDBOX_WARNING
+    from tilelab.grading import bubblewrap
 
     if a.no_sandbox:
-        print(f"tilelab grade: WARNING: {classroom.NO_SANDBOX_WARNING}", file=sys.stderr)
+        print(f"tilelab grade: WARNING: {NO_SANDBOX_WARNING}", file=sys.stderr)
     else:
-        why = sandbox.problem()
+        why = bubblewrap.problem()
         if why:
             print(f"tilelab grade: refusing to grade a class without a sandbox: {why} "
                   "(--no-sandbox grades anyway, with the instructor's rights)", file=sys.stderr)
@@ -86,12 +90,22 @@ def cmd_grade(a: argparse.Namespace) -> int:
         gates=gates.load(a.gates) if a.gates else None,
         sandboxed=not a.no_sandbox,
     )
-    print(summary if isinstance(summary, str) else json.dumps(summary, indent=1, default=str))
+    print(json.dumps(summary, indent=1, default=str))
+    return 0
+
+
+def cmd_release(a: argparse.Namespace) -> int:
+    from tilelab import classroom
+
+    for path in classroom.release(a.course, a.assignment):
+        print(f"released {path}")
     return 0
 
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
-    doc = gates.calibrate(a.fraction)
+    from tilelab.experiments.calibration import calibrate
+
+    doc = calibrate(a.fraction)
     Path(a.write).parent.mkdir(parents=True, exist_ok=True)
     Path(a.write).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     print(f"{'exercise':18} {'reference':>10} {'skips lesson':>13} {'gate':>6}  (default)")
@@ -106,10 +120,19 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
 def cmd_bench(a: argparse.Namespace) -> int:
     from tilelab import experiments
+    from tilelab.experiments import runner
+    from tilelab.runtime import get_runtime
 
-    names = a.experiments or list(experiments.ALL)
-    for path in experiments.run(names, Path(a.out)):
-        print(f"wrote {path}")
+    names = a.experiments or list(experiments.EXPERIMENTS)
+    try:
+        experiments.check_names(names)
+        gpu = any(experiments.needs_gpu(n) for n in names)
+        rt = get_runtime("gpu") if gpu else None  # a missing GPU: BackendError, one line
+        for path in runner.run(names, Path(a.out), rt):
+            print(f"wrote {path}")
+    except (KeyError, RuntimeError, FileNotFoundError) as exc:
+        print(f"tilelab bench: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -153,6 +176,10 @@ def parser() -> argparse.ArgumentParser:
         "for code you trust)",
     )
     s.set_defaults(func=cmd_grade)
+    s = sub.add_parser("release", help="regenerate exercises/ from solutions/ (nbgrader)")
+    s.add_argument("--course", default=".", help="the course repository (default: here)")
+    s.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
+    s.set_defaults(func=cmd_release)
     s = sub.add_parser("calibrate", help="set speed gates from the reference speedups here")
     s.add_argument(
         "--fraction",
@@ -175,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     try:
         return a.func(a)
-    except gates.GatesError as exc:
+    except (gates.GatesError, settings.SettingsError) as exc:
         print(f"tilelab {a.cmd}: {exc}", file=sys.stderr)
         return 2
 

@@ -1,27 +1,20 @@
-"""What the exercise notebooks call: say where kernels run, check a kernel, judge its speed.
+"""What the exercise notebooks call: say where kernels run, check a kernel, grade it.
 
 Everything here is light (no nbgrader), so it works in Colab with only the package and
 PyCUDA installed. :func:`check` never raises on a wrong kernel: it prints what is wrong.
+Nothing of the learner's kernel runs in this process: the grader's child measures it and
+sends back a verdict, the emulator's analysis included; this module only prints it.
 """
 
 from __future__ import annotations
 
-import os
-from typing import Any
+from tilelab import backend, exercises, settings
+from tilelab.grading import scoring
+from tilelab.grading.sandbox import grade_source
+from tilelab.grading.verdict import Verdict
 
-import numpy as np
-
-from tilelab import backend, exercises
-from tilelab.verdict import Verdict
-
-AWARD_ENV = "TILELAB_AWARD_SPEED_WITHOUT_GPU"
-CLASS_GRADING_ENV = "TILELAB_CLASS_GRADING"  # set by tilelab.classroom while nbgrader runs
-ANALYSIS_TIMEOUT = 60.0
-
-
-def award_speed_without_gpu() -> bool:
-    """Whether the instructor asked for speed points where speed cannot be measured."""
-    return os.environ.get(AWARD_ENV, "").strip().lower() in ("1", "true", "yes")
+AWARD_ENV = settings.AWARD_SPEED_WITHOUT_GPU.name
+CLASS_GRADING_ENV = settings.CLASS_GRADING.name
 
 
 def backend_line() -> str:
@@ -52,87 +45,30 @@ def check(exercise_id: str, source: str) -> None:
     """Grade ``source`` like the hidden tests do and print a verdict a learner can act on."""
     ex = exercises.get(exercise_id)
     print(backend_line())
-    if os.environ.get(CLASS_GRADING_ENV):
-        print("(the visible check is skipped during class grading: the hidden tests grade it)")
-        return
     try:
-        from tilelab.grade import grade_source
-
+        if settings.CLASS_GRADING.get():
+            print("(the visible check is skipped during class grading: the hidden tests grade it)")
+            return
         verdict = grade_source(ex.id, source)
+        print(scoring.report(verdict, settings.AWARD_SPEED_WITHOUT_GPU.get()))
     except Exception as exc:  # the check must explain, never raise
         print(f"The check could not run: {type(exc).__name__}: {exc}")
         return
-    print(verdict.report())
-    if verdict.backend == "emu" and verdict.compiled:
-        summary = analysis_summary(ex.id, source)
-        if summary:
-            print()
-            print(summary)
+    if verdict.backend == "emu" and verdict.compiled and (text := scoring.analysis_text(verdict)):
+        print()
+        print(text)
 
 
-def analysis_summary(exercise_id: str, source: str) -> str:
-    """The emulator's race and bank-conflict table for one launch at a small shape
-    ("" when the kernel touches no shared memory)."""
-    from tilelab import emu
-    from tilelab.grade_worker import ANALYSIS_SHAPE
-
-    if "__shared__" not in source:
-        return ""
-    ex = exercises.get(exercise_id)
-    problem = ex.problem
-    shape = ANALYSIS_SHAPE[problem.name]
-    sizes = problem.sizes(shape)
-    inputs = problem.make_inputs(shape, np.random.default_rng())
-    bufs: dict[str, Any] = {k: emu.to_device(v) for k, v in inputs.items()}
-    bufs[problem.output] = emu.mem_alloc(4 * int(np.prod(problem.output_shape(shape))))
-    args = [bufs[a] if a in bufs else np.int32(sizes[a]) for a in problem.arg_order]
-    try:
-        report = emu.analyze(
-            source,
-            ex.kernel,
-            *args,
-            block=ex.launch.block,
-            grid=ex.launch.grid(sizes),
-            timeout=ANALYSIS_TIMEOUT,
-        )
-    except Exception as exc:  # a broken kernel: the verdict above already says why
-        return f"(no shared-memory analysis: {str(exc).splitlines()[0][:300]})"
-    dims = ", ".join(f"{d}={s}" for d, s in sizes.items())
-    return f"At {dims}: {report.summary()}"
-
-
-def speed_points(verdict: Verdict, award_without_gpu: bool) -> float:
-    """Speed points for a verdict: its own, or the full points where speed was not
-    measured and the instructor asked for them."""
-    if not verdict.correct:
-        return 0.0
-    if verdict.speed_passed is not None:
-        return verdict.max_points_speed if verdict.speed_passed else 0.0
-    return verdict.max_points_speed if award_without_gpu else 0.0
-
-
-def speed_status(verdict: Verdict, award_without_gpu: bool) -> tuple[bool, str]:
-    """Whether the speed test passes, and a sentence saying why."""
-    if not verdict.correct:
-        return False, "no speed points: the kernel is not correct yet (see the test above)"
-    if verdict.speed_measured and verdict.speedup is not None:
-        return bool(verdict.speed_passed), (
-            f"{verdict.speedup:.2f}x over {verdict.baseline} on {verdict.gpu} "
-            f"(gate {verdict.gate:g}x; yours {verdict.candidate_ms:.3f} ms, "
-            f"baseline {verdict.baseline_ms:.3f} ms)"
-        )
-    if verdict.speed_passed is not None:
-        return bool(verdict.speed_passed), (
-            f"speed not measured (no GPU); graded by the emulator's bank-conflict degree: "
-            f"{verdict.bank_degree:.2f} (gate <= {verdict.max_bank_degree:g})"
-        )
-    if award_without_gpu:
-        return True, f"speed not measured: no GPU; awarded because {AWARD_ENV}=1"
-    return False, "speed not measured: no GPU"
+def grade(exercise_id: str, source: str) -> Verdict:
+    """The hidden correctness test: grade ``source`` in the grader's clean process, print
+    the report, return the verdict (for :func:`assert_speed`)."""
+    verdict = grade_source(exercises.get(exercise_id).id, source)
+    print(scoring.report(verdict, settings.AWARD_SPEED_WITHOUT_GPU.get()))
+    return verdict
 
 
 def assert_speed(verdict: Verdict) -> None:
     """The hidden speed test: print the measurement, fail unless the gate is met."""
-    ok, why = speed_status(verdict, award_speed_without_gpu())
+    ok, why = scoring.speed_status(verdict, settings.AWARD_SPEED_WITHOUT_GPU.get())
     print(f"speed ({verdict.exercise}): {'PASS' if ok else 'FAIL'}: {why}")
     assert ok, why

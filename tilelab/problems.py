@@ -53,6 +53,10 @@ class Problem:
     flops: Callable[[Shape], float]
     bytes_moved: Callable[[Shape], float]
     exact: bool = False  # data movement only: results must match bit for bit
+    #: the emulator's race and bank-conflict analysis runs one launch at this shape
+    analysis_shape: Shape = ()
+    #: compute-sanitizer runs one launch at a shape with partial tiles, to expose missing guards
+    sanitize_shape: Shape = ()
 
     def sizes(self, shape: Shape) -> dict[str, int]:
         if len(shape) != len(self.dims):
@@ -60,6 +64,12 @@ class Problem:
                 f"{self.name} shapes have {len(self.dims)} sizes {self.dims}, got {shape}"
             )
         return dict(zip(self.dims, shape, strict=True))
+
+    def arguments(self, bufs: dict[str, object], shape: Shape) -> list[object]:
+        """The kernel's argument list: the buffers in ``bufs`` by name, then the sizes of
+        ``shape`` as 32-bit ints, in :attr:`arg_order`."""
+        sizes = self.sizes(shape)
+        return [bufs[a] if a in bufs else np.int32(sizes[a]) for a in self.arg_order]
 
     def error_bound(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """Per-element scale of an acceptable float32 error (|A|·|B| for a product)."""
@@ -82,6 +92,8 @@ MATMUL = Problem(
     arg_order=("A", "B", "C", "M", "N", "K"),
     flops=lambda s: 2.0 * s[0] * s[1] * s[2],
     bytes_moved=lambda s: 4.0 * (s[0] * s[2] + s[2] * s[1] + s[0] * s[1]),
+    analysis_shape=(64, 64, 64),
+    sanitize_shape=(50, 70, 40),
 )
 
 TRANSPOSE = Problem(
@@ -95,6 +107,8 @@ TRANSPOSE = Problem(
     flops=lambda s: 0.0,
     bytes_moved=lambda s: 8.0 * s[0] * s[1],
     exact=True,
+    analysis_shape=(64, 64),
+    sanitize_shape=(50, 70),
 )
 
 COPY = Problem(
@@ -109,5 +123,3 @@ COPY = Problem(
     bytes_moved=lambda s: 8.0 * s[0] * s[1],
     exact=True,
 )
-
-PROBLEMS = {p.name: p for p in (MATMUL, TRANSPOSE, COPY)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from importlib import resources
 
@@ -26,8 +27,19 @@ class KernelRef:
     defines: tuple[tuple[str, str], ...] = ()
 
     def source(self) -> str:
-        head = "".join(f"#define {k} {v}\n" for k, v in self.defines)
-        return head + kernel_file(self.file)
+        """The kernel file with its tunables set: each ``#define NAME default`` line of the
+        file's defaults is rewritten in place, so every line keeps its number in the file
+        (the line numbers the emulator, nvcc and compute-sanitizer report are the file's)."""
+        text = kernel_file(self.file)
+        for name, value in self.defines:
+            pattern = re.compile(rf"^([ \t]*#[ \t]*define[ \t]+{name})[ \t]+\S.*$", re.M)
+            if len(pattern.findall(text)) != 1:
+                raise ValueError(
+                    f"{self.file} must define {name} with a default exactly once "
+                    f"(#ifndef {name} / #define {name} ... / #endif) for {self.key} to set it"
+                )
+            text = pattern.sub(lambda m, v=value: f"{m.group(1)} {v}", text)
+        return text
 
 
 def _sq(b: int) -> Launch:
@@ -35,6 +47,9 @@ def _sq(b: int) -> Launch:
 
 
 _T32x8 = Launch(block=(32, 8, 1), grid_dims=("cols", "rows"), tile=(32, 32))
+
+_WARPTILE = (("BM", "128"), ("BN", "128"), ("BK", "16"), ("WM", "64"), ("WN", "32"),
+             ("WNITER", "2"), ("TM", "4"), ("TN", "4"))
 
 KERNELS: dict[str, KernelRef] = {
     k.key: k
@@ -100,7 +115,64 @@ KERNELS: dict[str, KernelRef] = {
             "tiled 32, A tile transposed, padded [32][33]",
             (("TILE", "32"), ("PAD", "1")),
         ),
-        KernelRef("copy", "transpose.cu", "copy_tile", COPY, _T32x8, "copy (the speed limit)"),
+        # The road to cuBLAS (book/06-cublas): register blocking and what follows it.
+        KernelRef(
+            "regblock_1d",
+            "sgemm_01_regblock_1d.cu",
+            "matmul_regblock_1d",
+            MATMUL,
+            Launch(block=(64, 8, 1), grid_dims=("N", "M"), tile=(64, 64)),
+            "1-D register blocking, 64x64x8 tile, 8 outputs per thread",
+            (("BM", "64"), ("BN", "64"), ("BK", "8"), ("TM", "8")),
+        ),
+        KernelRef(
+            "regblock",
+            "sgemm_02_regblock_2d.cu",
+            "matmul_regblock",
+            MATMUL,
+            Launch(block=(16, 16, 1), grid_dims=("N", "M"), tile=(128, 128)),
+            "2-D register blocking, 128x128x8 tile, 8x8 outputs per thread",
+            (("BM", "128"), ("BN", "128"), ("BK", "8"), ("TM", "8"), ("TN", "8")),
+        ),
+        KernelRef(
+            "regblock64",
+            "sgemm_02_regblock_2d.cu",
+            "matmul_regblock",
+            MATMUL,
+            Launch(block=(16, 16, 1), grid_dims=("N", "M"), tile=(64, 64)),
+            "2-D register blocking, 64x64x16 tile, 4x4 outputs per thread",
+            (("BM", "64"), ("BN", "64"), ("BK", "16"), ("TM", "4"), ("TN", "4")),
+        ),
+        KernelRef(
+            "vec4",
+            "sgemm_03_vectorized.cu",
+            "matmul_vec4",
+            MATMUL,
+            Launch(block=(256, 1, 1), grid_dims=("N", "M"), tile=(128, 128)),
+            "float4 loads, A tile transposed, 128x128x8, 8x8 per thread",
+            (("BM", "128"), ("BN", "128"), ("BK", "8"), ("TM", "8"), ("TN", "8")),
+        ),
+        KernelRef(
+            "warptile",
+            "sgemm_04_warptile.cu",
+            "matmul_warptile",
+            MATMUL,
+            Launch(block=(256, 1, 1), grid_dims=("N", "M"), tile=(128, 128)),
+            "warp tiling, 128x128x16, warp 64x32, 2x2 sub-tiles of 4x4 per thread",
+            _WARPTILE,
+        ),
+        KernelRef(
+            "dbuf",
+            "sgemm_05_double_buffer.cu",
+            "matmul_dbuf",
+            MATMUL,
+            Launch(block=(256, 1, 1), grid_dims=("N", "M"), tile=(128, 128)),
+            "double buffering, 128x128x16, warp 64x32, 2x2 sub-tiles of 4x4 per thread",
+            (*_WARPTILE, ("MINB", "2")),
+        ),
+                KernelRef(
+            "copy", "transpose.cu", "copy_tile", COPY, _T32x8, "copy (same traffic, no transpose)"
+        ),
         KernelRef(
             "transpose_naive",
             "transpose.cu",
@@ -147,7 +219,8 @@ def tiled_without_barrier(which: int, tile: int = 32) -> str:
 def slow_but_right(exercise_id: str) -> str:
     """A correct kernel for the exercise, under its name and launch, that skips the
     exercise's lesson: the speed gate must fail it. naive: threadIdx.x walks rows
-    (uncoalesced); tiled: the naive kernel (untiled); the padded ones: unpadded."""
+    (uncoalesced); tiled: the naive kernel (untiled); the padded ones: unpadded;
+    regblock: the tiled kernel, one 16x16 sub-tile at a time (no register blocking)."""
     if exercise_id == "naive":
         return (
             KERNELS["naive_xrow"].source()
@@ -173,4 +246,6 @@ def slow_but_right(exercise_id: str) -> str:
         )
     if exercise_id == "matmul_at_padded":
         return KERNELS["tiled32_at"].source()
+    if exercise_id == "regblock":
+        return kernel_file("matmul_tiled_subtiles.cu")
     raise KeyError(f"no slow-but-right kernel for {exercise_id!r}")

@@ -60,7 +60,7 @@ def draw(spec: ChartSpec, data: dict[str, Dataset], path: Path,
     elif spec.kind == "line":
         _line(spec, data[spec.experiment], path, reflines)
     elif spec.kind == "roofline":
-        _roofline(spec, data[spec.experiment], data["device"], path)
+        _roofline(spec, data[spec.experiment], data["device"], path, reflines)
     else:
         raise ValueError(f"unknown chart kind {spec.kind!r}; use one of {', '.join(KINDS)}")
 
@@ -92,8 +92,9 @@ def _bar(spec: ChartSpec, ds: Dataset, path: Path, reflines: list[tuple[float, s
         ov = [(i, r[spec.overlay]) for i, x in enumerate(xs) for r in rows
               if r.get(spec.x) == x and isinstance(r.get(spec.overlay), (int, float))]
         if ov:
-            ax.plot([i for i, _ in ov], [v for _, v in ov], "D", color=style.INK, markersize=6,
-                    label=spec.label(spec.overlay, ds), zorder=5)
+            shift = 0.28 if len(hues) == 1 else 0.0  # beside the bar's centred value label
+            ax.plot([i + shift for i, _ in ov], [v for _, v in ov], "D", color=style.INK,
+                    markersize=6, label=spec.label(spec.overlay, ds), zorder=5)
             top = max(top, *(v for _, v in ov))
     for value, text in reflines:
         ax.axhline(value, color=style.MEASURED, linestyle="--", linewidth=1.2)
@@ -146,7 +147,10 @@ def _line(spec: ChartSpec, ds: Dataset, path: Path, reflines: list[tuple[float, 
     style.save(fig, path)
 
 
-def _roofline(spec: ChartSpec, ds: Dataset, device: Dataset, path: Path) -> None:
+def _roofline(spec: ChartSpec, ds: Dataset, device: Dataset, path: Path,
+              roofs: list[tuple[float, str]] = ()) -> None:  # type: ignore[assignment]
+    """Measured and driver roofs; each of ``roofs`` (GB/s, label) is one more bandwidth
+    roof under the same compute peak (e.g. the on-chip data path)."""
     dev = device.rows[0]
     rows = ds.select(spec.where)
     fig = style.figure(7.2, 4.6)
@@ -156,6 +160,10 @@ def _roofline(spec: ChartSpec, ds: Dataset, device: Dataset, path: Path) -> None
     if _num(peak) and _num(copy):
         ax.plot(xs, np.minimum(peak, copy * xs), "-", color=style.MEASURED, linewidth=1.8,
                 label="measured: copy bandwidth, FMA peak")
+    for i, (bw, text) in enumerate(roofs):
+        if _num(peak):
+            ax.plot(xs, np.minimum(peak, bw * xs), "-.", linewidth=1.2, label=text,
+                    color=style.PALETTE[(i + 3) % len(style.PALETTE)])
     theo_bw, theo_fl = dev.get("peak_bw_gbps"), dev.get("fp32_theoretical_gflops")
     if _num(theo_bw):
         top = theo_fl if _num(theo_fl) else peak

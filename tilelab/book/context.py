@@ -7,29 +7,31 @@ build with a complete data set proves that every reference on every page resolve
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from docutils import nodes
 from sphinx.environment import BuildEnvironment
 from sphinx.util import logging
 
+from tilelab import settings
 from tilelab.book.data import DataError, Dataset, Missing, data_path, load, missing_hint
 
 logger = logging.getLogger("tilelab.book")
-DATA_ENV, STRICT_ENV = "TILELAB_BOOK_DATA", "TILELAB_BOOK_STRICT"
+DATA_ENV, STRICT_ENV = settings.BOOK_DATA.name, settings.BOOK_STRICT.name
 _CACHE: dict[tuple[str, float], Dataset | None] = {}
 
 
 def data_dir(env: BuildEnvironment) -> Path:
     """The folder of data files this build reads."""
-    base = Path(os.environ.get(DATA_ENV) or env.config.tilelab_data_dir)
+    base = Path(settings.BOOK_DATA.get() or env.config.tilelab_data_dir)
     return base if base.is_absolute() else Path(env.srcdir) / base
 
 
 def strict(env: BuildEnvironment) -> bool:
-    value = os.environ.get(STRICT_ENV) or str(env.config.tilelab_strict)
-    return value.strip().lower() in ("1", "true", "yes", "on")
+    value = settings.BOOK_STRICT.get()
+    if value is None:
+        return str(env.config.tilelab_strict).strip().lower() in settings.TRUE
+    return value
 
 
 def dataset(env: BuildEnvironment, experiment: str) -> Dataset | None:

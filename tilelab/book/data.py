@@ -7,14 +7,13 @@ A data file that does not exist is not an error: callers get ``None`` and render
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-#: Experiments computed on the CPU (by the emulator): they need no GPU to regenerate.
-CPU_EXPERIMENTS = frozenset({"emu_analysis"})
+from tilelab.experiments import datafile, needs_gpu
+
 #: Units whose values are times: lower is better.
 TIME_UNITS = frozenset({"s", "ms", "us", "µs", "ns"})
 
@@ -45,7 +44,7 @@ class Missing(LookupError):
 
 @dataclass(frozen=True)
 class Dataset:
-    """One data file as the bench command wrote it."""
+    """One data file as the bench command wrote it (read by :mod:`tilelab.experiments.datafile`)."""
 
     experiment: str
     path: Path
@@ -92,23 +91,10 @@ def load(data_dir: Path, experiment: str) -> Dataset | None:
     if not path.is_file():
         return None
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{path}: not a readable JSON data file ({exc})") from exc
-    if not isinstance(raw, dict) or not isinstance(raw.get("rows"), list):
-        raise DataError(f"{path}: expected an object with a 'rows' list")
-    rows = raw["rows"]
-    if not all(isinstance(r, dict) for r in rows):
-        raise DataError(f"{path}: every row must be an object")
-    return Dataset(
-        experiment=str(raw.get("experiment", experiment)),
-        path=path,
-        title=str(raw.get("title", experiment)),
-        description=str(raw.get("description", "")),
-        provenance=dict(raw.get("provenance") or {}),
-        columns={str(k): str(v or "") for k, v in (raw.get("columns") or {}).items()},
-        rows=tuple(rows),
-    )
+        doc = datafile.read(path)
+    except datafile.DataFileError as exc:
+        raise DataError(str(exc)) from exc
+    return Dataset(path=path, **vars(doc))
 
 
 def _matches(value: Any, accepted: list[str]) -> bool:
@@ -216,6 +202,6 @@ def format_value(value: Any, spec: str | None = None) -> str:
 def missing_hint(experiment: str) -> tuple[str, str, str]:
     """What to say about a missing data file: (not-yet phrase, command, where it runs)."""
     cmd = f"tilelab bench {experiment} --out book/data"
-    if experiment in CPU_EXPERIMENTS:
+    if not needs_gpu(experiment):
         return "not computed yet", cmd, "(no GPU needed)"
     return "not measured yet", cmd, "on a GPU"

@@ -67,7 +67,7 @@ def hierarchy(path: Path, device: dict[str, Any] | None) -> None:
         ("Shared memory / L1", "one block's scratchpad; on-chip, per SM",
          [(q(d.get("shared_per_sm_bytes"), lambda v: f"up to {_bytes(v)} shared per SM"),
            style.QUERIED),
-          (q(shared_bw, lambda v: f"≈ {format_value(v)} GB/s, all SMs (32 banks × 4 B × clock)"),
+          (q(shared_bw, lambda v: f"≈ {format_value(v)} GB/s over all SMs"),
            style.QUERIED)],
          "~20–40 cycles"),
         ("L2 cache", "shared by all SMs",
@@ -80,32 +80,34 @@ def hierarchy(path: Path, device: dict[str, Any] | None) -> None:
            style.QUERIED)],
          "~400–700 cycles"),
     ]
-    fig, ax = _blank(8.4, 4.45, (-0.6, 20.6), (-1.6, 9.2))
+    # sized to be read at the book's column width (about 750 px at a 1280 px window)
+    fig, ax = _blank(9.6, 6.2, (-0.6, 24.6), (-2.3, 11.4))
     for i, (name, scope, facts, latency) in enumerate(levels):
-        y = 7.0 - i * 2.1
-        half = 3.0 + i * 1.5
-        ax.add_patch(FancyBboxPatch((9 - half, y), 2 * half, 1.6,
+        y = 8.9 - i * 2.6
+        half = 4.4 + i * 1.7
+        ax.add_patch(FancyBboxPatch((10.5 - half, y), 2 * half, 2.15,
                                     boxstyle="round,pad=0.02,rounding_size=0.2",
                                     facecolor=("#e8f1fb", "#e9f6ee", "#fdf3e1", "#f3e8f7")[i],
                                     edgecolor=style.INK, linewidth=1))
-        ax.text(9, y + 1.22, name, ha="center", va="center", fontsize=11, weight="bold",
+        ax.text(10.5, y + 1.72, name, ha="center", va="center", fontsize=14, weight="bold",
                 color=style.INK)
-        ax.text(9, y + 0.86, scope, ha="center", va="center", fontsize=8.5, color=style.MUTED)
+        ax.text(10.5, y + 1.25, scope, ha="center", va="center", fontsize=11,
+                color=style.MUTED)
         for j, (text, colour) in enumerate(facts):
-            ax.text(9, y + 0.5 - j * 0.32, text, ha="center", va="center", fontsize=8.5,
+            ax.text(10.5, y + 0.78 - j * 0.45, text, ha="center", va="center", fontsize=11,
                     color=colour)
-        ax.text(9 + half + 0.25, y + 0.8, latency, ha="left", va="center", fontsize=9,
+        ax.text(10.5 + half + 0.25, y + 1.05, latency, ha="left", va="center", fontsize=11.5,
                 color=style.TYPICAL, style="italic")
-    ax.annotate("", (0.2, 0.2), (0.2, 8.6),
+    ax.annotate("", (0.2, 0.2), (0.2, 11.0),
                 arrowprops={"arrowstyle": "->", "color": style.MUTED})
-    ax.text(0.45, 4.4, "larger, slower", rotation=90, ha="left", va="center", fontsize=9,
+    ax.text(0.45, 5.6, "larger, slower", rotation=90, ha="left", va="center", fontsize=11,
             color=style.MUTED)
     legend = (("measured on the GPU", style.MEASURED),
               ("reported by the driver, or computed from it", style.QUERIED),
               ("typical latency, published microbenchmarks (not measured here)", style.TYPICAL))
     for k, (text, colour) in enumerate(legend):
-        ax.add_patch(Rectangle((1.6, -0.55 - k * 0.38), 0.3, 0.25, color=colour))
-        ax.text(2.1, -0.43 - k * 0.38, text, fontsize=8.5, va="center", color=colour)
+        ax.add_patch(Rectangle((1.6, -0.75 - k * 0.55), 0.35, 0.32, color=colour))
+        ax.text(2.15, -0.59 - k * 0.55, text, fontsize=11, va="center", color=colour)
     style.save(fig, path)
 
 
@@ -316,6 +318,46 @@ def banks(path: Path) -> None:
     style.save(fig, path)
 
 
+def warp_reads(path: Path, ty: int = 5, k: int = 9) -> None:
+    """One warp of the 32 x 32 tiled kernel (threads tx = 0..31 of row ty) at one k: the
+    word each thread reads of As and Bs, coloured by bank, with the passes each access
+    needs; beside them, the store of the transposed-tile kernel, down a column."""
+    from matplotlib import colormaps
+    from matplotlib.colors import ListedColormap
+
+    from tilelab.model import bank_passes
+
+    cmap = ListedColormap(colormaps["hsv"](np.linspace(0, 1, BANKS, endpoint=False)))
+    idx = np.arange(32)[:, None] * 32 + np.arange(32)[None, :]
+    lanes = range(WARP)
+    panels = (
+        ("As[ty][k]", [(ty, k)] * WARP, "every thread: the same word"),
+        ("Bs[k][tx]", [(k, tx) for tx in lanes], "thread tx: word tx of row k"),
+        ("As[tx][ty] = ... (transposed store)", [(tx, ty) for tx in lanes],
+         "thread tx: row tx, one column"),
+    )
+    fig = style.figure(10.8, 4.6)
+    axes = fig.subplots(1, 3)
+    for ax, (title, cells, how) in zip(axes, panels, strict=True):
+        ax.imshow(idx % BANKS, cmap=cmap, vmin=0, vmax=BANKS, interpolation="nearest",
+                  alpha=0.35)
+        for r, c in set(cells):
+            ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=True, facecolor=cmap(
+                (r * 32 + c) % BANKS), edgecolor="black", linewidth=1.2))
+        words = [r * 32 + c for r, c in cells]
+        passes = bank_passes(words)
+        distinct = len(set(words))
+        banks_hit = len({w % BANKS for w in words})
+        plural = "es" if passes > 1 else ""
+        ax.set_title(f"{title}\n{how}\n{distinct} word(s), {banks_hit} bank(s): "
+                     f"{passes} pass{plural}", fontsize=10)
+        ax.set_xlabel("column", fontsize=9)
+        ax.set_ylabel("row", fontsize=9)
+        ax.tick_params(labelsize=8)
+    fig.tight_layout()
+    style.save(fig, path)
+
+
 DIAGRAMS: dict[str, Callable[..., None]] = {
     "hierarchy": hierarchy,
     "grid": grid,
@@ -323,4 +365,5 @@ DIAGRAMS: dict[str, Callable[..., None]] = {
     "tiles-worked": tiles_worked,
     "tile-walk": tile_walk,
     "banks": banks,
+    "warp-reads": warp_reads,
 }

@@ -169,7 +169,8 @@ class MeasuredFigure(_BookDirective):
             reflines = []
             for part in (self.options.get("refline") or "").split(";"):
                 if part.strip():
-                    text, _, label = part.partition("=")
+                    # "expression = label": the expression may hold filters (a=b)
+                    text, _, label = part.rpartition(" = ") if " = " in part else (part, "", "")
                     e = expr.parse(text)
                     reflines.append((float(e.evaluate(context.loader(self.env))[0]),
                                      label.strip() or text.strip()))

@@ -43,6 +43,13 @@ def setup(app: Sphinx) -> dict[str, Any]:
     for name, role in ROLES.items():
         app.add_role(name, role())
     app.add_node(provenance.provenance_placeholder)
+    other = (provenance.visit_other, provenance.depart_other)
+    app.add_node(provenance.provenance_box,
+                 html=(provenance.visit_box_html, provenance.depart_box_html),
+                 latex=other, text=other, man=other, texinfo=other)
+    app.add_node(provenance.provenance_title,
+                 html=(provenance.visit_box_title_html, provenance.depart_box_title_html),
+                 latex=other, text=other, man=other, texinfo=other)
     mathml.setup(app)
     app.connect("builder-inited", _init_env)
     app.connect("env-purge-doc", _purge)

@@ -20,6 +20,38 @@ class provenance_placeholder(nodes.General, nodes.Element):
     """Replaced by the rendered box at doctree-read."""
 
 
+class provenance_box(nodes.General, nodes.Element):
+    """The box: in HTML a ``<details>`` element, closed, so a page opens on its text."""
+
+
+def visit_box_html(self, node: provenance_box) -> None:
+    self.body.append('<details class="tl-provenance">')
+
+
+def depart_box_html(self, node: provenance_box) -> None:
+    self.body.append("</details>")
+
+
+def visit_box_title_html(self, node: nodes.title) -> None:
+    self.body.append("<summary>")
+
+
+def depart_box_title_html(self, node: nodes.title) -> None:
+    self.body.append("</summary>")
+
+
+class provenance_title(nodes.TextElement):
+    """The box's one-line summary (``<summary>`` in HTML)."""
+
+
+def visit_other(self, node: nodes.Element) -> None:
+    """Builders other than HTML: the box's content as plain paragraphs."""
+
+
+def depart_other(self, node: nodes.Element) -> None:
+    pass
+
+
 class Provenance(SphinxDirective):
     """``{provenance}`` [experiment ...]: the page's provenance box goes here."""
 
@@ -56,8 +88,8 @@ def render(app: Sphinx, experiments: list[str]) -> nodes.Element:
     """The box for ``experiments`` (a data file each): one line per file, then the
     commands and methods that produced them (each distinct one once)."""
     env = app.env
-    box = nodes.admonition(classes=["tl-provenance"])
-    box += nodes.title("", "Where the numbers on this page come from")
+    box = provenance_box(classes=["tl-provenance"])
+    box += provenance_title("", "Where the numbers on this page come from")
     box += nodes.paragraph("", "Every measured value, table and plot on this page is rendered "
                            "when the book is built, from these data files; none is typed in.")
     items = nodes.bullet_list()

@@ -23,7 +23,8 @@ def rows() -> list[list[str]]:
                else "correctness only")
         shape = " × ".join(str(s) for s in d["speed_shape"])
         pts = d["points"]
-        out.append([f"{d['id']} ({d['assignment']}: {d['kernel']})",
+        optional = " — optional" if d.get("optional") else ""
+        out.append([f"{d['id']} ({d['assignment']}: {d['kernel']}){optional}",
                     f"≥ {d['gate']}× over {d['baseline']}, at {shape}", emu,
                     f"{pts['correctness']:g} + {pts['speed']:g}"])
     return out

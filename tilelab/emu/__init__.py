@@ -4,8 +4,13 @@ Runs kernels on the CPU with PyCUDA's call signatures, so they can be written an
 without a GPU; poisons shared and fresh device memory, runs threads in orders that expose
 missing barriers, reports out-of-bounds accesses and divergent barriers, and (with
 ``analysis=True``) finds shared-memory races and bank conflicts.
+
+The source scanners (``mask``, ``find_kernels``, ``param_name``, ``file_directives``) and
+the ``#include`` allow-list are exported for the grader, which refuses a source before any
+compiler sees it with the same reading of C the emulator uses.
 """
 
+from .checks import ALLOWED_INCLUDES, file_directives
 from .errors import (
     BarrierDivergence,
     CompileError,
@@ -17,6 +22,8 @@ from .errors import (
     OutOfBoundsAccess,
     UnsupportedConstruct,
 )
+from .kernels import find_kernels, param_name
+from .lexer import mask
 from .memory import (
     Context,
     DeviceAllocation,
@@ -33,6 +40,7 @@ from .module import Function, SourceModule, analyze
 from .report import AnalysisReport, BankLine, LaunchReport, Race
 
 __all__ = [
+    "ALLOWED_INCLUDES",
     "AnalysisReport",
     "BankLine",
     "BarrierDivergence",
@@ -54,9 +62,13 @@ __all__ = [
     "SourceModule",
     "UnsupportedConstruct",
     "analyze",
+    "file_directives",
+    "find_kernels",
     "from_device",
+    "mask",
     "mem_alloc",
     "memcpy_dtoh",
     "memcpy_htod",
+    "param_name",
     "to_device",
 ]

@@ -4,7 +4,7 @@
 #define TILE_DIM 32
 #define BLOCK_ROWS 8
 
-// The speed limit: a plain copy with the same access pattern (reads and writes coalesced).
+// The reference: a plain copy with the same access pattern (reads and writes coalesced).
 __global__ void copy_tile(const float* __restrict__ in, float* __restrict__ out,
                           int rows, int cols)
 {

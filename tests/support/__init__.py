@@ -1,0 +1,1 @@
+"""Helpers the tests (and benchmarks/) share; not part of the package."""

@@ -1,0 +1,84 @@
+"""The class run's guards, one at a time: leftover processes, the gradebook, notebooks."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+
+import nbformat
+import psutil
+
+from tilelab.classroom import guards, submissions
+
+
+def test_the_reaper_kills_what_the_block_left_running():
+    before = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with guards.Reaper() as reaper:
+            # a daemon: its parent exits at once, the sleeper is orphaned
+            subprocess.run([sys.executable, "-c",
+                            "import subprocess, sys; subprocess.Popen([sys.executable, '-c', "
+                            "'import time; time.sleep(60)'], start_new_session=True)"], check=True)
+        assert len(reaper.killed) == 1
+        assert not psutil.pid_exists(reaper.killed[0]) or (
+            psutil.Process(reaper.killed[0]).status() == psutil.STATUS_ZOMBIE)
+        assert before.poll() is None  # started before the block: left alone
+    finally:
+        before.kill()
+        before.wait()
+
+
+def _gradebook(path, rows):
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE IF NOT EXISTS student (id TEXT, note TEXT)")
+    con.executemany("INSERT INTO student VALUES (?, ?)", rows)
+    con.commit()
+    con.close()
+
+
+def test_the_gradebook_guard_restores_on_leaving_the_block(tmp_path):
+    db = tmp_path / "gradebook.db"
+    _gradebook(db, [("alice", "a"), ("bob", "b")])
+    with guards.GradebookGuard(db, "alice", tmp_path) as own:
+        _gradebook(db, [("alice", "mine")])  # a student's own row: allowed
+    assert own.tampered is None
+    with guards.GradebookGuard(db, "alice", tmp_path) as other:
+        _gradebook(db, [("bob", "forged")])
+    assert other.tampered and "changed the gradebook" in other.tampered
+    con = sqlite3.connect(db)
+    assert ("bob", "forged") not in con.execute("SELECT * FROM student").fetchall()
+    con.close()
+
+
+def _notebook(path, cells):
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nbformat.write(nb, path)
+    return path
+
+
+def test_outputs_showing_a_solution_line_are_scrubbed(tmp_path):
+    secret = {"acc += As[ty][k] * Bs[k][tx];"}
+    cell = nbformat.v4.new_code_cell("print(open('x').read())")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                           text=["  acc += As[ty][k] * Bs[k][tx];\n"])]
+    path = _notebook(tmp_path / "n.ipynb", [cell])
+    assert submissions.scrub_outputs(path, secret) == 1
+    text = json.loads(path.read_text())["cells"][0]["outputs"][0]["text"]
+    assert submissions.LEAK_NOTE in "".join(text)
+    # a learner who wrote the line themselves may see it
+    path = _notebook(tmp_path / "own.ipynb", [cell])
+    own = nbformat.writes(nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("acc += As[ty][k] * Bs[k][tx];")]))
+    assert submissions.scrub_outputs(path, secret, own) == 0
+
+
+def test_interrupted_cells_are_counted(tmp_path):
+    cell = nbformat.v4.new_code_cell("import time; time.sleep(1e6)")
+    cell.outputs = [nbformat.v4.new_output("error", ename="KeyboardInterrupt", evalue="",
+                                           traceback=[])]
+    path = _notebook(tmp_path / "n.ipynb", [cell, nbformat.v4.new_code_cell("1")])
+    assert submissions.interrupted_cells(path) == 1
+    (tmp_path / "bad.ipynb").write_text("{ not json")
+    assert submissions.interrupted_cells(tmp_path / "bad.ipynb") == 0

@@ -1,0 +1,55 @@
+"""The grading sandbox's process handling: a session of its own, caps set by the worker
+itself, and a timed-out worker killed with everything it started."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+import time
+
+import psutil
+
+from tilelab.grading import limits, sandbox
+
+
+def test_the_worker_runs_in_a_session_of_its_own(tmp_path):
+    code = "import os; open('sid', 'w').write(str(os.getsid(0) == os.getpid()))"
+    assert sandbox._run([sys.executable, "-c", code], str(tmp_path), timeout=60) == 0
+    assert (tmp_path / "sid").read_text() == "True"
+
+
+def test_a_timed_out_worker_is_killed_with_what_it_started(tmp_path):
+    code = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        "open('child', 'w').write(str(p.pid))\n"
+        "time.sleep(120)\n"
+    )
+    start = time.monotonic()
+    assert sandbox._run([sys.executable, "-c", code], str(tmp_path), timeout=3) is None
+    assert time.monotonic() - start < 60
+    pid = int((tmp_path / "child").read_text())
+    for _ in range(50):  # the grandchild is killed (a zombie until its new parent reaps it)
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"process {pid} started by the worker is still alive")
+
+
+def test_the_worker_caps_its_own_resources():
+    code = (
+        "import resource\n"
+        "from tilelab.grading.worker import limit_resources\n"
+        "limit_resources('emu')\n"
+        "print(resource.getrlimit(resource.RLIMIT_FSIZE)[0], "
+        "resource.getrlimit(resource.RLIMIT_AS)[0], resource.getrlimit(resource.RLIMIT_CORE)[0])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert [int(x) for x in out] == [limits.FILE_LIMIT, limits.MEMORY_LIMIT, 0]
+    assert resource.getrlimit(resource.RLIMIT_AS)[0] != limits.MEMORY_LIMIT  # not ours

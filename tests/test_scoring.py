@@ -1,0 +1,63 @@
+"""``tilelab.grading.scoring``: the points and the sentences beside them never disagree."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tilelab import exercises
+from tilelab.grading import scoring
+from tilelab.grading.verdict import Verdict
+
+
+def verdict(exercise_id: str = "naive", **kw) -> Verdict:
+    v = Verdict.for_exercise(exercises.get(exercise_id), "emu")
+    v.compiled = v.correct = True
+    for k, value in kw.items():
+        setattr(v, k, value)
+    return v
+
+
+def reported_points(report: str) -> list[float]:
+    """The points each line of a report states (correctness, then speed)."""
+    return [float(x) for x in re.findall(r"\((\d+(?:\.\d+)?)/\d+(?:\.\d+)? points\)", report)]
+
+
+CASES = {
+    "no GPU, correct": {},
+    "no GPU, wrong": {"correct": False},
+    "bank gate passed": {"speed_passed": True, "bank_degree": 1.0, "max_bank_degree": 1.1},
+    "bank gate failed": {"speed_passed": False, "bank_degree": 16.5, "max_bank_degree": 1.1},
+    "GPU, fast": {"backend": "gpu", "gpu": "G", "speed_measured": True, "speed_passed": True,
+                  "speedup": 3.0, "candidate_ms": 1.0, "baseline_ms": 3.0},
+    "GPU, slow": {"backend": "gpu", "gpu": "G", "speed_measured": True, "speed_passed": False,
+                  "speedup": 1.1, "candidate_ms": 1.0, "baseline_ms": 1.1},
+}
+
+
+@pytest.mark.parametrize("award", [False, True])
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_report_states_the_points_awarded(case, award):
+    v = verdict(**CASES[case])
+    p = scoring.points(v, award)
+    assert reported_points(scoring.report(v, award)) == [p.correct, p.speed]
+    ok, _ = scoring.speed_status(v, award)
+    assert ok == (p.speed > 0)
+
+
+def test_awarded_speed_is_reported_as_awarded():
+    v = verdict()
+    assert scoring.points(v, award=True).speed == v.max_points_speed > 0
+    report = scoring.report(v, award=True)
+    assert f"awarded by the instructor  ({v.max_points_speed:g}/" in report
+    assert "speed: not measured  (0/" in scoring.report(v, award=False)
+    assert scoring.points(v, award=False).speed == 0
+
+
+def test_a_zero_verdict_names_the_exercise_and_its_maxima():
+    ex = exercises.get("transpose_padded")
+    v = Verdict.for_exercise(ex, "emu", None, "not graded (0 points): why")
+    assert (v.max_points_correct, v.max_points_speed) == (ex.points_correct, ex.points_speed)
+    assert v.max_bank_degree == ex.max_bank_degree and v.messages == ["not graded (0 points): why"]
+    assert scoring.points(v, award=True).total == 0

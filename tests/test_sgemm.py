@@ -1,0 +1,109 @@
+"""The road to cuBLAS: ladder kernels on the emulator, the traffic and occupancy models,
+ptxas reports, and (on a GPU) cuBLAS through ctypes against float64 with TF32 off."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tilelab import sgemm
+from tilelab.grading.correctness import check_function, launch
+from tilelab.problems import MATMUL
+from tilelab.runtime import get_runtime
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("key", list(sgemm.kernel_refs()))
+def test_every_step_and_configuration_is_right_on_the_emulator(key, rng):
+    ref = sgemm.kernel_refs()[key]
+    rt = get_runtime("emu")
+    fn = rt.SourceModule(ref.source()).get_function(ref.name)
+    for shape in sgemm.SMALL_SHAPES:
+        result = check_function(rt, fn, MATMUL, ref.launch, shape, rng)
+        assert result.ok, f"{key} {shape}: {result.message}"
+
+
+def test_wide_loads_fall_back_when_rows_are_not_16_byte_aligned(rng):
+    """K = 29 and N = 53: no float4 may touch A or B; the scalar path must be exact."""
+    ref = sgemm.kernel_refs()["dbuf"]
+    rt = get_runtime("emu")
+    fn = rt.SourceModule(ref.source()).get_function(ref.name)
+    shape = (131, 53, 29)
+    inputs = MATMUL.make_inputs(shape, rng)
+    got = launch(rt, fn, MATMUL, ref.launch, shape, inputs)
+    np.testing.assert_allclose(got, MATMUL.reference(inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_the_traffic_model_follows_the_tiles():
+    assert sgemm.traffic("naive").global_bytes_per_fma == 8.0
+    assert sgemm.traffic("tiled32").shared_operands_per_fma == 2.0
+    assert sgemm.traffic("regblock_1d").shared_operands_per_fma == pytest.approx(9 / 8)
+    # 8x8 per thread: 16 operands for 64 FMAs; float4 makes that 4 load instructions
+    assert sgemm.traffic("regblock").fma_per_shared_load == 4.0
+    assert sgemm.traffic("vec4").fma_per_shared_load == 16.0
+    assert sgemm.traffic("warptile").fma_per_shared_load == 16.0
+    # 128x128 tiles read 1/64 of a float per FMA from global memory
+    assert sgemm.traffic("dbuf").global_bytes_per_fma == pytest.approx(4 * 256 / 128**2)
+    # an 8x16 micro-tile: 24 operands for 128 FMAs
+    assert sgemm.traffic("dbuf_128x128x16_w64x64").shared_operands_per_fma == pytest.approx(
+        24 / 128)
+
+
+def test_occupancy_formula():
+    h100 = {"max_threads_per_sm": 2048, "regs_per_sm": 65536, "shared_per_sm_bytes": 233472}
+    assert sgemm.blocks_per_sm(256, 128, 32768, h100) == 2  # registers: 2 x 32768
+    assert sgemm.blocks_per_sm(256, 129, 0, h100) == 1  # one register more: 136 per thread
+    assert sgemm.blocks_per_sm(1024, 31, 8192, h100) == 2  # threads
+    assert sgemm.blocks_per_sm(128, 32, 100_000, h100) == 2  # shared memory
+
+
+def test_fp32_peak_of_an_h100():
+    assert sgemm.fp32_peak_tflops(132, 1_980_000, (9, 0)) == pytest.approx(66.9, abs=0.05)
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="needs nvcc")
+def test_ptxas_rows_without_a_gpu():
+    rows, gpu = sgemm.ptxas_rows(REPO / "book" / "data")
+    by = {r["kernel"]: r for r in rows}
+    assert set(by) == set(sgemm.kernel_refs())
+    assert all(r["registers"] > 0 and 0 < r["occupancy"] <= 1 for r in rows)
+    assert by["dbuf"]["shared_bytes"] == 2 * by["warptile"]["shared_bytes"]  # two copies
+    assert by["dbuf"]["registers"] <= 128  # __launch_bounds__(256, 2)
+    assert by["dbuf"]["spill_bytes"] == 0
+    assert gpu.startswith("NVIDIA")  # the limits come from the course's measured GPU
+
+
+@pytest.mark.gpu
+def test_cublas_is_fp32_and_row_major(rng):
+    import pycuda.autoinit  # noqa: F401
+
+    from tilelab.cublas import FP32_TOLERANCE, Cublas, relative_error
+
+    rt = get_runtime("gpu")
+    m, n, k = 300, 200, 2048  # rectangular: a transposed call would fail the check
+    inputs = MATMUL.make_inputs((m, n, k), rng)
+    a, b = rt.to_device(inputs["A"]), rt.to_device(inputs["B"])
+    c = rt.mem_alloc(m * n * 4)
+    blas = Cublas()
+    try:
+        assert blas.math_mode == "CUBLAS_DEFAULT_MATH"
+        blas.sgemm(a, b, c, m, n, k)
+        got = rt.from_device(c, (m, n), np.float32)
+    finally:
+        blas.close()
+    assert relative_error(got, MATMUL.reference(inputs)) < FP32_TOLERANCE
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("key", list(sgemm.kernel_refs()))
+def test_every_step_is_right_on_the_gpu(key, rng):
+    ref = sgemm.kernel_refs()[key]
+    rt = get_runtime("gpu")
+    fn = rt.SourceModule(ref.source()).get_function(ref.name)
+    for shape in (*sgemm.SMALL_SHAPES, (1000, 1030, 516)):
+        result = check_function(rt, fn, MATMUL, ref.launch, shape, rng)
+        assert result.ok, f"{key} {shape}: {result.message}"

@@ -1,0 +1,178 @@
+"""nbgrader's API on this course: configuration, release, gradebook writes, CSV export.
+
+The course's layout comes from ``autograder/nbgrader_config.py`` alone (no user or system
+configs). Cell and notebook names follow one convention: assignment ``01-naive`` holds
+``naive.ipynb``, whose kernel cell is ``kernel_<exercise>`` and whose hidden tests are
+``test_<exercise>_correct`` and ``test_<exercise>_speed``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.apps.api import NbGraderAPI
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.plugins import CsvExportPlugin
+from nbgrader.utils import temp_attrs
+from traitlets.config import Config
+from traitlets.config.loader import PyFileConfigLoader
+
+from tilelab import exercises
+from tilelab.grading import scoring
+from tilelab.grading.verdict import Verdict
+
+CONFIG_FILE = "nbgrader_config.py"
+
+
+def notebook_id(assignment: str) -> str:
+    """The notebook of an assignment: ``01-naive`` holds ``naive.ipynb``."""
+    return assignment.split("-", 1)[1]
+
+
+def kernel_cell_id(exercise_id: str) -> str:
+    return f"kernel_{exercise_id}"
+
+
+def test_cell_id(exercise_id: str, kind: str) -> str:
+    """The hidden test's grade id; ``kind`` is ``correct`` or ``speed``."""
+    return f"test_{exercise_id}_{kind}"
+
+
+def config_path(course_root: str | Path) -> Path:
+    """``autograder/nbgrader_config.py`` of a course (given the repository or autograder/)."""
+    root = Path(course_root).resolve()
+    for candidate in (root / "autograder" / CONFIG_FILE, root / CONFIG_FILE):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"no autograder/{CONFIG_FILE} under {root}")
+
+
+def load_config(course_root: str | Path) -> Config:
+    """The course's nbgrader configuration (only this file: no user or system configs)."""
+    path = config_path(course_root)
+    return PyFileConfigLoader(path.name, path=str(path.parent)).load_config()
+
+
+def _alembic_on_path() -> None:
+    """nbgrader creates a gradebook by running ``alembic`` from PATH; a virtual environment
+    used without activation has it next to the interpreter only."""
+    here = Path(sys.executable).parent
+    if shutil.which("alembic") is None and (here / "alembic").exists():
+        os.environ["PATH"] = os.pathsep.join([str(here), os.environ.get("PATH", "")])
+
+
+def open_api(course_root: str | Path, cell_timeout: int | None = None,
+             sandboxed: bool = False) -> NbGraderAPI:
+    """nbgrader's Python API on this course (with a per-cell time limit, if given: during
+    ``tilelab grade`` it replaces the config file's limit, which a manual
+    ``nbgrader autograde`` keeps). The course config is read here, once; ``sandboxed``:
+    every notebook's kernel runs in a bubblewrap sandbox (:mod:`tilelab.classroom.kernels`)."""
+    _alembic_on_path()
+    config = load_config(course_root)
+    if cell_timeout is not None:
+        config.Execute.timeout = cell_timeout
+        config.ExecutePreprocessor.timeout = cell_timeout
+    if sandboxed:
+        from tilelab.classroom.kernels import sandbox_autograde
+
+        sandbox_autograde(config)
+    return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+
+
+def known_students(coursedir: CourseDirectory) -> set[str]:
+    """The students of the gradebook (a folder of anyone else is not graded)."""
+    try:
+        with gradebook(coursedir) as gb:
+            return {s.id for s in gb.students}
+    except Exception:  # no gradebook yet: nobody is known
+        return set()
+
+
+def gradebook(coursedir: CourseDirectory) -> Gradebook:
+    return Gradebook(coursedir.db_url, coursedir.course_id)
+
+
+def check_result(result: dict[str, Any], what: str) -> None:
+    """Raise when an nbgrader API call reports a failure, with its log's end."""
+    if not result.get("success"):
+        detail = (result.get("error") or result.get("log") or "").strip()
+        raise RuntimeError(f"nbgrader {what} failed:\n{detail[-4000:]}")
+
+
+def release(
+    course_root: str | Path = ".",
+    assignments: Iterable[str] | None = None,
+    dest: str | Path | None = None,
+) -> list[Path]:
+    """``nbgrader generate_assignment --force``: release ``solutions/`` into ``exercises/``
+    (or into ``dest``); also records the assignments in the gradebook. Returns the notebooks."""
+    api = open_api(course_root)
+    cd = api.coursedir
+    names = list(assignments or exercises.ASSIGNMENTS)
+    out = str(Path(dest).resolve()) if dest is not None else cd.release_directory
+    with temp_attrs(cd, release_directory=out):
+        for a in names:
+            check_result(api.generate_assignment(a, force=True, create=True),
+                         f"generate_assignment {a}")
+        return sorted(
+            Path(cd.format_path(cd.release_directory, ".", a)).resolve() / f"{notebook_id(a)}.ipynb"
+            for a in names
+        )
+
+
+def ensure_in_gradebook(api: NbGraderAPI, assignment: str) -> None:
+    """Autograde needs the source's cells in the gradebook: record them if missing."""
+    with gradebook(api.coursedir) as gb:
+        try:
+            known = gb.find_assignment(assignment).notebooks
+        except MissingEntry:
+            known = []
+    if not known:
+        with tempfile.TemporaryDirectory(prefix="tilelab-release-") as tmp:
+            release(api.coursedir.root, [assignment], dest=tmp)
+
+
+def record(
+    coursedir: CourseDirectory,
+    assignment: str,
+    student: str,
+    verdicts: Sequence[Verdict],
+    award_without_gpu: bool,
+) -> dict[str, dict[str, float]]:
+    """Write the verdicts' points over the hidden tests' scores (nbgrader manual scores),
+    and each report as the comment on the kernel cell. Returns the points written."""
+    nb = notebook_id(assignment)
+    written: dict[str, dict[str, float]] = {}
+    with gradebook(coursedir) as gb:
+        gb.update_or_create_student(student)
+        try:
+            gb.find_submission(assignment, student)
+        except MissingEntry:
+            gb.add_submission(assignment, student)
+        for v in verdicts:
+            written[v.exercise] = {}
+            for kind, points in scoring.points(v, award_without_gpu).as_dict().items():
+                grade = gb.find_grade(test_cell_id(v.exercise, kind), nb, assignment, student)
+                grade.manual_score = min(points, grade.max_score)
+                grade.needs_manual_grade = False
+                written[v.exercise][kind] = grade.manual_score
+            comment = gb.find_comment(kernel_cell_id(v.exercise), nb, assignment, student)
+            comment.manual_comment = scoring.report(v, award_without_gpu)
+        gb.db.commit()
+    return written
+
+
+def export_csv(coursedir: CourseDirectory, dest: Path) -> Path:
+    """``nbgrader export``: the whole gradebook as CSV."""
+    plugin = CsvExportPlugin()
+    plugin.to = str(dest)
+    with gradebook(coursedir) as gb:
+        plugin.export(gb)
+    return dest

@@ -1,0 +1,146 @@
+"""What keeps one submission's Python from reaching anyone else's grade during a class run.
+
+A class run runs each notebook's kernel in a bubblewrap sandbox (see
+:mod:`tilelab.classroom.kernels`): it sees a read-only copy of its own submission and
+nothing else of the course, so no submission can be changed (and the grader never copies
+one back nor deletes one). These guards remain for what a sandbox leaves (and for
+``--no-sandbox``):
+
+- :class:`Reaper` kills every process a submission left behind (Linux: this process becomes
+  a child subreaper, so even daemonized ones come back to it);
+- :class:`GradebookGuard` restores the gradebook when a submission's run changed any row
+  that is not that student's own (or broke the file);
+- :func:`tilelab.classroom.submissions.scrub_outputs` removes notebook outputs that show a
+  reference solution.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
+
+import psutil
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+# ------------------------------------------------------------------ processes
+
+
+def _alive_descendants() -> dict[int, psutil.Process]:
+    """Every live process below this one (zombies left out: they have ended and only wait
+    to be reaped)."""
+    out = {}
+    for p in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out[p.pid] = p
+    return out
+
+
+class Reaper:
+    """Kills the processes started inside the ``with`` block that are still alive at its end."""
+
+    def __init__(self) -> None:
+        self.killed: list[int] = []
+
+    def __enter__(self) -> Reaper:
+        if sys.platform.startswith("linux"):
+            with contextlib.suppress(OSError, AttributeError):
+                ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        self.before = set(_alive_descendants())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for _ in range(3):  # processes may fork while being killed
+            left = [p for pid, p in _alive_descendants().items() if pid not in self.before]
+            if not left:
+                break
+            for p in left:
+                with contextlib.suppress(psutil.Error):
+                    p.kill()
+                    self.killed.append(p.pid)
+            psutil.wait_procs(left, timeout=1)  # reaps the ones that became our children
+        for p in psutil.Process().children():  # ended after being reparented to us (the
+            with contextlib.suppress(psutil.Error):  # sandboxes' processes): reap them
+                if p.pid not in self.before and p.status() == psutil.STATUS_ZOMBIE:
+                    p.wait(timeout=0)
+
+
+# ------------------------------------------------------------------ gradebook
+
+
+def _own_rows(student: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    sa = "SELECT id FROM submitted_assignment WHERE student_id = ?"
+    sn = f"SELECT id FROM submitted_notebook WHERE assignment_id IN ({sa})"
+    return {
+        "student": ("id = ?", (student,)),
+        "submitted_assignment": ("student_id = ?", (student,)),
+        "submitted_notebook": (f"assignment_id IN ({sa})", (student,)),
+        "grade": (f"notebook_id IN ({sn})", (student,)),
+        "comment": (f"notebook_id IN ({sn})", (student,)),
+    }
+
+
+def gradebook_digest(db: Path, student: str) -> str | None:
+    """A digest of every gradebook row that is not ``student``'s (None: not a sound file)."""
+    h = hashlib.sha256()
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            if con.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                return None
+            own = _own_rows(student)
+            tables = [r[0] for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            for table in tables:
+                where, args = own.get(table, ("", ()))
+                query = f'SELECT * FROM "{table}"' + (f" WHERE NOT ({where})" if where else "")
+                h.update(table.encode())
+                for row in sorted(map(repr, con.execute(query, args))):
+                    h.update(row.encode())
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
+    return h.hexdigest()
+
+
+class GradebookGuard:
+    """Keeps a copy of the gradebook while one student's notebook runs; on leaving the
+    ``with`` block it restores the copy if anything but that student's rows changed, and
+    :attr:`tampered` says what was wrong (None: nothing)."""
+
+    def __init__(self, db: Path, student: str, scratch: Path) -> None:
+        self.db, self.student = db, student
+        self.backup = scratch / "gradebook.backup.db"
+        self.before: str | None = None
+        self.tampered: str | None = None
+
+    def __enter__(self) -> GradebookGuard:
+        if self.db.exists():
+            shutil.copy2(self.db, self.backup)
+            self.before = gradebook_digest(self.backup, self.student)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.tampered = self.verify()
+
+    def verify(self) -> str | None:
+        """None when the gradebook is as it should be; else restore it and say what was wrong."""
+        if self.before is None:
+            return None
+        after = gradebook_digest(self.db, self.student) if self.db.exists() else None
+        if after == self.before:
+            return None
+        shutil.copy2(self.backup, self.db)
+        return (
+            "the notebook's code changed the gradebook (rows of other students, or the file "
+            "itself); the gradebook was restored and this submission's own autograde results "
+            "were discarded"
+        )

@@ -1,0 +1,261 @@
+"""The steps of grading one submission in a class run, in the order :func:`grade_one`
+runs them::
+
+    clean grade -> autograde (guarded) -> scrub -> record -> feedback
+
+Points come only from the clean grade (the grader's own process, which reads the kernel
+cell without running the notebook); nbgrader's autograde runs the notebook for its
+feedback, and its hidden tests get the clean verdicts back from a cache. Both run in
+bubblewrap sandboxes (unless the instructor asked for none): a notebook sees a read-only
+copy of its own submission and nothing else of the course, so no submission is ever
+copied back, deleted or rewritten by the grader.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from nbgrader.apps.api import NbGraderAPI
+
+from tilelab import exercises, settings
+from tilelab.classroom import course, guards, submissions
+from tilelab.grading import scoring
+from tilelab.grading.cache import cache_verdict
+from tilelab.grading.sandbox import grade_source
+from tilelab.grading.verdict import Verdict
+
+VERDICT_FILE = "tilelab_verdict"
+
+
+@dataclass
+class ClassRun:
+    """What grading every submission of one class run shares, and where failures go."""
+
+    api: NbGraderAPI
+    backend: str
+    gpu: str | None
+    award: bool
+    cell_timeout: int
+    gates: dict[str, float] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    secret: set[str] = field(default_factory=set)
+    sandboxed: bool = True
+
+    def __post_init__(self) -> None:
+        cd = self.api.coursedir
+        self.secret = submissions.solution_lines(
+            sorted(Path(cd.root, cd.source_directory).glob("*/*.ipynb"))
+        )
+
+    def failed(self, assignment: str, student: str, step: str, error: str) -> None:
+        self.failures.append(
+            {"assignment": assignment, "student": student, "step": step, "error": error[-2000:]}
+        )
+
+    def folder(self, kind: str, student: str, assignment: str) -> Path:
+        """``submitted``, ``autograded`` or ``feedback`` folder of one submission."""
+        cd = self.api.coursedir
+        return Path(cd.format_path(getattr(cd, f"{kind}_directory"), student, assignment))
+
+
+@dataclass
+class Submission:
+    """One (student, assignment) as it goes through the steps."""
+
+    assignment: str
+    student: str
+    verdicts: list[Verdict] = field(default_factory=list)
+    points: dict[str, dict[str, float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    own_text: str = ""  # the submitted notebook's text, read before its code ran
+
+    @property
+    def notebook(self) -> str:
+        return f"{course.notebook_id(self.assignment)}.ipynb"
+
+    def problem(self, run: ClassRun, step: str, text: str) -> None:
+        """A failure the learner is told about (in each verdict) and the summary lists."""
+        run.failed(self.assignment, self.student, step, text)
+        self.notes.append(text)
+
+
+def grade_notebook(
+    notebook_path: str | Path,
+    assignment: str,
+    backend_name: str,
+    gpu: str | None = None,
+    cache: Path | None = None,
+    gates: dict[str, float] | None = None,
+    sandboxed: bool | None = None,
+) -> list[Verdict]:
+    """A clean-process verdict for every kernel of one submitted notebook (each also kept
+    in ``cache``, for the notebook's hidden tests, where one is given)."""
+    verdicts = []
+    for exercise_id in exercises.ASSIGNMENTS[assignment]:
+        ex = exercises.get(exercise_id)
+        try:
+            source = submissions.extract_kernel(notebook_path, exercise_id)
+        except submissions.KernelCellError as exc:
+            verdicts.append(Verdict.for_exercise(ex, backend_name, gpu,
+                                                 f"not graded (0 points): {exc}"))
+            continue
+        verdict = grade_source(
+            exercise_id, source, backend_name=backend_name, gate=(gates or {}).get(exercise_id),
+            sandboxed=sandboxed,
+        )
+        if cache is not None:
+            cache_verdict(cache, source, verdict)
+        verdicts.append(verdict)
+    return verdicts
+
+
+# ------------------------------------------------------------------ the steps
+
+
+def clean_grade(run: ClassRun, sub: Submission, cache: Path) -> None:
+    """Every kernel graded in the grader's own process; a failure scores zero and says why."""
+    path = run.folder("submitted", sub.student, sub.assignment) / sub.notebook
+    try:
+        sub.verdicts = grade_notebook(path, sub.assignment, run.backend, run.gpu,
+                                      cache=cache, gates=run.gates, sandboxed=run.sandboxed)
+    except Exception as exc:  # never trust the notebook's own scores: zero, say why
+        run.failed(sub.assignment, sub.student, "grade", f"{type(exc).__name__}: {exc}")
+        sub.verdicts = [
+            Verdict.for_exercise(exercises.get(e), run.backend, run.gpu,
+                                 f"not graded (0 points): internal grader error: {exc}")
+            for e in exercises.ASSIGNMENTS[sub.assignment]
+        ]
+
+
+def autograde(run: ClassRun, sub: Submission, cache: Path) -> None:
+    """nbgrader runs the notebook (hidden tests read the cache), guarded: processes left
+    behind are killed, a gradebook changed beyond this student's rows is restored."""
+    db = Path(run.api.coursedir.db_url.removeprefix("sqlite:///"))
+    with (
+        guards.GradebookGuard(db, sub.student, cache) as guard,
+        settings.environ(settings.VERDICT_CACHE.set_to(cache)),
+        guards.Reaper() as reaper,
+    ):
+        result = run.api.autograde(sub.assignment, sub.student, force=True, create=True)
+    if reaper.killed:
+        sub.problem(run, "processes", f"the notebook left {len(reaper.killed)} process(es) "
+                    "running after its cells ended; they were killed")
+    if guard.tampered:
+        sub.problem(run, "gradebook", guard.tampered)
+    elif not result.get("success"):
+        run.failed(sub.assignment, sub.student, "autograde",
+                   result.get("error") or result.get("log") or "")
+        sub.notes.append(autograde_problem(result))
+
+
+def scrub(run: ClassRun, sub: Submission) -> None:
+    """Outputs that show the reference solution go; cells a time limit stopped are noted."""
+    executed = run.folder("autograded", sub.student, sub.assignment) / sub.notebook
+    leaks = submissions.scrub_outputs(executed, run.secret, sub.own_text)
+    if stopped := submissions.interrupted_cells(executed):
+        sub.problem(run, "timeout", f"{stopped} cell(s) of the notebook ran longer than the "
+                    f"{run.cell_timeout} s a class run allows a cell and was interrupted")
+    if leaks:
+        sub.problem(run, "solutions", f"{leaks} output(s) of the notebook showed the course's "
+                    "reference solution (read from the grading machine's disk); removed from "
+                    "the feedback")
+
+
+def record(run: ClassRun, sub: Submission) -> None:
+    """The clean verdicts' points and reports, with the run's notes, into the gradebook."""
+    for v in sub.verdicts:
+        v.messages.extend(f"grading note: {n}" for n in sub.notes)
+    try:
+        sub.points = course.record(run.api.coursedir, sub.assignment, sub.student,
+                                   sub.verdicts, run.award)
+    except Exception as exc:
+        run.failed(sub.assignment, sub.student, "gradebook", f"{type(exc).__name__}: {exc}")
+
+
+def feedback(run: ClassRun, sub: Submission) -> None:
+    """nbgrader's feedback, and the verdict files beside it (kept from later submissions)."""
+    result = run.api.generate_feedback(sub.assignment, sub.student, force=True)
+    if not result.get("success"):
+        run.failed(sub.assignment, sub.student, "generate_feedback",
+                   result.get("error") or result.get("log") or "")
+    folder = run.folder("feedback", sub.student, sub.assignment)
+    write_verdicts(folder, sub.student, sub.assignment, sub.verdicts, sub.points, run.award)
+
+
+def grade_one(run: ClassRun, assignment: str, student: str) -> dict[str, Any]:
+    """Every step for one submission; its line of the class summary."""
+    sub = Submission(assignment, student)
+    sub.own_text = submissions.read_capped(  # before any of its code runs
+        run.folder("submitted", student, assignment) / sub.notebook)
+    with tempfile.TemporaryDirectory(prefix="tilelab-verdicts-") as tmp:
+        clean_grade(run, sub, Path(tmp))
+        autograde(run, sub, Path(tmp))
+    scrub(run, sub)
+    record(run, sub)
+    feedback(run, sub)
+    return {
+        "assignment": assignment,
+        "student": student,
+        "points": sub.points,
+        "score": sum(sum(p.values()) for p in sub.points.values()),
+        "max_score": sum(v.max_points_correct + v.max_points_speed for v in sub.verdicts),
+        "messages": {v.exercise: v.messages[:1] for v in sub.verdicts if not v.correct},
+        "notes": sub.notes,
+    }
+
+
+# ------------------------------------------------------------------ texts and files
+
+
+def autograde_problem(result: dict[str, Any]) -> str:
+    """A learner's sentence for an nbgrader autograde that failed."""
+    log = (result.get("error") or "") + (result.get("log") or "")
+    if "CellTimeoutError" in log or "timed out" in log.lower():
+        why = "a cell ran past the time limit and could not be interrupted"
+    elif "DeadKernelError" in log or "Kernel died" in log:
+        why = "the notebook's Python process died (os._exit? a crash?)"
+    elif "NotJSONError" in log or "not valid" in log.lower() or "JSON" in log:
+        why = "the notebook is not a valid notebook file"
+    else:
+        lines = [ln for ln in log.strip().splitlines() if ln.strip()]
+        why = lines[-1][:300] if lines else "nbgrader reported a failure"
+    return (
+        f"nbgrader could not run the notebook ({why}); the kernels were graded from the "
+        "submitted file alone"
+    )
+
+
+def write_verdicts(
+    folder: Path,
+    student: str,
+    assignment: str,
+    verdicts: Sequence[Verdict],
+    points: dict[str, dict[str, float]],
+    award_without_gpu: bool,
+) -> None:
+    """``tilelab_verdict.txt`` (the reports) and ``.json`` (everything) in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    v0 = verdicts[0] if verdicts else None
+    where = f"GPU {v0.gpu}" if v0 and v0.gpu else "the CPU emulator (no GPU)"
+    head = [
+        f"tilelab verdicts: student {student}, assignment {assignment}, graded on {where}",
+        "Speed points without a GPU: "
+        + ("awarded (the instructor's choice)" if award_without_gpu else "not awarded"),
+    ]
+    body = [scoring.report(v, award_without_gpu) for v in verdicts]
+    (folder / f"{VERDICT_FILE}.txt").write_text("\n\n".join(["\n".join(head), *body]) + "\n")
+    doc = {
+        "student": student,
+        "assignment": assignment,
+        "graded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "award_speed_without_gpu": award_without_gpu,
+        "points": points,
+        "verdicts": [v.to_dict() for v in verdicts],
+    }
+    (folder / f"{VERDICT_FILE}.json").write_text(json.dumps(doc, indent=1) + "\n")

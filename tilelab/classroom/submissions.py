@@ -1,0 +1,219 @@
+"""Submitted and source notebooks, read with nbformat and never executed.
+
+A kernel is read from its ``kernel_<exercise>`` cell as the string literal the cell
+assigns (:func:`ast.literal_eval`: nothing runs); the course's solution lines are what no
+feedback may show; an executed notebook tells which cells a time limit stopped.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from tilelab import exercises
+from tilelab.classroom.course import kernel_cell_id
+
+SOLUTION_MARKERS = ("BEGIN SOLUTION", "END SOLUTION")
+LEAK_NOTE = "[output removed by the grader: it showed the course's reference solution]"
+#: What reading a file that is not a sound notebook raises.
+NOTEBOOK_READ_LIMIT = 64 * 1024**2  # the most of a submitted notebook ever read
+UNREADABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, nbformat.ValidationError)
+
+
+class KernelCellError(ValueError):
+    """A submitted notebook has no gradable kernel cell; the message says why."""
+
+
+def read(path: Path) -> nbformat.NotebookNode:
+    """A notebook as nbformat reads it (version 4, multi-line text joined); a notebook that
+    fails validation is still read (a learner's edits must not hide their kernel)."""
+    return nbformat.read(path, as_version=4, capture_validation_error={})
+
+
+def _grade_id(cell: Any) -> str:
+    """A cell's nbgrader grade id; "" for a cell whose metadata is missing or malformed (a
+    malformed cell costs that cell only)."""
+    meta = cell.get("metadata") if isinstance(cell, dict) else None
+    nbg = meta.get("nbgrader") if isinstance(meta, dict) else None
+    gid = nbg.get("grade_id") if isinstance(nbg, dict) else None
+    return gid if isinstance(gid, str) else ""
+
+
+def read_capped(path: Path) -> str:
+    """The first ``NOTEBOOK_READ_LIMIT`` bytes of a file, as text ("" if unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(NOTEBOOK_READ_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _cells(path: Path) -> list[Any]:
+    """The cells of a notebook as nbformat reads them; where nbformat cannot (a cell's
+    metadata malformed), as the JSON has them, so a broken cell costs that cell only."""
+    try:
+        return list(read(path).cells)
+    except FileNotFoundError:
+        raise
+    except UNREADABLE:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        cells = nb["cells"] if isinstance(nb, dict) else None
+        if not isinstance(cells, list):
+            raise
+        return [dict(c, source="".join(c["source"]) if isinstance(c.get("source"), list)
+                     else c.get("source", "")) for c in cells if isinstance(c, dict)]
+
+
+def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
+    """The kernel source in a submitted notebook's ``kernel_<exercise>`` cell, read without
+    executing anything; :class:`KernelCellError` when it cannot be read."""
+    grade_id = kernel_cell_id(exercise_id)
+    path = Path(notebook_path)
+    size = path.stat().st_size if path.is_file() else 0
+    if size > NOTEBOOK_READ_LIMIT:  # never read a huge file whole
+        raise KernelCellError(
+            f"{path.name} is {size >> 20} MiB, more than the {NOTEBOOK_READ_LIMIT >> 20} MiB "
+            "a notebook may be; clear its outputs and submit it again.")
+    try:
+        cells = _cells(path)
+    except FileNotFoundError:
+        others = sorted(p.name for p in path.parent.glob("*.ipynb"))
+        raise KernelCellError(
+            f"the notebook {path.name} was not submitted"
+            + (f" (the folder holds {', '.join(others)}: the wrong assignment?)" if others else "")
+        ) from None
+    except UNREADABLE as exc:
+        raise KernelCellError(f"{path.name} is not a readable notebook ({exc})") from None
+    found = [c for c in cells if _grade_id(c) == grade_id]
+    if len(found) > 1:
+        raise KernelCellError(
+            f"{path.name} has {len(found)} cells with grade id {grade_id!r} (a copied kernel "
+            "cell?); keep one, delete the others, and submit again.")
+    cell = found[0] if found else None
+    if cell is None:
+        raise KernelCellError(_missing_cell(path, grade_id, {_grade_id(c) for c in cells}))
+    return kernel_from_cell(str(cell.get("source", "")), grade_id)
+
+
+def _missing_cell(path: Path, grade_id: str, ids: set[str]) -> str:
+    """Why a notebook has no kernel cell ``grade_id``: another assignment's, or deleted."""
+    other = next(
+        (e.assignment for e in exercises.EXERCISES.values() if kernel_cell_id(e.id) in ids),
+        None,
+    )
+    if other is not None:
+        return (
+            f"{path.name} is the notebook of assignment {other}, not of the assignment it "
+            "was submitted as; submit the right notebook."
+        )
+    return (
+        f"no kernel cell {grade_id!r} in {path.name}: the cell holding the kernel was "
+        "deleted or replaced; copy it back from the released notebook."
+    )
+
+
+def kernel_from_cell(source: str, grade_id: str = "the kernel cell") -> str:
+    """The string literal assigned in a kernel cell (``KERNEL = r\"\"\"...\"\"\"``)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise KernelCellError(
+            f"{grade_id} is not valid Python (line {exc.lineno}: {exc.msg}); it must be "
+            'NAME = r"""<your CUDA C>"""'
+        ) from None
+    found: tuple[str, str] | None = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            if found and found[0] in names:
+                found = None  # the literal was rebound: what ran is not what we can read
+            if names and node.value is not None:
+                try:
+                    value = ast.literal_eval(node.value)
+                except (ValueError, TypeError, SyntaxError, RecursionError):
+                    continue
+                if isinstance(value, str):
+                    found = (names[0], value)
+    if found is None:
+        raise KernelCellError(
+            f"{grade_id} does not assign the kernel as a plain string literal "
+            '(NAME = r"""<your CUDA C>"""); the grader reads the literal without running '
+            "the cell, so build the source in the string itself."
+        )
+    return found[1]
+
+
+def solution_lines(source_notebooks: list[Path], min_length: int = 16) -> set[str]:
+    """The distinctive lines between ``BEGIN SOLUTION`` and ``END SOLUTION`` of the course's
+    source notebooks: what no feedback may show."""
+    lines: set[str] = set()
+    for path in source_notebooks:
+        for cell in read(path).cells:
+            inside = False
+            for line in str(cell.get("source", "")).splitlines():
+                if SOLUTION_MARKERS[0] in line:
+                    inside = True
+                elif SOLUTION_MARKERS[1] in line:
+                    inside = False
+                elif inside and len(line.strip()) >= min_length:
+                    lines.add(line.strip())
+    return lines
+
+
+def source_lines(notebook_text: str) -> set[str]:
+    """The stripped source lines of a notebook's cells (its raw text, if it is not one)."""
+    try:
+        nb = nbformat.reads(notebook_text, as_version=4, capture_validation_error={})
+        text = "\n".join(str(c.get("source", "")) for c in nb.cells)
+    except UNREADABLE:
+        text = notebook_text
+    return {ln.strip() for ln in text.splitlines()}
+
+
+def _text(value: Any) -> str:
+    return "".join(map(str, value)) if isinstance(value, list) else str(value or "")
+
+
+def _output_text(output: dict[str, Any]) -> str:
+    parts = [output.get("text", ""), *output.get("traceback", [])]
+    parts += list((output.get("data") or {}).values())
+    return "\n".join(map(_text, parts))
+
+
+def scrub_outputs(notebook: Path, secret: set[str], own: str = "") -> int:
+    """Replace every output of ``notebook`` that shows a line of ``secret`` the learner did
+    not write (``own``: their submitted notebook's text); returns how many."""
+    try:
+        nb = read(notebook)
+    except UNREADABLE:
+        return 0
+    own_lines = source_lines(own)
+    secret = {line for line in secret if line not in own_lines}
+    removed = 0
+    for cell in nb.cells:
+        outputs = cell.get("outputs") or []
+        for i, output in enumerate(outputs):
+            if any(line in _output_text(output) for line in secret):
+                outputs[i] = nbformat.v4.new_output("stream", name="stderr", text=LEAK_NOTE + "\n")
+                removed += 1
+    if removed:
+        nbformat.write(nb, notebook, capture_validation_error={})
+    return removed
+
+
+def interrupted_cells(notebook: Path) -> int:
+    """How many cells of an executed notebook were stopped by a time limit."""
+    try:
+        cells = read(notebook).cells
+    except UNREADABLE:
+        return 0
+    return sum(
+        any(o.get("ename") in ("KeyboardInterrupt", "CellTimeoutError")
+            for o in c.get("outputs") or [])
+        for c in cells
+    )

@@ -1,0 +1,125 @@
+"""``counters.json``: hardware counters of the course's kernels, read by Nsight Compute.
+
+The ``counters`` experiment runs this module as a child under ``ncu``: the child launches
+each kernel once, and ncu counts, per launch, the shared-memory and L1 data-path
+wavefronts, global load requests and sectors, instructions, DRAM bytes and the SM clock.
+:mod:`tilelab.model` predicts the same counts from each kernel's geometry; this file is
+its check. Clocks are left alone (``--clock-control none``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+METRICS = (
+    "gpu__time_duration.sum",
+    "sm__cycles_elapsed.avg.per_second",
+    "sm__cycles_elapsed.max",
+    "smsp__inst_executed.sum",
+    "smsp__inst_executed_op_shared_ld.sum",
+    "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+    "l1tex__data_pipe_lsu_wavefronts.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+    "lts__t_sectors.sum",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+)
+# (kernel key, size): matmul at N=1024, the transpose family at N=2048
+CASES = (
+    ("naive", 1024), ("naive_xrow", 1024), ("tiled16", 1024), ("tiled32", 1024),
+    ("tiled32_padded", 1024), ("tiled32_at", 1024), ("tiled32_at_padded", 1024),
+    ("copy", 2048), ("transpose_naive", 2048), ("transpose_shared", 2048),
+    ("transpose_padded", 2048),
+)
+
+
+def child(cases: tuple[tuple[str, int], ...] = CASES) -> None:
+    """Launch each case once (the process ncu profiles)."""
+    from tilelab.bench import prepared_launch
+    from tilelab.problems import MATMUL
+    from tilelab.reference import KERNELS
+    from tilelab.runtime import get_runtime
+
+    rt = get_runtime("gpu")
+    rng = np.random.default_rng(0)
+    keep: list = []
+    for key, n in cases:
+        k = KERNELS[key]
+        shape = (n, n, n) if k.problem is MATMUL else (n, n)
+        fn = rt.SourceModule(k.source()).get_function(k.name)
+        prepared_launch(rt, fn, k.problem, k.launch, shape, k.problem.make_inputs(shape, rng),
+                        keep)()
+        rt.synchronize()
+
+
+def available(ncu: str, wanted: tuple[str, ...]) -> list[str]:
+    """The metrics of ``wanted`` this GPU's ncu knows (by base name, before the rollup)."""
+    p = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, timeout=300)
+    names = {line.split()[0] for line in p.stdout.splitlines() if line.strip()}
+    return [m for m in wanted if m.rsplit(".", 2)[0] in names or m.split(".")[0] in names]
+
+
+def column(metric: str) -> str:
+    """The data file's column for an ncu metric: dots become underscores, so the book's
+    expressions (``counters[kernel=tiled32].l1tex__..._sum``) can name it."""
+    return metric.replace(".", "_")
+
+
+def parse(text: str) -> list[dict[str, float]]:
+    """ncu's ``--csv`` details page: one dict of metric values per profiled launch."""
+    start = text.find('"ID"')
+    if start < 0:
+        raise RuntimeError("ncu printed no CSV table:\n" + text[-2000:])
+    launches: dict[int, dict[str, float]] = {}
+    for row in csv.DictReader(io.StringIO(text[start:])):
+        try:
+            value = float(row["Metric Value"].replace(",", ""))
+        except (KeyError, ValueError):
+            continue
+        launches.setdefault(int(row["ID"]), {})[column(row["Metric Name"])] = value
+    return [launches[i] for i in sorted(launches)]
+
+
+def run(rt, out: Path) -> Path:
+    """Profile every case under ncu and write ``counters.json``."""
+    from tilelab.experiments.datafile import write
+
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        raise RuntimeError("the counters experiment needs Nsight Compute's ncu on PATH")
+    metrics = available(ncu, METRICS) or list(METRICS)
+    p = subprocess.run(
+        [ncu, "--clock-control", "none", "--csv", "--print-units", "base",
+         "--metrics", ",".join(metrics), sys.executable, "-m", "tilelab.experiments.counters"],
+        capture_output=True, text=True, timeout=480,
+    )
+    launches = parse(p.stdout)
+    if len(launches) != len(CASES):
+        raise RuntimeError(f"ncu profiled {len(launches)} launches, expected {len(CASES)}:\n"
+                           + (p.stdout + p.stderr)[-3000:])
+    rows = [{"kernel": key, "n": n, **vals} for (key, n), vals in zip(CASES, launches, strict=True)]
+    return write(
+        out, "counters", "Hardware counters of each kernel (Nsight Compute)",
+        "One launch of each kernel (matmul at N=1024, transposes at N=2048) under ncu; "
+        "counts summed over the whole GPU; sm__cycles_elapsed.avg.per_second is the SM clock "
+        "during the launch.",
+        {"kernel": "", "n": "", **{column(m): "" for m in metrics}},
+        rows,
+        method="ncu --clock-control none --csv --print-units base --metrics ...; one "
+        "launch per kernel, each replayed by ncu as often as its metrics need",
+    )
+
+
+if __name__ == "__main__":
+    child()

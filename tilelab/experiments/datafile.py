@@ -1,0 +1,78 @@
+"""The data-file format of ``book/data/<experiment>.json``: one writer, one reader.
+
+A data file is an object with ``experiment``, ``title``, ``description``,
+``provenance`` (where the numbers came from), ``columns`` (name -> unit) and ``rows``
+(a list of objects). The experiments write it here; the book reads it here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class DataFileError(ValueError):
+    """A data file that is not in the format above; the message names the file."""
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """The fields of one data file, as read."""
+
+    experiment: str
+    title: str
+    description: str
+    provenance: dict[str, Any]
+    columns: dict[str, str]
+    rows: tuple[dict[str, Any], ...]
+
+
+def write(
+    out: Path,
+    experiment: str,
+    title: str,
+    description: str,
+    columns: dict[str, str],
+    rows: list[dict[str, Any]],
+    gpu: bool = True,
+    method: str = "",
+) -> Path:
+    """Write ``out/<experiment>.json`` with the provenance of this machine and command."""
+    from tilelab.experiments import provenance
+
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "experiment": experiment,
+        "title": title,
+        "description": description,
+        "provenance": provenance.collect(method, gpu=gpu),
+        "columns": columns,
+        "rows": rows,
+    }
+    path = out / f"{experiment}.json"
+    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def read(path: Path) -> DataFile:
+    """The data file at ``path``; a missing title or description defaults to the name."""
+    experiment = path.stem
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataFileError(f"{path}: not a readable JSON data file ({exc})") from exc
+    if not isinstance(raw, dict) or not isinstance(raw.get("rows"), list):
+        raise DataFileError(f"{path}: expected an object with a 'rows' list")
+    rows = raw["rows"]
+    if not all(isinstance(r, dict) for r in rows):
+        raise DataFileError(f"{path}: every row must be an object")
+    return DataFile(
+        experiment=str(raw.get("experiment", experiment)),
+        title=str(raw.get("title", experiment)),
+        description=str(raw.get("description", "")),
+        provenance=dict(raw.get("provenance") or {}),
+        columns={str(k): str(v or "") for k, v in (raw.get("columns") or {}).items()},
+        rows=tuple(rows),
+    )

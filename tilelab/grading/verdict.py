@@ -1,0 +1,84 @@
+"""The grader's verdict on one kernel: what was measured, as plain data.
+
+A :class:`Verdict` is the one thing that crosses the process boundary between the grading
+worker and its caller (as JSON). It holds measurements and the grader's messages; how they
+become points and a learner's report is :mod:`tilelab.grading.scoring`'s job alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tilelab.exercises import Exercise
+
+
+@dataclass
+class Verdict:
+    """What the grader measured for one exercise; JSON-ready through :meth:`to_dict`."""
+
+    exercise: str
+    backend: str
+    gpu: str | None = None
+    compiled: bool = False
+    correct: bool = False
+    speed_measured: bool = False
+    speed_passed: bool | None = None
+    speedup: float | None = None
+    gate: float | None = None
+    candidate_ms: float | None = None
+    baseline_ms: float | None = None
+    baseline: str | None = None
+    bank_degree: float | None = None
+    max_bank_degree: float | None = None
+    races: int | None = None
+    #: the emulator's race and bank-conflict analysis of one launch at the problem's
+    #: ``analysis_shape`` (``at``, ``summary`` and the report's data; or ``error``)
+    analysis: dict[str, Any] | None = None
+    sanitizer: dict[str, Any] = field(default_factory=dict)
+    shapes: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+    points_correct: float = 0.0
+    points_speed: float = 0.0
+    max_points_correct: float = 0.0
+    max_points_speed: float = 0.0
+    error: str | None = None  # the grader itself failed (not the kernel)
+
+    @classmethod
+    def for_exercise(
+        cls, ex: Exercise, backend: str, gpu: str | None = None, message: str | None = None
+    ) -> Verdict:
+        """A verdict with nothing measured yet (zero points), and ``message`` if given."""
+        v = cls(
+            exercise=ex.id,
+            backend=backend,
+            gpu=gpu,
+            gate=ex.gate,
+            baseline=ex.baseline.label,
+            max_bank_degree=ex.max_bank_degree,
+            max_points_correct=ex.points_correct,
+            max_points_speed=ex.points_speed,
+        )
+        if message:
+            v.messages.append(message)
+        return v
+
+    @property
+    def passed(self) -> bool:
+        return self.correct and bool(self.speed_passed)
+
+    @property
+    def points(self) -> float:
+        return self.points_correct + self.points_speed
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["passed"] = self.passed
+        d["points"] = self.points
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Verdict:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in known})

@@ -1,0 +1,104 @@
+"""The grading worker: ``python -m tilelab.grading.worker``, the child process
+:mod:`tilelab.grading.sandbox` starts for one kernel source.
+
+Its first act is to cap its own resources (before it reads the learner's source); then it
+runs :func:`tilelab.grading.pipeline.evaluate` and writes the JSON verdict. With
+``--launch-once`` it is the program compute-sanitizer watches instead: one launch of the
+kernel at the problem's ``sanitize_shape`` on the GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import traceback
+
+from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT
+
+
+def limit_resources(backend_name: str | None) -> None:
+    """Caps on written files, core dumps and (on the emulator) memory, for this process and
+    everything it starts."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if backend_name == "emu":  # CUDA maps huge address ranges; cap only the emulator
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m tilelab.grading.worker")
+    p.add_argument("--exercise", required=True)
+    p.add_argument("--source", required=True, help="file with the kernel source")
+    p.add_argument("--out", help="where to write the JSON verdict: a file, or fd:N for a pipe "
+                   "the parent made (the sandbox's result channel)")
+    p.add_argument("--backend", choices=("gpu", "emu"))
+    p.add_argument("--no-speed", action="store_true")
+    p.add_argument("--no-sanitize", action="store_true")
+    p.add_argument("--gate", type=float)
+    p.add_argument("--launch-once", action="store_true",
+                   help="only launch the kernel once on the GPU (for compute-sanitizer)")
+    return p
+
+
+def launch_once(exercise_id: str, source_path: str) -> None:
+    """One launch at the problem's ``sanitize_shape``: what compute-sanitizer inspects."""
+    import numpy as np
+
+    from tilelab import exercises
+    from tilelab.grading.correctness import launch
+    from tilelab.runtime import get_runtime
+
+    ex = exercises.get(exercise_id)
+    rt = get_runtime("gpu")
+    with open(source_path, encoding="utf-8") as f:
+        fn = rt.SourceModule(f.read()).get_function(ex.kernel)
+    shape = ex.problem.sanitize_shape
+    inputs = ex.problem.make_inputs(shape, np.random.default_rng())
+    launch(rt, fn, ex.problem, ex.launch, shape, inputs)
+
+
+def grade(a: argparse.Namespace) -> dict:
+    """The verdict of ``a.source``, as JSON-ready data; the grader's own failure says so."""
+    from tilelab.grading.pipeline import evaluate
+    from tilelab.grading.verdict import Verdict
+
+    with open(a.source, "rb") as f:
+        source = f.read()
+    try:
+        verdict = evaluate(a.exercise, source, a.backend, speed=not a.no_speed,
+                           sanitize=not a.no_sanitize, gate=a.gate)
+    except Exception as exc:  # never crash silently
+        verdict = Verdict(exercise=a.exercise, backend=a.backend or "?",
+                          error=f"{type(exc).__name__}: {exc}")
+        verdict.messages.append(f"internal grader error: {f'{type(exc).__name__}: {exc}'[:300]}")
+        traceback.print_exc()
+    return verdict.to_dict()
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    if a.launch_once:
+        launch_once(a.exercise, a.source)
+        return 0
+    limit_resources(a.backend)
+    if not a.out:
+        parser().error("--out is required to grade")
+    if a.out.startswith("fd:"):  # keep the channel from every process this one starts
+        os.set_inheritable(int(a.out[3:]), False)
+    data = json.dumps(grade(a)).encode()
+    if a.out.startswith("fd:"):
+        fd = int(a.out[3:])
+        while data:
+            data = data[os.write(fd, data):]
+        os.close(fd)
+    else:
+        with open(a.out, "wb") as f:
+            f.write(data)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,341 @@
+"""The road to cuBLAS: the SGEMM ladder, its tunable configurations, and two experiments.
+
+``sgemm`` (GPU): checks every step against float64, times the ladder, the tuned
+configurations and cuBLAS interleaved in one process at N = 1024, 2048, 4096, and writes
+TFLOP/s, % of cuBLAS and % of the FP32 peak. ``sgemm_ptxas`` (no GPU): compiles every step
+for sm_90 with ``nvcc --resource-usage`` and writes registers, shared memory, spills,
+blocks per SM and occupancy from the H100's limits in ``device.json``, with the traffic
+model of each step (global bytes per FMA, shared operands per FMA, FMAs per shared load).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tilelab.bench import WARMUP, time_interleaved
+from tilelab.problems import MATMUL, Launch
+from tilelab.reference import KERNELS, KernelRef
+
+# The ladder in teaching order: where the course stopped, then each step of the chapter.
+LADDER = ("naive", "tiled32", "regblock_1d", "regblock", "vec4", "warptile", "dbuf")
+STEP = {k: i for i, k in enumerate(LADDER)}
+
+# Tunable configurations of the last step (template-free: #defines before the file).
+CONFIGS: dict[str, dict[str, int]] = {
+    "dbuf_128x128x8": {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 32, "WNITER": 2,
+                       "TM": 4, "TN": 4, "MINB": 2},
+    "dbuf_128x128x16_t8x4": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64,
+                             "WNITER": 4, "TM": 8, "TN": 4, "MINB": 2},
+    "dbuf_128x256x16": {"BM": 128, "BN": 256, "BK": 16, "WM": 64, "WN": 64, "WNITER": 4,
+                        "TM": 8, "TN": 4, "MINB": 1},
+    "dbuf_64x128x16": {"BM": 64, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "WNITER": 2,
+                       "TM": 4, "TN": 4, "MINB": 2},
+    "dbuf_128x128x8_t8x4": {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "WNITER": 4,
+                            "TM": 8, "TN": 4, "MINB": 2},
+    "dbuf_256x128x8": {"BM": 256, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "WNITER": 4,
+                       "TM": 8, "TN": 4, "MINB": 1},
+    "dbuf_128x128x16_w64x64": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64,
+                               "WNITER": 4, "TM": 4, "TN": 4, "MINB": 2},
+    "dbuf_128x128x8_w64x64": {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 64,
+                              "WNITER": 4, "TM": 4, "TN": 4, "MINB": 2},
+    "dbuf_128x256x16_w64x64": {"BM": 128, "BN": 256, "BK": 16, "WM": 64, "WN": 64,
+                               "WNITER": 4, "TM": 4, "TN": 4, "MINB": 1},
+    "dbuf_256x128x16_w64x64": {"BM": 256, "BN": 128, "BK": 16, "WM": 64, "WN": 64,
+                               "WNITER": 4, "TM": 4, "TN": 4, "MINB": 1},
+    "dbuf_128x128x16_w64x64_arow": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64,
+                                    "WNITER": 4, "TM": 4, "TN": 4, "MINB": 2, "A_BY_ROW": 1},
+    "dbuf_128x128x16_arow": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32, "WNITER": 2,
+                             "TM": 4, "TN": 4, "MINB": 2, "A_BY_ROW": 1},
+    "dbuf_128x128x16_w64x64_checked": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64,
+                                       "WNITER": 4, "TM": 4, "TN": 4, "MINB": 2,
+                                       "CHECK_ALL": 1},
+    "dbuf_128x128x16_minb1": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32,
+                              "WNITER": 2, "TM": 4, "TN": 4, "MINB": 1},
+}
+
+# H100 (compute capability 9.0) limits that device.json does not record: CUDA C
+# Programming Guide, "Technical Specifications per Compute Capability".
+MAX_BLOCKS_PER_SM = 32
+RESERVED_SHARED_PER_BLOCK = 1024
+REG_ALLOC_UNIT = 256  # registers are allocated per warp in units of 256
+FP32_LANES_PER_SM = {(7, 0): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 9): 128, (9, 0): 128}
+REPEAT = 50  # timed runs per kernel and size: more than the book's other tables, the
+# gaps between the last steps are a few percent
+SMALL_SHAPES = ((1, 1, 1), (37, 53, 29), (64, 64, 64), (100, 30, 70), (33, 129, 65),
+                (128, 96, 160), (130, 260, 36), (257, 300, 129))
+
+
+def config_ref(name: str) -> KernelRef:
+    """The double-buffered kernel under one tunable configuration."""
+    d = CONFIGS[name]
+    threads = (d["BM"] // d["WM"]) * (d["BN"] // d["WN"]) * 32
+    return replace(
+        KERNELS["dbuf"],
+        key=name,
+        launch=Launch(block=(threads, 1, 1), grid_dims=("N", "M"), tile=(d["BN"], d["BM"])),
+        label="double buffering, " + ", ".join(f"{k}={v}" for k, v in d.items()),
+        defines=tuple((k, str(v)) for k, v in d.items()),
+    )
+
+
+def kernel_refs() -> dict[str, KernelRef]:
+    """Every kernel the experiments measure: the ladder, then the configurations."""
+    return {**{k: KERNELS[k] for k in LADDER}, **{c: config_ref(c) for c in CONFIGS}}
+
+
+def fp32_peak_tflops(sm_count: int, clock_khz: float, cc: tuple[int, int]) -> float:
+    """SMs x FP32 lanes x 2 FLOP per FMA x clock: the most FP32 work the chip can issue."""
+    return sm_count * FP32_LANES_PER_SM[cc] * 2 * clock_khz * 1e3 / 1e12
+
+
+# ---------------------------------------------------------------- the traffic model
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What one FMA costs a step, counted from its tile sizes (caches ignored)."""
+
+    global_bytes_per_fma: float  # bytes read from global memory per FMA, whole grid
+    shared_operands_per_fma: float  # values a thread reads from shared memory per FMA
+    fma_per_shared_load: float  # FMAs per shared-load instruction, at its widest width
+
+
+def traffic(key: str) -> Traffic:
+    """The traffic model of a ladder step or configuration."""
+    if key == "naive":
+        return Traffic(8.0, 0.0, 0.0)
+    ref = kernel_refs()[key]
+    d = {k: int(v) for k, v in ref.defines}
+    if key.startswith("tiled"):
+        t = int(d.get("TILE", 32))
+        return Traffic(4.0 * 2 * t / (t * t), 2.0, 0.5)
+    bm, bn = d["BM"], d["BN"]
+    glob = 4.0 * (bm + bn) / (bm * bn)
+    if key == "regblock_1d":  # TM values of A and one of B per k, scalar loads
+        tm = d["TM"]
+        return Traffic(glob, (tm + 1) / tm, tm / (tm + 1))
+    if "WM" in d:  # warp tiling: WMITER x WNITER sub-tiles of TM x TN per thread
+        wmiter = d["WM"] * d["WN"] // (32 * d["TM"] * d["TN"] * d["WNITER"])
+        tm, tn = wmiter * d["TM"], d["WNITER"] * d["TN"]
+    else:
+        tm, tn = d["TM"], d["TN"]
+    width = 1 if key == "regblock" else 4  # float4 shared loads from step 3 on
+    return Traffic(glob, (tm + tn) / (tm * tn), tm * tn / ((tm + tn) / width))
+
+
+# ---------------------------------------------------------------- ptxas, no GPU
+
+
+_USED = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def ptxas_report(source: str, arch: str = "sm_90") -> dict[str, int]:
+    """Registers, static shared memory and spills as ``nvcc --resource-usage`` reports."""
+    if not shutil.which("nvcc"):
+        raise RuntimeError("the sgemm_ptxas experiment needs nvcc on PATH (no GPU needed)")
+    with tempfile.TemporaryDirectory() as tmp:
+        cu = Path(tmp, "k.cu")
+        cu.write_text('extern "C" {\n' + source + "\n}\n", encoding="utf-8")
+        res = subprocess.run(
+            ["nvcc", "-cubin", f"-arch={arch}", "--resource-usage", "-o",
+             str(Path(tmp, "k.cubin")), str(cu)],
+            capture_output=True, text=True, check=True,
+        )
+    text = res.stdout + res.stderr
+    used, smem, spill = _USED.search(text), _SMEM.search(text), _SPILL.search(text)
+    return {
+        "registers": int(used.group(1)) if used else 0,
+        "shared_bytes": int(smem.group(1)) if smem else 0,
+        "spill_bytes": int(spill.group(1)) + int(spill.group(2)) if spill else 0,
+    }
+
+
+def sass_counts(source: str, arch: str = "sm_90") -> dict[str, Any]:
+    """Shared loads by width and FFMAs in the compiled kernel, where cuobjdump is installed
+    (the CUDA toolkit's; None otherwise): the FMAs per shared-load instruction, as built."""
+    if not shutil.which("cuobjdump"):
+        return {"lds": None, "lds_128": None, "ffma": None, "ffma_per_lds": None}
+    from tilelab.experiments.sass import _OPCODE, _sass_of
+
+    ops = _OPCODE.findall(_sass_of(source, arch))
+    lds = [o for o in ops if o.startswith("LDS")]
+    ffma = sum(o.startswith("FFMA") for o in ops)
+    return {
+        "lds": len(lds),
+        "lds_128": sum(o.startswith("LDS.128") for o in lds),
+        "ffma": ffma,
+        "ffma_per_lds": ffma / len(lds) if lds else None,
+    }
+
+
+def blocks_per_sm(threads: int, regs: int, smem: int, limits: dict[str, Any]) -> int:
+    """Resident blocks per SM: the tightest of the thread, register, shared and block limits."""
+    warps = math.ceil(threads / 32)
+    regs_block = math.ceil(regs * 32 / REG_ALLOC_UNIT) * REG_ALLOC_UNIT * warps
+    return min(
+        MAX_BLOCKS_PER_SM,
+        limits["max_threads_per_sm"] // threads,
+        limits["regs_per_sm"] // max(regs_block, 1),
+        limits["shared_per_sm_bytes"] // (smem + RESERVED_SHARED_PER_BLOCK),
+    )
+
+
+def device_limits(data_dir: Path) -> tuple[dict[str, Any], str]:
+    """The SM limits recorded in ``device.json`` (measured on the course's GPU) and its GPU."""
+    path = Path(data_dir) / "device.json"
+    try:
+        row = json.loads(path.read_text(encoding="utf-8"))["rows"][0]
+    except (OSError, ValueError, KeyError, IndexError) as exc:
+        raise RuntimeError(
+            f"sgemm_ptxas reads the GPU's limits from {path} ({exc!r}); "
+            "run `tilelab bench device` on the GPU first"
+        ) from None
+    return row, str(row.get("name"))
+
+
+def ptxas_rows(data_dir: Path) -> tuple[list[dict[str, Any]], str]:
+    """One row per kernel: resources from ptxas, occupancy on the recorded GPU, traffic."""
+    limits, gpu = device_limits(data_dir)
+    rows = []
+    for key, ref in kernel_refs().items():
+        rep: dict[str, Any] = {**ptxas_report(ref.source()), **sass_counts(ref.source())}
+        threads = int(np.prod(ref.launch.block))
+        blocks = blocks_per_sm(threads, rep["registers"], rep["shared_bytes"], limits)
+        t = traffic(key)
+        rows.append(
+            {
+                "kernel": key,
+                "step": STEP.get(key, len(LADDER) - 1),
+                "label": ref.label,
+                "threads_per_block": threads,
+                **rep,
+                "blocks_per_sm": blocks,
+                "warps_per_sm": blocks * math.ceil(threads / 32),
+                "occupancy": blocks * threads / limits["max_threads_per_sm"],
+                "global_bytes_per_fma": t.global_bytes_per_fma,
+                "shared_operands_per_fma": t.shared_operands_per_fma,
+                "fma_per_shared_load": t.fma_per_shared_load,
+            }
+        )
+    return rows, gpu
+
+
+# ---------------------------------------------------------------- the GPU run
+
+
+def _check_small(rt, refs: dict[str, KernelRef]) -> list[str]:
+    """Every kernel at the small shapes (non-multiples, rectangular, 1x1x1); failures."""
+    from tilelab.grading.correctness import check_function
+
+    rng = np.random.default_rng()
+    bad = []
+    for key, ref in refs.items():
+        fn = rt.SourceModule(ref.source()).get_function(ref.name)
+        for shape in SMALL_SHAPES:
+            r = check_function(rt, fn, MATMUL, ref.launch, shape, rng)
+            if not r.ok:
+                bad.append(f"{key} {shape}: {r.message}")
+    return bad
+
+
+def measure(rt, n: int, refs: dict[str, KernelRef], repeat: int = REPEAT) -> list[dict[str, Any]]:
+    """Time every kernel and cuBLAS at N x N x N on one set of inputs, interleaved."""
+    import pycuda.driver as cuda
+
+    from tilelab.cublas import Cublas, relative_error
+
+    rng = np.random.default_rng()
+    inputs = MATMUL.make_inputs((n, n, n), rng)
+    expected = MATMUL.reference(inputs)
+    a, b = rt.to_device(inputs["A"]), rt.to_device(inputs["B"])
+    blas = Cublas()
+    outs: dict[str, Any] = {}
+    runs = {}
+    regs = {}
+    sizes = {"M": n, "N": n, "K": n}
+    for key, ref in refs.items():
+        fn = rt.SourceModule(ref.source()).get_function(ref.name)
+        regs[key] = fn.num_regs
+        c = outs[key] = rt.mem_alloc(n * n * 4)
+        grid = ref.launch.grid(sizes)
+        runs[key] = (lambda fn=fn, c=c, ref=ref, grid=grid: fn(
+            a, b, c, np.int32(n), np.int32(n), np.int32(n), block=ref.launch.block, grid=grid))
+    c_blas = outs["cublas"] = rt.mem_alloc(n * n * 4)
+    runs["cublas"] = lambda: blas.sgemm(a, b, c_blas, n, n, n)
+    for c in outs.values():  # poison: NaN everywhere before the first run
+        cuda.memset_d32(c, 0x7FC00000, n * n)
+    t = time_interleaved(runs, warmup=WARMUP, repeat=repeat)
+    flops = MATMUL.flops((n, n, n))
+    rows = []
+    for key, tm in t.items():
+        got = rt.from_device(outs[key], (n, n), np.float32)
+        ref = refs.get(key)
+        rows.append(
+            {
+                "kernel": key,
+                "step": STEP.get(key, len(LADDER) if key == "cublas" else len(LADDER) - 1),
+                "label": ref.label if ref else "cuBLAS SGEMM, FP32 (CUBLAS_DEFAULT_MATH, TF32 off)",
+                "n": n,
+                "median_ms": tm.median_ms,
+                "spread": tm.spread,
+                "tflops": flops / tm.median_ms / 1e9,
+                "rel_error": relative_error(got, expected),
+                "registers": regs.get(key),
+            }
+        )
+    blas_row = next(r for r in rows if r["kernel"] == "cublas")
+    blas_row["cublas_version"] = blas.version
+    blas.close()
+    return rows
+
+
+def run_gpu(rt, sizes: tuple[int, ...] = (1024, 2048, 4096)) -> dict[str, Any]:
+    """Check, time and compare everything; the rows and what the run learned."""
+    import pycuda.driver as cuda
+
+    from tilelab.cublas import library_path, package_version
+
+    refs = kernel_refs()
+    bad = _check_small(rt, refs)
+    if bad:
+        raise RuntimeError("kernels failed their checks:\n" + "\n".join(bad))
+    dev = cuda.Context.get_device()
+    attr = cuda.device_attribute
+    cc = dev.compute_capability()
+    peak = fp32_peak_tflops(
+        dev.get_attribute(attr.MULTIPROCESSOR_COUNT), dev.get_attribute(attr.CLOCK_RATE), cc)
+    rows = []
+    for n in sizes:
+        rows.extend(measure(rt, n, refs))
+    for n in sizes:
+        at_n = [r for r in rows if r["n"] == n]
+        blas = next(r for r in at_n if r["kernel"] == "cublas")
+        best = max((r for r in at_n if r["kernel"] in ("dbuf", *CONFIGS)),
+                   key=lambda r: r["tflops"])
+        for r in at_n:
+            r["pct_cublas"] = 100.0 * r["tflops"] / blas["tflops"]
+            r["pct_peak"] = 100.0 * r["tflops"] / peak
+            r["peak_tflops"] = peak
+            r["best_config"] = r["kernel"] == best["kernel"]
+    return {
+        "rows": rows,
+        "peak": {
+            "sm_count": dev.get_attribute(attr.MULTIPROCESSOR_COUNT),
+            "clock_khz": dev.get_attribute(attr.CLOCK_RATE),
+            "fp32_lanes_per_sm": FP32_LANES_PER_SM[cc],
+            "peak_tflops": peak,
+        },
+        "cublas": {"library": Path(library_path()).name, "package": package_version()},
+    }
