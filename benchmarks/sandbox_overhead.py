@@ -2,7 +2,8 @@
 
 ``python benchmarks/sandbox_overhead.py [N]``: the same fresh kernels (never cached) graded
 with and without the bubblewrap sandbox, interleaved; prints both medians and the overhead
-per submission. ``--class``: the test suite's class (tests/test_classroom.py) graded end
+per submission. ``--start``: the cost of starting one process in a sandbox (``python -c
+pass``, 20 runs each way). ``--class``: the test suite's class (tests/test_classroom.py) graded end
 to end by ``tilelab grade``'s pipeline, once unsandboxed and once sandboxed.
 """
 
@@ -34,6 +35,25 @@ def per_submission(n: int) -> None:
           f"{(boxed_ - plain) * 1e3:.0f} ms per submission")
 
 
+def start() -> None:
+    import subprocess
+
+    from tilelab.grading import bubblewrap
+
+    plain, boxed = [], []
+    with tempfile.TemporaryDirectory() as work:
+        for _ in range(20):
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+            plain.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            assert bubblewrap.run([sys.executable, "-c", "pass"], work).returncode == 0
+            boxed.append(time.perf_counter() - t)
+    p, b = statistics.median(plain), statistics.median(boxed)
+    print(f"python -c pass, 20 runs each: plain median {p * 1e3:.0f} ms, sandboxed median "
+          f"{b * 1e3:.0f} ms, overhead {(b - p) * 1e3:.0f} ms per sandbox")
+
+
 def whole_class() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from test_classroom import build_course
@@ -54,5 +74,7 @@ def whole_class() -> None:
 if __name__ == "__main__":
     if "--class" in sys.argv:
         whole_class()
+    elif "--start" in sys.argv:
+        start()
     else:
         per_submission(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
