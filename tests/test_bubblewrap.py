@@ -187,3 +187,12 @@ def test_a_notebook_kernel_runs_sandboxed_over_ipc(tmp_path):
     assert texts[0].split() == ["65534", sandbox.WORK]
     assert texts[1:4] == ["hidden\n", "no network\n", "read-only\n"]
     assert texts[5] == "42\n"  # killing what it can see did not end the kernel
+
+
+def test_the_package_inside_is_the_whole_tilelab_package(tmp_path):
+    res = run_py("""
+        import tilelab.grading.worker, tilelab.emu
+        print(tilelab.grading.worker.__file__)
+    """, tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.decode().strip() == f"{sandbox.PACKAGE_ROOT}/tilelab/grading/worker.py"

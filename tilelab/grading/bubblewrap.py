@@ -166,7 +166,7 @@ def _covered(path: str, roots: Sequence[str]) -> bool:
 
 def package_dir() -> str:
     """The folder of the ``tilelab`` package (mounted read-only at ``/opt/tilelab``)."""
-    return str(Path(__file__).resolve().parent)
+    return str(Path(__file__).resolve().parent.parent)
 
 
 def cuda_paths() -> list[str]:
