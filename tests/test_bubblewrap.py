@@ -196,3 +196,19 @@ def test_the_package_inside_is_the_whole_tilelab_package(tmp_path):
     """, tmp_path)
     assert res.returncode == 0, res.stderr
     assert res.stdout.decode().strip() == f"{sandbox.PACKAGE_ROOT}/tilelab/grading/worker.py"
+
+
+def test_tilelab_grade_refuses_without_a_sandbox_and_says_what_to_install(
+        monkeypatch, tmp_path, capsys):
+    from tilelab import cli
+
+    monkeypatch.setattr(sandbox, "BWRAP", "bwrap-not-installed-anywhere")
+    sandbox.problem.cache_clear()
+    try:
+        assert cli.main(["grade", "--course", str(tmp_path), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert "refusing to grade a class without a sandbox" in err
+        assert "apt-get install bubblewrap" in err and "--no-sandbox" in err
+    finally:
+        monkeypatch.undo()
+        sandbox.problem.cache_clear()
