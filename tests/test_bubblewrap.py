@@ -173,6 +173,8 @@ def test_a_notebook_kernel_runs_sandboxed_over_ipc(tmp_path):
         f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), 2)\n"
         "    print('CONNECTED')\nexcept OSError:\n    print('no network')",
         "try:\n    open('x', 'w'); print('WROTE')\nexcept OSError:\n    print('read-only')",
+        "import glob\nprint(len(glob.glob('/opt/tilelab/tilelab/kernels/*')),"
+        " len(glob.glob('/opt/tilelab/tilelab/*.py')) > 3)",
         "import os\nfor p in os.listdir('/proc'):\n    if p.isdigit() and int(p) != os.getpid():\n"
         "        try:\n            os.kill(int(p), 9)\n        except OSError:\n            pass",
         "print(6 * 7)",
@@ -186,7 +188,8 @@ def test_a_notebook_kernel_runs_sandboxed_over_ipc(tmp_path):
     texts = ["".join(o.get("text", "") for o in c.outputs) for c in nb.cells]
     assert texts[0].split() == ["65534", sandbox.WORK]
     assert texts[1:4] == ["hidden\n", "no network\n", "read-only\n"]
-    assert texts[5] == "42\n"  # killing what it can see did not end the kernel
+    assert texts[4] == "0 True\n"  # the package, without its reference kernels
+    assert texts[6] == "42\n"  # killing what it can see did not end the kernel
 
 
 def test_the_package_inside_is_the_whole_tilelab_package(tmp_path):

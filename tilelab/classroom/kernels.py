@@ -4,7 +4,8 @@ A class run points nbgrader's ``Execute`` preprocessor at
 :class:`SandboxedKernelManager` (``kernel_manager_class``). The kernel then runs under
 bubblewrap (see :mod:`tilelab.grading.bubblewrap`): no network (it has its own, empty, network
 namespace), the submission's folder read-only as its working folder, a private ``/tmp``,
-the verdict cache of the class run read-only, and nothing else of the course.
+the verdict cache of the class run read-only, the ``tilelab`` package without its
+reference kernels, and nothing else of the course.
 
 nbgrader reaches the kernel over ZeroMQ; across network namespaces TCP on the loopback
 cannot work, so the kernel is told to use IPC transport: Unix sockets in a private folder
@@ -26,6 +27,10 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Float, Int
 
 from tilelab.grading import bubblewrap as sandbox
+
+#: The course's reference kernels, hidden from a notebook (its hidden tests read the class
+#: run's verdicts; nothing a notebook runs needs them).
+REFERENCE_KERNELS = f"{sandbox.PACKAGE_ROOT}/tilelab/kernels"
 
 
 class SandboxedKernelManager(AsyncKernelManager):
@@ -64,7 +69,7 @@ class SandboxedKernelManager(AsyncKernelManager):
             read_only.append((cache, cache))
         inner = sandbox.command(cmd, cwd, env=env, read_only=read_only,
                                 writable=[(self._ipc_dir, self._ipc_dir)], limits=self.limits,
-                                work_read_only=True)
+                                work_read_only=True, hidden=[REFERENCE_KERNELS])
         return [sys.executable, "-m", "tilelab.grading.bubblewrap", "--limits",
                 sandbox.limits_to_json(self.limits), "--", *inner]
 

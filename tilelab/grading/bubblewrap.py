@@ -181,12 +181,14 @@ def cuda_paths() -> list[str]:
 
 def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, str],
             read_only: Sequence[tuple[str, str]] = (), writable: Sequence[tuple[str, str]] = (),
-            limits: Limits = Limits(), work_read_only: bool = False) -> list[str]:
+            limits: Limits = Limits(), work_read_only: bool = False,
+            hidden: Sequence[str] = ()) -> list[str]:
     """The ``bwrap`` command line that runs ``argv`` with ``work`` as ``/sandbox``.
 
     ``read_only`` and ``writable`` are extra ``(host path, sandbox path)`` binds (the
     class run binds a kernel's connection folder; nothing of the course is bound).
-    ``work_read_only`` binds ``work`` read-only (then only ``/tmp`` is writable)."""
+    ``work_read_only`` binds ``work`` read-only (then only ``/tmp`` is writable);
+    ``hidden``: sandbox paths covered by an empty folder."""
     exe = shutil.which(BWRAP) or BWRAP
     args = [exe, "--unshare-all", "--die-with-parent", "--new-session",
             "--uid", str(INSIDE_ID), "--gid", str(INSIDE_ID), "--cap-drop", "ALL",
@@ -195,6 +197,8 @@ def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, s
     for p in python_paths() + cuda_paths():
         args += ["--ro-bind", p, p]
     args += ["--ro-bind", package_dir(), f"{PACKAGE_ROOT}/tilelab"]
+    for path in hidden:
+        args += ["--tmpfs", path]
     args += ["--proc", "/proc", "--dev", "/dev"]
     nodes = nvidia_devices()
     for node in nodes:
