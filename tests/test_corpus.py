@@ -197,9 +197,11 @@ def call(ret: str, args: str, name: str, call_args: str) -> str:
             f"if (f) f({call_args});")
 
 
-NAIVE_TRANSPOSE = TRANSPOSE[:TRANSPOSE.index("// The speed limit")] + TRANSPOSE[
-    TRANSPOSE.index("__global__ void transpose_naive"):TRANSPOSE.index("// Through a shared")
-].replace("transpose_naive(", "transpose_padded(")
+NAIVE_TRANSPOSE = (  # the defines, then only the naive transpose, renamed
+    TRANSPOSE[:TRANSPOSE.index("__global__")]
+    + TRANSPOSE[TRANSPOSE.index("__global__ void transpose_naive"):
+                TRANSPOSE.index("__global__ void transpose_shared")]
+).replace("transpose_naive(", "transpose_padded(")
 UNPADDED_DILUTED = PADDED.replace(
     "tile[TILE_DIM][TILE_DIM + 1]", "tile[TILE_DIM][TILE_DIM]").replace(
     "    __syncthreads();\n    x = blockIdx.y",
