@@ -131,11 +131,11 @@ def grade_class(
     own submission (raises :class:`~tilelab.grading.bubblewrap.SandboxUnavailable`, saying
     what to install, where none can be made); False runs learners' code with the
     instructor's rights."""
-    if sandboxed:
-        bubblewrap.require()
     timeout = settings.CELL_TIMEOUT.get() if cell_timeout is None else cell_timeout
     api = course.open_api(course_root, timeout, sandboxed=sandboxed)  # the config, read once
     work, strangers = _work(api, assignments, students)
+    if sandboxed:
+        bubblewrap.require()  # before any submission runs
     chosen = backend or backends.active()
     gpu = backends.gpu_probe()[1] if chosen == "gpu" else None
     run = ClassRun(api, chosen, gpu, award_speed_without_gpu, timeout, gates or {},
