@@ -14,7 +14,8 @@ import time
 import uuid
 from pathlib import Path
 
-from tilelab import classroom, grade
+from tilelab import classroom
+from tilelab.grading import sandbox as grade
 from tilelab.reference import KERNELS
 
 
