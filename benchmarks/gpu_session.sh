@@ -38,10 +38,10 @@ for s in $steps; do
     class) run_step class "${CLASS_LIMIT:-500}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_classroom.py ;;
     bench) run_step bench "${BENCH_LIMIT:-300}" "$py" -m tilelab.cli bench device matmul transpose \
-             elementwise bank_stride occupancy sass racecheck calibration shared_bw divergence \
+             elementwise bank_stride occupancy sass racecheck shared_bw divergence \
              waves latency counters sgemm sgemm_ptxas --out "$out/data" ;;
-    calibrate) run_step calibrate "${CALIBRATE_LIMIT:-180}" "$py" -m tilelab.cli calibrate \
-             --write "$out/gates.json" ;;
+    calibrate) run_step calibrate "${CALIBRATE_LIMIT:-300}" "$py" -m tilelab.cli calibrate \
+             --write "$out/gates.json" --out "$out/data" ;;
     corpus) run_step corpus "${CORPUS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_corpus.py ;;
     *) echo "unknown step $s (tests class corpus bench calibrate)"; exit 2 ;;

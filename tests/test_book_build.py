@@ -15,6 +15,8 @@ import pytest
 import yaml
 from support.book_build import Build, build_book, toc_docnames
 
+from tilelab import classroom, exercises, publish
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "tests" / "data" / "book"
 CHAPTERS = [d for d in toc_docnames(REPO) if re.search(r"book/\d\d-", d)]
@@ -76,17 +78,34 @@ def test_reference_kernels_are_included_not_copied(book):
         assert "__global__ void" not in path.read_text(), f"{path}: include kernels instead"
 
 
-def test_notebooks_get_colab_and_download_buttons(book):
+def test_exercise_notebooks_are_pages_never_executed(book):
     cfg = yaml.safe_load((REPO / "_config.yml").read_text())
-    assert cfg["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
-    assert cfg["repository"]["url"].startswith("https://github.com/")
-    assert cfg["html"]["use_download_button"] is True
     assert cfg["execute"]["execute_notebooks"] == "off"
-    for docname in toc_docnames(REPO):
-        if (REPO / f"{docname}.ipynb").is_file():
-            html = page(book, docname)
-            assert "colab.research.google.com/github/" in html, docname
-            assert "download-notebook-button" in html or ".ipynb" in html, docname
+    notebooks = [d for d in toc_docnames(REPO) if (REPO / f"{d}.ipynb").is_file()]
+    assert {Path(d).parent.name for d in notebooks} == set(exercises.ASSIGNMENTS)
+    for docname in notebooks:
+        html = page(book, docname)
+        assert "download-notebook-button" in html or ".ipynb" in html, docname
+        assert 'class="output' not in html, f"{docname}: a notebook was executed or has outputs"
+        if not publish.repository_url(REPO):  # not published yet: no button to nowhere
+            assert "colab.research.google.com" not in html, docname
+
+
+def test_a_published_course_gets_colab_launch_buttons(tmp_path_factory):
+    """A fork that sets its repository URL gets a Colab button on every notebook page,
+    opening that notebook in that repository."""
+    fork = "https://github.com/a-course/its-fork"
+    cfg = (REPO / "_config.yml").read_text(encoding="utf-8")
+    cfg_path = tmp_path_factory.mktemp("fork") / "_config.yml"
+    cfg_path.write_text(re.sub(r'(?m)^(  url: ).*$', rf'\g<1>"{fork}"', cfg, count=1))
+    out = tmp_path_factory.getbasetemp() / "book-fork"
+    result = build_book(REPO, out, config=cfg_path)
+    assert result.returncode == 0 and result.warnings == [], result.output[-4000:]
+    for assignment in exercises.ASSIGNMENTS:
+        docname = f"exercises/{assignment}/{classroom.notebook_id(assignment)}"
+        html = (result.html / f"{docname}.html").read_text(encoding="utf-8")
+        assert (f"https://colab.research.google.com/github/a-course/its-fork/blob/main/"
+                f"{docname}.ipynb") in html, docname
 
 
 def test_no_measured_number_is_typed_into_a_page():

@@ -64,7 +64,8 @@ def test_shared_declarations_fast_mode():
 def test_analysis_mode_rewrites_uses_not_sizeof_or_strings():
     user = _user_part(translate(TRICKY, analysis=True).code)
     assert "tl_reg_t(t, \"t\")" in user[8] and "tl_reg_u(u, \"u\")" in user[8]
-    assert "tl_emu::sh(t, tl_reg_t, __LINE__)[i][threadIdx.x] = a[i]" in user[13]
+    assert ("tl_emu::sh(t, tl_reg_t, __LINE__)[i][threadIdx.x] = tl_emu::gl(a, __LINE__, 0)[i]"
+            in user[13])  # a kernel parameter: its global traffic is counted
     assert "sizeof(t[0])" in user[14] and "tl_emu::sh(dyn, tl_reg_dyn, __LINE__)[1]" in user[14]
     assert "fake[3]" in user[11] and "count;" in user[15]  # scalars are not instrumented
 
@@ -89,7 +90,9 @@ def test_function_scope_shared_names_are_scoped():
            "__global__ void b() { __shared__ float tile[4]; tile[0] = 2; }\n"
            "__global__ void c(float* tile) { tile[1] = 3; }\n")
     user = _user_part(translate(src, analysis=True).code)
-    assert "tile[0] = 1" in user[0] and "tile[1] = 3" in user[2]
+    # the parameters named tile are global memory (traffic counted), not the shared array
+    assert "tl_emu::gl(tile, __LINE__, 0)[0] = 1" in user[0]
+    assert "tl_emu::gl(tile, __LINE__, 0)[1] = 3" in user[2]
     assert "tl_emu::sh(tile, tl_reg_tile, __LINE__)[0] = 2" in user[1]
 
 

@@ -20,7 +20,7 @@ import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 from nbgrader.validator import Validator
 
-from tilelab import classroom, exercises
+from tilelab import classroom, exercises, publish
 from tilelab.grading.sandbox import grade_source
 
 REPO = Path(__file__).resolve().parents[1]
@@ -127,19 +127,80 @@ def colab_cell(assignment: str) -> str:
     return source(cells_by_id(load(notebook_path("exercises", assignment)))["colab_setup"])
 
 
-@pytest.mark.parametrize("in_colab", [False, True])
-def test_colab_setup_installs_only_in_colab(monkeypatch, in_colab):
-    code = TransformerManager().transform_cell(colab_cell("01-naive"))
+def run_setup_cell(code: str, monkeypatch, tmp_path, in_colab: bool) -> list[str]:
+    """Run a set-up cell as IPython would (shell commands expanded), in ``tmp_path``;
+    return the shell commands it ran."""
     calls: list[str] = []
-    shell = types.SimpleNamespace(system=calls.append)
+    ns: dict = {}
+    shell = types.SimpleNamespace(system=lambda cmd: calls.append(cmd.format(**ns)))
+    ns["get_ipython"] = lambda: shell
     if in_colab:
         monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
-    exec(code, {"get_ipython": lambda: shell})
-    if in_colab:
-        assert len(calls) == 1 and "pip install" in calls[0] and "pycuda" in calls[0]
-        assert "git+https://github.com/tilelab-course/tilelab" in calls[0]
+    monkeypatch.chdir(tmp_path)
+    exec(TransformerManager().transform_cell(code), ns)
+    return calls
+
+
+@pytest.mark.parametrize("in_colab", [False, True])
+def test_colab_setup_installs_only_in_colab(monkeypatch, tmp_path, capsys, in_colab):
+    calls = run_setup_cell(colab_cell("01-naive"), monkeypatch, tmp_path, in_colab)
+    url = publish.repository_url(REPO)
+    if in_colab and url:
+        assert calls == [f'pip install -q pycuda "tilelab @ git+{url}"']
+    elif in_colab:  # not published yet: no install from a repository that does not exist
+        assert calls == []
+        assert "not been published" in capsys.readouterr().out
     else:
         assert calls == []
+
+
+def test_colab_setup_installs_an_uploaded_wheel(monkeypatch, tmp_path):
+    (tmp_path / "tilelab-0.1.0-py3-none-any.whl").write_bytes(b"")
+    calls = run_setup_cell(colab_cell("01-naive"), monkeypatch, tmp_path, in_colab=True)
+    assert calls == ['pip install -q pycuda "tilelab-0.1.0-py3-none-any.whl"']
+
+
+@pytest.mark.parametrize("url", ["", "https://github.com/a-course/its-fork"])
+def test_colab_setup_for_a_published_course(monkeypatch, tmp_path, capsys, url):
+    calls = run_setup_cell(publish.setup_cell(url), monkeypatch, tmp_path, in_colab=True)
+    if url:
+        assert calls == [f'pip install -q pycuda "tilelab @ git+{url}"']
+    else:
+        assert calls == [] and "upload it" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("folder", ["solutions", "exercises"])
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_setup_cell_names_the_url_in_config(folder, assignment):
+    """Every notebook installs from where _config.yml says the course is published."""
+    found = publish.notebook_setup_cell(notebook_path(folder, assignment))
+    assert found == publish.setup_cell(publish.repository_url(REPO)), (
+        f"{folder}/{assignment}: the set-up cell disagrees with _config.yml's repository url; "
+        "run  python -m tilelab.classroom release  and commit the notebooks"
+    )
+
+
+@pytest.mark.parametrize("url", ["https://gitlab.com/a/b", "github.com/a/b", "https://github.com/a"])
+def test_a_url_colab_cannot_open_is_refused(tmp_path, url):
+    (tmp_path / "_config.yml").write_text(f"repository:\n  url: {url}\n")
+    with pytest.raises(publish.PublishError, match="not a GitHub repository"):
+        publish.repository_url(tmp_path)
+
+
+@pytest.mark.slow
+def test_release_writes_the_configured_url_into_every_notebook(tmp_path):
+    root = tmp_path / "course"
+    (root / "autograder").mkdir(parents=True)
+    shutil.copy(REPO / "autograder" / "nbgrader_config.py", root / "autograder")
+    shutil.copytree(REPO / "solutions", root / "solutions")
+    cfg = (REPO / "_config.yml").read_text(encoding="utf-8")
+    fork = "https://github.com/a-course/its-fork"
+    (root / "_config.yml").write_text(cfg.replace('url: ""', f'url: "{fork}"', 1))
+    assert publish.repository_url(root) == fork
+    for nb in classroom.release(root):
+        assert publish.notebook_setup_cell(nb) == publish.setup_cell(fork)
+        assert publish.notebook_setup_cell(root / "solutions" / nb.parent.name / nb.name) == (
+            publish.setup_cell(fork))
 
 
 def test_every_notebook_has_the_same_colab_setup():

@@ -31,6 +31,25 @@ def test_setup_names_the_emulator(monkeypatch, capsys):
     notebook.setup()
     out = capsys.readouterr().out
     assert "CPU emulator" in out and "speed is not measured" in out
+    assert exercises.GRADING_GPU in out  # where the gates were calibrated
+
+
+@pytest.mark.parametrize(("gpu", "advisory"), [("Tesla T4", True),
+                                                (exercises.GRADING_GPU, False)])
+def test_speed_verdict_is_advisory_off_the_grading_gpu(gpu, advisory):
+    said = notebook.speed_advice(gpu)
+    assert exercises.GRADING_GPU in said
+    assert ("advisory" in said) is advisory
+    assert (gpu in said) if advisory else "the graded one" in said
+
+
+def test_a_checked_kernel_on_another_gpu_is_told_its_verdict_is_advisory(monkeypatch, capsys):
+    v = verdict(backend="gpu", gpu="Tesla T4", speed_measured=True, speedup=3.0,
+                speed_passed=True, candidate_ms=1.0, baseline_ms=3.0)
+    monkeypatch.setattr(notebook, "grade_source", lambda *a, **k: v)
+    monkeypatch.setattr(notebook, "backend_line", lambda: "Backend: GPU Tesla T4 (PyCUDA)")
+    notebook.check("naive", "")
+    assert "(advisory: This GPU (Tesla T4) is not the grading GPU" in capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -71,12 +71,28 @@ def test_gates_files_are_read_strictly(tmp_path):
             gates.load(bad)
 
 
-def test_a_calibrated_gate_lies_between_the_slow_kernel_and_the_reference():
-    from tilelab.experiments.calibration import placed_gate
+def test_a_gate_lies_between_the_slowest_pass_and_the_fastest_fail():
+    from tilelab.experiments.calibration import place, placed_gate
 
-    assert placed_gate(reference=1.4, slow=1.0, fraction=0.5) == 1.2
-    assert placed_gate(reference=5.0, slow=1.0, fraction=0.25) == 2.0
-    assert placed_gate(reference=0.9, slow=0.8, fraction=0.5) == 1.0  # never below 1x
+    gate, margin = placed_gate(1.44, 1.0)
+    assert gate == 1.2 and margin == pytest.approx(1.2)  # each side clears it by 1.2x
+    ex = exercises.get("tiled")
+    speedups = {"reference": 1.7, "k16": 1.5, "seed_padded": 1.32, "seed_simple": 1.7,
+                "at_padded": 1.36, "naive": 1.13, "naive_xrow": 0.2}
+    placed = place(ex, speedups)
+    assert placed["slowest_pass"] == "seed_padded" and placed["fastest_fail"] == "naive"
+    assert 1.13 < placed["gate"] < 1.32 and placed["refused"] is None
+
+
+def test_calibration_refuses_variants_that_do_not_separate():
+    from tilelab.experiments.calibration import place
+
+    ex = exercises.get("tiled")
+    speedups = {"reference": 1.7, "k16": 1.5, "seed_padded": 1.15, "seed_simple": 1.7,
+                "at_padded": 1.36, "naive": 1.13, "naive_xrow": 0.2}
+    placed = place(ex, speedups)
+    assert placed["gate"] is None
+    assert "both tiles padded" in placed["refused"] and "baseline resubmitted" in placed["refused"]
 
 
 def test_shapes_reach_past_every_bound_a_kernel_could_hard_code():

@@ -2,7 +2,8 @@
 
 Notebooks, the grader, the command line and the book all read these specs. Speed gates
 are defaults for a fresh course; ``tilelab calibrate`` re-derives them on the grading GPU
-as a stated fraction of the reference solution's measured speedup.
+between the slowest correct variant and the fastest lesson-skipping one
+(:mod:`tilelab.variants`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ from dataclasses import dataclass, field, replace
 
 from tilelab.problems import Launch, Problem, Shape
 from tilelab.reference import KERNELS, KernelRef
+
+# The GPU the default gates were calibrated on (`tilelab calibrate`): the grading GPU. A
+# speed verdict on any other GPU is advisory.
+GRADING_GPU = "NVIDIA H100 80GB HBM3"
 
 # The last shapes reach well past every bound a kernel could hard-code: K of 17 tiles of 32
 # (a K loop that stops early), M past 1024 and 200 (a `row % 200`, an early return for a
@@ -57,11 +62,9 @@ class Exercise:
     # a kernel that skips the lesson yet beats the baseline: the speed gate also requires
     # beating it (the padded matmul's unpadded baseline is slower than not tiling at all)
     must_beat: KernelRef | None = None
+    reuses_tiles: bool = False  # the lesson is tile reuse: the emulator names a kernel without
     points_correct: float = 3.0
     points_speed: float = 2.0
-    # `tilelab calibrate`: the gate lies this fraction of the way from a lesson-skipping
-    # kernel's measured speedup to the reference's (see tilelab.experiments.calibration.placed_gate)
-    calibration_fraction: float = 0.5
     optional: bool = False  # a stretch exercise: not needed to complete the course
 
     @property
@@ -127,6 +130,7 @@ _EXERCISES = (
         baseline=KERNELS["naive"],
         speed_shape=(2048, 2048, 2048),
         gate=1.25,
+        reuses_tiles=True,
         gate_reason=(
             "Measured on an H100 at N=2048 (tilelab calibrate, 2026-11-22): the reference "
             "tiled kernel ran 1.69x faster than the coalesced naive kernel, and an untiled "
@@ -198,6 +202,7 @@ _EXERCISES = (
         chapter="book/banks",
         max_bank_degree=1.1,
         must_beat=KERNELS["naive"],
+        reuses_tiles=True,
     ),
     Exercise(
         id="regblock",

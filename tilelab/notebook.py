@@ -28,17 +28,34 @@ def backend_line() -> str:
     return f"Backend: CPU emulator (no GPU: {backend.gpu_probe()[1]})"
 
 
+def speed_advice(gpu_name: str | None) -> str:
+    """What a speed verdict means on this GPU (None: no GPU) given where gates were set."""
+    where = f"the speed gates were calibrated on the grading GPU, an {exercises.GRADING_GPU}"
+    if gpu_name is None:
+        return f"Grading measures speed on a GPU: {where}."
+    if gpu_name.strip() == exercises.GRADING_GPU:
+        return f"This GPU is the grading GPU's model: {where}; its speed verdict is the graded one."
+    return (
+        f"This GPU ({gpu_name}) is not the grading GPU: {where}. Here the speed verdict is "
+        "advisory; your grade's speed test runs on the grading GPU."
+    )
+
+
 def setup() -> None:
-    """Print which backend the checks will use, and what that means for grading."""
+    """Print which backend the checks will use, which GPU it is, and what that means for
+    grading."""
     line = backend_line()
     print(line)
     if line.startswith("Backend: GPU"):
         print("Checks measure correctness and speed on this GPU.")
+        print(speed_advice(backend.gpu_probe()[1]))
     else:
         print(
-            "Checks run your kernels on the CPU emulator: correctness, races and bank "
-            "conflicts are checked, speed is not measured (use a GPU runtime for that)."
+            "Checks run your kernels on the CPU emulator: correctness, races, bank "
+            "conflicts and global-memory traffic are checked, speed is not measured (use a "
+            "GPU runtime for that)."
         )
+        print(speed_advice(None))
 
 
 def check(exercise_id: str, source: str) -> None:
@@ -54,6 +71,8 @@ def check(exercise_id: str, source: str) -> None:
     except Exception as exc:  # the check must explain, never raise
         print(f"The check could not run: {type(exc).__name__}: {exc}")
         return
+    if verdict.speed_measured and verdict.gpu and verdict.gpu.strip() != exercises.GRADING_GPU:
+        print(f"(advisory: {speed_advice(verdict.gpu)})")
     if verdict.backend == "emu" and verdict.compiled and (text := scoring.analysis_text(verdict)):
         print()
         print(text)

@@ -40,13 +40,14 @@ def jupyter_book() -> list[str]:
     return [sys.executable, "-c", "from jupyter_book.cli.main import main; main()"]
 
 
-def build_book(repo: Path, out: Path, env: dict[str, str] | None = None) -> Build:
-    """``jupyter-book build <repo> --path-output <out> -W -n --keep-going``, once per
-    (output folder, environment) in a process."""
+def build_book(repo: Path, out: Path, env: dict[str, str] | None = None,
+               config: Path | None = None) -> Build:
+    """``jupyter-book build <repo> --path-output <out> -W -n --keep-going`` (with
+    ``--config <config>`` when given), once per (output folder, environment) in a process."""
     key = (str(out), tuple(sorted((env or {}).items())))
     if key not in _BUILDS:
         cmd = [*jupyter_book(), "build", str(repo), "--path-output", str(out),
-               "-W", "-n", "--keep-going"]
+               "-W", "-n", "--keep-going", *(["--config", str(config)] if config else [])]
         start = time.monotonic()
         proc = subprocess.run(cmd, cwd=repo, env={**os.environ, **(env or {})},
                               capture_output=True, text=True, timeout=600)

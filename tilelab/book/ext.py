@@ -23,6 +23,15 @@ def _init_env(app: Sphinx) -> None:
         app.config.html_static_path.append(str(STATIC))
 
 
+def _launch_needs_a_repository(app: Sphinx, config: Any) -> None:
+    """No launch buttons while the course is not published (``repository: url`` empty in
+    _config.yml): a Colab button can only open a notebook from a public repository."""
+    opts = dict(config.html_theme_options or {})
+    if not str(opts.get("repository_url") or "").strip():
+        opts["launch_buttons"] = {}
+        config.html_theme_options = opts
+
+
 def _purge(app: Sphinx, env: BuildEnvironment, docname: str) -> None:
     getattr(env, "tilelab_used", {}).pop(docname, None)
 
@@ -51,6 +60,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
                  html=(provenance.visit_box_title_html, provenance.depart_box_title_html),
                  latex=other, text=other, man=other, texinfo=other)
     mathml.setup(app)
+    app.connect("config-inited", _launch_needs_a_repository)
     app.connect("builder-inited", _init_env)
     app.connect("env-purge-doc", _purge)
     app.connect("env-merge-info", _merge)

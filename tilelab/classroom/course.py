@@ -24,7 +24,7 @@ from nbgrader.utils import temp_attrs
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-from tilelab import exercises
+from tilelab import exercises, publish
 from tilelab.grading import scoring
 from tilelab.grading.verdict import Verdict
 
@@ -112,10 +112,19 @@ def release(
     dest: str | Path | None = None,
 ) -> list[Path]:
     """``nbgrader generate_assignment --force``: release ``solutions/`` into ``exercises/``
-    (or into ``dest``); also records the assignments in the gradebook. Returns the notebooks."""
+    (or into ``dest``); also records the assignments in the gradebook. Returns the notebooks.
+
+    First writes the set-up cell for the course's published URL (``_config.yml``, see
+    :mod:`tilelab.publish`) into each source notebook, where the course has a config."""
     api = open_api(course_root)
     cd = api.coursedir
     names = list(assignments or exercises.ASSIGNMENTS)
+    if (Path(cd.root) / publish.CONFIG_FILE).is_file():
+        publish.write_setup_cells(
+            [Path(cd.format_path(cd.source_directory, ".", a)) / f"{notebook_id(a)}.ipynb"
+             for a in names],
+            publish.repository_url(cd.root),
+        )
     out = str(Path(dest).resolve()) if dest is not None else cd.release_directory
     with temp_attrs(cd, release_directory=out):
         for a in names:

@@ -104,7 +104,10 @@ class Function:
                               float(outcome.report.get("kernel_seconds", 0.0)),
                               time.perf_counter() - t0)
         if "analysis" in outcome.report:
-            report.analysis = AnalysisReport.from_json(self.name, outcome.report["analysis"])
+            params = next((k.names for k in self.module.translation.kernels
+                           if k.name == self.name), ())
+            report.analysis = AnalysisReport.from_json(self.name, outcome.report["analysis"],
+                                                       params)
         self.last_report = report
         if report.stdout:
             sys.stdout.write(report.stdout)

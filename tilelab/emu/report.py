@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from .traffic import TrafficLine, parse, table
+
 XYZ = tuple[int, int, int]
 
 
@@ -52,6 +54,7 @@ class AnalysisReport:
     races: list[Race] = field(default_factory=list)
     bank_lines: list[BankLine] = field(default_factory=list)
     races_dropped: int = 0
+    traffic: list[TrafficLine] = field(default_factory=list)  # global memory (traffic.py)
 
     @property
     def has_races(self) -> bool:
@@ -81,11 +84,12 @@ class AnalysisReport:
         return {"kernel": self.kernel, "races": [asdict(r) for r in self.races],
                 "races_dropped": self.races_dropped,
                 "bank_lines": [asdict(b) for b in self.bank_lines],
-                "average_degree": self.average_degree, "worst_degree": self.worst_degree}
+                "average_degree": self.average_degree, "worst_degree": self.worst_degree,
+                "traffic": [asdict(t) for t in self.traffic]}
 
     def summary(self) -> str:
         """A readable table of the races and bank conflicts."""
-        out = [f"Shared-memory analysis of kernel '{self.kernel}'"]
+        out = [f"Emulator analysis of kernel '{self.kernel}' (shared and global memory)"]
         if self.races:
             out.append(f"RACES ({len(self.races)} kind(s)) — add a __syncthreads() between:")
             out += [f"  {r.describe()}" for r in self.races]
@@ -95,6 +99,8 @@ class AnalysisReport:
             out.append("Races: none found.")
         if not self.bank_lines:
             out.append("No shared-array accesses recorded.")
+            if self.traffic:
+                out.append(table(self.traffic))
             return "\n".join(out)
         out.append("Bank conflicts (degree 1 = conflict-free, 32 = fully serialised):")
         w = max(5, *(len(b.array) for b in self.bank_lines))
@@ -104,13 +110,15 @@ class AnalysisReport:
             out.append(f"  {b.line:>5}  {b.array:<{w}}  {b.kind:<6} {b.count:>13} "
                        f"{b.avg_degree:>10.2f} {b.max_degree:>4}")
         out.append(f"Kernel-wide average degree: {self.average_degree:.2f}")
+        if self.traffic:
+            out.append(table(self.traffic))
         return "\n".join(out)
 
     __str__ = summary
 
     @classmethod
-    def from_json(cls, kernel: str, data: dict) -> AnalysisReport:
-        """Build from the runtime's JSON."""
+    def from_json(cls, kernel: str, data: dict, params: tuple[str, ...] = ()) -> AnalysisReport:
+        """Build from the runtime's JSON (``params``: the kernel's parameter names)."""
         arrays = data.get("arrays", [])
 
         def name(i: int) -> str:
@@ -131,7 +139,7 @@ class AnalysisReport:
                                  b["sum"] / b["accesses"] if b["accesses"] else 1.0, b["max"])
                         for b in data.get("banks", [])),
                        key=lambda b: (b.line, b.array, b.kind))
-        return cls(kernel, races, banks, data.get("races_dropped", 0))
+        return cls(kernel, races, banks, data.get("races_dropped", 0), parse(data, params))
 
 
 @dataclass

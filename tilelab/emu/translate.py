@@ -15,6 +15,7 @@ from .kernels import KernelSource, entry_code, find_kernels
 from .lexer import mask, scopes
 from .shared import SharedDecl, rewrite_declarations, rewrite_uses
 from .source import ReservedName, SourceTooComplex, check_reserved, prepare
+from .traffic import rewrite_params
 
 
 @dataclass(frozen=True)
@@ -58,13 +59,14 @@ def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False)
     edits = [(s, e, "".join(c for c in masked[s:e] if c == "\n")) for s, e in blanks]
     decl_edits, decls = rewrite_declarations(masked, scopes(masked), analysis)
     edits += decl_edits
+    kernels = find_kernels(masked)
     if analysis:
         edits += rewrite_uses(masked, decls)
+        edits += rewrite_params(masked, kernels)  # global traffic (traffic.py)
     body = _apply(source, edits)
     if body.count("\n") != source.count("\n"):  # would misreport every line number
         raise CompileError("internal error: the emulator's source transform moved lines; "
                            "please report this kernel.")
-    kernels = find_kernels(masked)
     head = ['#include "tilelab_emu.h"']
     if not no_extern_c:
         head.append('extern "C" {')

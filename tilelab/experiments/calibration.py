@@ -1,13 +1,18 @@
-"""Speed gates placed from measurement: ``tilelab calibrate`` and ``calibration.json``.
+"""Speed gates placed from variants: ``tilelab calibrate`` and ``calibration.json``.
 
-Each exercise's reference solution and a slow-but-right kernel (one that skips the
-lesson) are timed against the gate's baseline on this GPU; the gate is placed between
-their speedups. ``tilelab calibrate`` writes the gates file the grader loads
-(:mod:`tilelab.grading.gates`); the experiment writes the same numbers for the book.
+For each exercise, every variant (:mod:`tilelab.variants`: correct kernels that must pass
+the gate, lesson-skipping ones that must fail it) is timed against the gate's baseline,
+interleaved on this GPU. The gate is placed between the slowest must-pass and the fastest
+must-fail (at their geometric mean), so each side clears it by the same factor, the
+margin. Where the two do not separate by :data:`SEPARATION`, no gate can grade the lesson
+fairly on this GPU: calibration refuses, and says which variants collide. The data file
+holds one row per variant (the instructors' page shows it); ``tilelab calibrate`` also
+writes the gates file the grader loads (:mod:`tilelab.grading.gates`).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -18,97 +23,128 @@ from tilelab.bench import prepared_launch, time_interleaved
 from tilelab.experiments import provenance
 from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD
-from tilelab.reference import slow_but_right
 from tilelab.runtime import Runtime, get_runtime
+from tilelab.variants import VARIANTS
+
+SEPARATION = 1.10  # slowest must-pass / fastest must-fail: at least ~5% margin each side
+COLUMNS = {"exercise": "", "key": "", "variant": "", "must": "", "origin": "", "shape": "",
+           "speedup": "x", "gate": "x", "margin": "x", "default_gate": "x"}
 
 
-def measure(ex: exercises.Exercise, rt: Runtime, rng: np.random.Generator,
-            slow: bool = False) -> dict[str, float]:
-    """Median ms of the reference, the baseline (and, with ``slow``, the slow-but-right
-    kernel) at the exercise's speed shape, timed interleaved on one GPU."""
+def measure(ex: exercises.Exercise, rt: Runtime, rng: np.random.Generator
+            ) -> tuple[float, dict[str, float]]:
+    """Median ms of the baseline and of each variant at the exercise's speed shape, timed
+    interleaved on one GPU."""
     inputs = ex.problem.make_inputs(ex.speed_shape, rng)
     keep: list = []
-    kernels = {
-        "reference": (ex.reference.source(), ex.reference.name, ex.reference.launch),
-        "baseline": (ex.baseline.source(), ex.baseline.name, ex.baseline.launch),
-    }
-    if slow:
-        kernels["slow"] = (slow_but_right(ex.id), ex.kernel, ex.launch)
-    runs = {
-        role: prepared_launch(
-            rt, rt.SourceModule(src).get_function(name), ex.problem, launch,
-            ex.speed_shape, inputs, keep,
+    fns = {"baseline": (rt.SourceModule(ex.baseline.source()).get_function(ex.baseline.name),
+                        ex.baseline.launch)}
+    for v in VARIANTS[ex.id]:
+        fns[v.key] = (rt.SourceModule(v.source()).get_function(ex.kernel), ex.launch)
+    runs = {key: prepared_launch(rt, fn, ex.problem, launch, ex.speed_shape, inputs, keep)
+            for key, (fn, launch) in fns.items()}
+    t = {key: timing.median_ms for key, timing in time_interleaved(runs).items()}
+    return t.pop("baseline"), t
+
+
+def placed_gate(slowest_pass: float, fastest_fail: float) -> tuple[float, float]:
+    """The gate between the two speedups (their geometric mean) and the margin, the factor
+    by which each side clears it."""
+    gate = math.sqrt(slowest_pass * fastest_fail)
+    return round(gate, 3), slowest_pass / gate
+
+
+def place(ex: exercises.Exercise, speedups: dict[str, float]) -> dict[str, Any]:
+    """The gate for one exercise from its variants' speedups; ``refused`` says why none."""
+    variants = {v.key: v for v in VARIANTS[ex.id]}
+    passing = [k for k in speedups if variants[k].must == "pass"]
+    failing = [k for k in speedups if variants[k].must == "fail"]
+    slow = min(passing, key=speedups.__getitem__)
+    fast = max(failing, key=speedups.__getitem__)
+    gate, margin = placed_gate(speedups[slow], speedups[fast])
+    out: dict[str, Any] = {"gate": gate, "margin": margin, "slowest_pass": slow,
+                           "fastest_fail": fast, "refused": None}
+    if speedups[slow] < SEPARATION * speedups[fast]:
+        out["gate"] = None
+        out["refused"] = (
+            f"{ex.id}: no gate separates the variants on this GPU: the slowest that must pass "
+            f"({variants[slow].label}, {speedups[slow]:.2f}x) is not {SEPARATION:g}x the "
+            f"fastest that must fail ({variants[fast].label}, {speedups[fast]:.2f}x). Keep the "
+            "default gate, or revise the exercise's variants (tilelab/variants.py)."
         )
-        for role, (src, name, launch) in kernels.items()
-    }
-    return {role: t.median_ms for role, t in time_interleaved(runs).items()}
+    return out
 
 
-def placed_gate(reference: float, slow: float, fraction: float) -> float:
-    """A gate ``fraction`` of the way from the lesson-skipping kernel's speedup to the
-    reference's, so both pass and fail with margin (never below 1x)."""
-    return round(max(1.0, slow + fraction * (reference - slow)), 3)
-
-
-def calibrate(fraction: float | None = None, rt: Runtime | None = None) -> dict[str, Any]:
-    """Measure each reference solution and a slow-but-right kernel against the baseline on
-    this GPU; place each gate between them."""
+def calibrate(rt: Runtime | None = None) -> dict[str, Any]:
+    """Time every exercise's variants against its baseline here and place each gate."""
     rt = rt or get_runtime("gpu")
     rng = np.random.default_rng()
     gates: dict[str, Any] = {}
     for ex in exercises.EXERCISES.values():
-        frac = ex.calibration_fraction if fraction is None else fraction
-        t = measure(ex, rt, rng, slow=True)
-        speedup, slow = t["baseline"] / t["reference"], t["baseline"] / t["slow"]
+        baseline_ms, ms = measure(ex, rt, rng)
+        speedups = {k: baseline_ms / t for k, t in ms.items()}
         gates[ex.id] = {
-            "gate": placed_gate(speedup, slow, frac),
-            "reference_speedup": speedup,
-            "slow_speedup": slow,
-            "fraction": frac,
+            **place(ex, speedups),
             "default_gate": ex.gate,
-            "reference_ms": t["reference"],
-            "baseline_ms": t["baseline"],
-            "slow_ms": t["slow"],
+            "baseline": ex.baseline.label,
+            "baseline_ms": baseline_ms,
             "shape": list(ex.speed_shape),
+            "variants": {k: {"ms": ms[k], "speedup": speedups[k]} for k in ms},
         }
     return {
         "provenance": provenance.collect(
-            "calibration: reference, slow-but-right and baseline kernels, interleaved"
+            "calibration: every variant of each exercise and its baseline, interleaved"
         ),
         "gates": gates,
+        "refused": [g["refused"] for g in gates.values() if g["refused"]],
     }
 
 
-def run(rt: Runtime, out: Path) -> Path:
-    """Each exercise's reference and a slow-but-right kernel against the gate's baseline."""
-    rows = [
-        {
-            "exercise": name,
-            "baseline": exercises.get(name).baseline.label,
-            "shape": " x ".join(map(str, g["shape"])),
-            "reference_speedup": g["reference_speedup"],
-            "slow_speedup": g["slow_speedup"],
-            "gate": g["default_gate"],
-            "calibrated_gate": g["gate"],
-        }
-        for name, g in calibrate(rt=rt)["gates"].items()
-    ]
+def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per variant, with its exercise's gate and margin."""
+    out = []
+    for ex_id, g in doc["gates"].items():
+        for v in VARIANTS[ex_id]:
+            out.append({
+                "exercise": ex_id, "key": v.key, "variant": v.label, "must": v.must,
+                "origin": v.origin,
+                "shape": " x ".join(map(str, g["shape"])),
+                "speedup": g["variants"][v.key]["speedup"],
+                "gate": g["gate"], "margin": g["margin"], "default_gate": g["default_gate"],
+            })
+    return out
+
+
+def write_data(doc: dict[str, Any], out: Path) -> Path:
+    """``out/calibration.json``: the variants' speedups, the gates and their margins."""
     return write(
         out,
         "calibration",
-        "The speed gates against what the kernels measure",
-        "For each graded kernel: the reference solution's speedup over the gate's baseline, "
-        "the speedup of a correct kernel that skips the lesson (uncoalesced, untiled or "
-        "unpadded), the default gate, and the gate `tilelab calibrate` would set.",
-        {
-            "exercise": "",
-            "baseline": "",
-            "shape": "",
-            "reference_speedup": "x",
-            "slow_speedup": "x",
-            "gate": "x",
-            "calibrated_gate": "x",
-        },
-        rows,
+        "The speed gates, placed from variants",
+        "For each graded kernel: the speedup over the gate's baseline of every variant (correct "
+        "kernels that must pass, lesson-skipping ones that must fail), the gate placed between "
+        "the slowest must-pass and the fastest must-fail, and the margin by which each clears "
+        "it (`tilelab calibrate`).",
+        COLUMNS,
+        rows(doc),
         method=METHOD,
     )
+
+
+def run(rt: Runtime, out: Path) -> Path:
+    """``tilelab bench calibration``: the same measurement as ``tilelab calibrate``."""
+    return write_data(calibrate(rt), out)
+
+
+def table(doc: dict[str, Any]) -> str:
+    """A short table: each exercise's slowest must-pass, fastest must-fail, gate, margin."""
+    lines = [f"{'exercise':18} {'slowest pass':>13} {'fastest fail':>13} {'gate':>7} "
+             f"{'margin':>7}  (default)"]
+    for ex_id, g in doc["gates"].items():
+        sp = g["variants"][g["slowest_pass"]]["speedup"]
+        ff = g["variants"][g["fastest_fail"]]["speedup"]
+        gate = f"{g['gate']:6.2f}x" if g["gate"] is not None else "refuse"
+        lines.append(f"{ex_id:18} {sp:12.2f}x {ff:12.2f}x {gate:>7} {g['margin']:6.2f}x  "
+                     f"({g['default_gate']}x)")
+    return "\n".join(lines)
+

@@ -1,5 +1,5 @@
-"""``emu_analysis.json``: the CPU emulator's race and bank-conflict reports on the
-course's kernels (no GPU involved)."""
+"""``emu_analysis.json``: the CPU emulator's race, bank-conflict and global-traffic reports
+on the course's kernels (no GPU involved)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tilelab import emu
+from tilelab import emu, traffic
 from tilelab.experiments.datafile import write
 from tilelab.experiments.racecheck import variants
 from tilelab.grading.correctness import launch
@@ -24,6 +24,12 @@ BANK_KERNELS = (
     "transpose_shared",
     "transpose_padded",
 )
+#: The kernels whose global traffic (sectors per request, loads per multiply-add) it keeps.
+TRAFFIC_KERNELS = ("naive", "naive_xrow", "tiled16", "tiled32", "tiled32_padded", "tiled32_at",
+                   "tiled32_at_padded", "transpose_naive", "transpose_shared",
+                   "transpose_padded")
+TRAFFIC_FIGURES = ("loads_per_multiply_add", "sector_bytes_per_multiply_add",
+                   "sectors_per_load_request", "sectors_per_store_request", "shared_wavefronts")
 
 
 def _analyse(key: str, source: str, rng: np.random.Generator) -> emu.AnalysisReport:
@@ -60,14 +66,26 @@ def bank_rows(rng: np.random.Generator) -> list[dict[str, Any]]:
     return rows
 
 
+def traffic_rows(rng: np.random.Generator) -> list[dict[str, Any]]:
+    """Each kernel's global traffic figures (tilelab.traffic.summary)."""
+    rows = []
+    for key in TRAFFIC_KERNELS:
+        k = KERNELS[key]
+        s = traffic.summary(_analyse(key, k.source(), rng), k.problem, k.problem.analysis_shape)
+        rows.append({"kind": "traffic", "kernel": key,
+                     **{f: s[f] for f in TRAFFIC_FIGURES if f in s}})
+    return rows
+
+
 def run(rt: Runtime | None, out: Path) -> Path:
     rng = np.random.default_rng()
     return write(
         out,
         "emu_analysis",
         "The CPU emulator's analysis of the course's kernels",
-        "Races between barriers and the bank-conflict degree of every warp-wide shared "
-        "access, from the emulator's analysis mode (no GPU involved).",
+        "Races between barriers, the bank-conflict degree of every warp-wide shared access, "
+        "and global traffic (32-byte sectors per warp-wide request, loads per multiply-add), "
+        "from the emulator's analysis mode (no GPU involved).",
         {
             "kind": "",
             "kernel": "",
@@ -77,8 +95,13 @@ def run(rt: Runtime | None, out: Path) -> Path:
             "access": "",
             "degree": "way",
             "max_degree": "way",
+            "loads_per_multiply_add": "",
+            "sector_bytes_per_multiply_add": "B",
+            "sectors_per_load_request": "",
+            "sectors_per_store_request": "",
+            "shared_wavefronts": "",
         },
-        race_rows(rng) + bank_rows(rng),
+        race_rows(rng) + bank_rows(rng) + traffic_rows(rng),
         gpu=False,
         method="tilelab CPU emulator, analysis mode, one launch at N=64",
     )

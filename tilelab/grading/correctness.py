@@ -7,16 +7,16 @@ element and its likely cause: never written, boundary, race, or indexing.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from tilelab.diagnosis import POISON_BITS, RTOL, Attempt, diagnose
 from tilelab.problems import Launch, Problem, Shape
 from tilelab.runtime import Runtime
 
-POISON_BITS = np.uint32(0x7FC0DEAD)  # a quiet NaN no arithmetic produces
-RTOL = 1e-5  # per element, relative to sum_k |A_ik| |B_kj|; float32 sums land near 1e-7
+__all__ = ["POISON_BITS", "RTOL", "ShapeResult", "check_function", "compare", "launch"]
 
 
 def poisoned(shape: tuple[int, ...]) -> np.ndarray:
@@ -38,9 +38,10 @@ class ShapeResult:
     expected: float | None = None
     cause: str = ""
     message: str = ""
+    attempt: Attempt | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "attempt"}
 
 
 def launch(
@@ -94,13 +95,25 @@ def compare(
     result.first_wrong = idx  # type: ignore[assignment]
     result.got = float(got[idx])
     result.expected = float(expected[idx])
-    result.cause = diagnose(problem, shape, got, expected, bad, launch_, again)
-    result.message = (
-        f"shape {fmt_shape(problem, shape)}: {result.wrong} of {result.total} elements wrong; "
-        f"first at {problem.output}[{idx[0]}][{idx[1]}]: got {describe_value(got[idx])}, "
-        f"expected {result.expected:.6g}. Likely cause: {result.cause}"
-    )
+    result.attempt = Attempt(tuple(shape), inputs, got, expected, bad)
+    rerun = again is not None and not np.array_equal(again.view(np.uint32), got.view(np.uint32))
+    explain(result, problem, launch_, diagnose(problem, launch_, result.attempt,
+                                               rerun_differs=rerun))
     return result
+
+
+def explain(result: ShapeResult, problem: Problem, launch_: Launch, why: Any,
+            others: str = "") -> None:
+    """Set ``result``'s cause and message from a diagnosis (``others``: the other shapes)."""
+    idx = result.first_wrong
+    assert idx is not None and result.attempt is not None
+    result.cause = str(why)
+    result.message = (
+        f"shape {fmt_shape(problem, result.shape)}: {result.wrong} of {result.total} elements "
+        f"wrong; first at {problem.output}[{idx[0]}][{idx[1]}]: got "
+        f"{describe_value(result.attempt.got[idx])}, expected {result.expected:.6g}."
+        f"{others} Likely cause: {result.cause}"
+    )
 
 
 def describe_value(v: np.float32) -> str:
@@ -113,59 +126,6 @@ def describe_value(v: np.float32) -> str:
 
 def fmt_shape(problem: Problem, shape: Shape) -> str:
     return ", ".join(f"{d}={s}" for d, s in zip(problem.dims, shape, strict=True))
-
-
-def diagnose(
-    problem: Problem,
-    shape: Shape,
-    got: np.ndarray,
-    expected: np.ndarray,
-    bad: np.ndarray,
-    launch_: Launch,
-    again: np.ndarray | None,
-) -> str:
-    """The most likely cause of wrong elements, in words a learner can act on."""
-    unwritten = got.view(np.uint32) == POISON_BITS
-    rows, cols = got.shape
-    tile_y, tile_x = launch_.tile[1], launch_.tile[0]
-    edge = np.zeros_like(bad)
-    edge[(rows // tile_y) * tile_y :, :] = True
-    edge[:, (cols // tile_x) * tile_x :] = True
-    if again is not None and not np.array_equal(again.view(np.uint32), got.view(np.uint32)):
-        return (
-            "race: two runs on the same inputs gave different results. A thread reads "
-            "shared memory another thread has not finished writing (or is overwriting): "
-            "check both __syncthreads() calls."
-        )
-    if unwritten[bad].all():
-        if edge[bad].all() and edge.any():
-            return (
-                "boundary: the elements in the last partial tile were never written. The "
-                "grid or the store guard stops short of the edge; cover the whole output "
-                "(round the grid up) and guard with row < M && col < N."
-            )
-        return (
-            "never written: these output elements kept the poison value. Check the grid "
-            "covers the output and that every thread that should store does."
-        )
-    if np.isnan(got[bad]).any():
-        return (
-            "NaN computed: a value was read before anything wrote it, typically shared "
-            "memory read before the whole tile was loaded (missing __syncthreads() after "
-            "the loads) or a load outside the matrix that is not replaced by 0."
-        )
-    if edge.any() and edge[bad].all():
-        return (
-            "boundary: only elements in the last partial tile are wrong. Loads outside the "
-            "matrix must contribute 0 (guard each load, not only the store)."
-        )
-    if got.shape[0] == got.shape[1] and np.allclose(got, expected.T, rtol=1e-4, atol=1e-4):
-        return "indexing: the result is the transpose of the expected one; swap row and column."
-    return (
-        "indexing or synchronisation: most elements are wrong. Check the row/column "
-        "formulas, the K loop bounds, and that each tile is complete before it is used "
-        "and not overwritten before everyone has used it."
-    )
 
 
 def check_function(

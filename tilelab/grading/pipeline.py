@@ -18,11 +18,18 @@ from typing import Any
 
 import numpy as np
 
-from tilelab import exercises
+from tilelab import exercises, traffic
 from tilelab.bench import prepared_launch, time_interleaved
+from tilelab.diagnosis import diagnose, telling
 from tilelab.exercises import Exercise
 from tilelab.grading import scoring
-from tilelab.grading.correctness import check_function, compare, fmt_shape
+from tilelab.grading.correctness import (
+    ShapeResult,
+    check_function,
+    compare,
+    explain,
+    fmt_shape,
+)
 from tilelab.grading.sanitizer import run_sanitizers
 from tilelab.grading.source_checks import SourceRejected, check_signature, validate_source
 from tilelab.grading.verdict import Verdict
@@ -41,6 +48,7 @@ class Run:
     text: str = ""
     fn: Any = None
     launched: bool = True  # False once a launch failed (the kernel did not run to its end)
+    report: Any = None  # the emulator's analysis, once run (for a diagnosis or the gates)
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
 
 
@@ -105,10 +113,12 @@ def compile_candidate(run: Run, v: Verdict) -> bool:
 
 
 def correctness(run: Run, v: Verdict) -> bool:
-    """Every graded shape, fresh random inputs, compared with float64; stops at the first
-    wrong shape (the next steps still explain a kernel that ran)."""
+    """Every graded shape, fresh random inputs, compared with float64; when some are wrong,
+    one diagnosis from the most telling of them (:func:`diagnosed`). A failed launch stops
+    here (the next steps still explain a kernel that ran)."""
     ex, rt = run.ex, run.rt
     v.correct = True
+    results = []
     for shape in ex.shapes:
         try:
             res = check_function(rt, run.fn, ex.problem, ex.launch, shape, run.rng)
@@ -118,11 +128,33 @@ def correctness(run: Run, v: Verdict) -> bool:
             v.correct, run.launched = False, False
             return True
         v.shapes.append(res.to_dict())
-        if not res.ok:
-            v.messages.append(res.message)
-            v.correct = False
-            return True
+        results.append(res)
+    if any(not r.ok for r in results):
+        v.correct = False
+        v.messages.append(diagnosed(run, v, results))
     return True
+
+
+def diagnosed(run: Run, v: Verdict, results: list[ShapeResult]) -> str:
+    """The message for the most telling failing shape: its cause found with every shape's
+    outcome and, on the emulator, the race analysis (run here, kept for the next step)."""
+    ex = run.ex
+    tiled = "__shared__" in run.text
+    races = None
+    if run.rt.name == "emu" and tiled:
+        run.report = _analyse(run, v)
+        races = [r.describe() for r in run.report.races] if run.report is not None else None
+    worst = telling([r.attempt for r in results if r.attempt is not None], ex.launch)
+    res = next(r for r in results if r.attempt is worst)
+    passed = [r.shape for r in results if r.ok]
+    failed = [r.attempt for r in results if not r.ok and r.attempt is not None]
+    rerun = res.cause.startswith("race") and races is None  # the GPU's second run differed
+    why = diagnose(ex.problem, ex.launch, worst, tiled=tiled, races=races, rerun_differs=rerun,
+                   passed=passed, failed=failed)
+    others = f" Wrong at {len(failed)} of {len(results)} shapes" + (
+        f"; correct at {', '.join(str(s) for s in passed)}." if passed else ".")
+    explain(res, ex.problem, ex.launch, why, others)
+    return res.message
 
 
 def analysis(run: Run, v: Verdict) -> bool:
@@ -133,17 +165,14 @@ def analysis(run: Run, v: Verdict) -> bool:
     if not run.launched:
         v.analysis = {"error": "the kernel's launch failed (see above)"}
         return True
-    output_ok = v.correct
-    report = _analyse(run, v)
-    if report is None:
-        return True
-    if report.has_races and not output_ok:
-        v.messages.append("shared-memory race found by the emulator's analysis (the likely "
-                          "cause of the wrong result):\n" + report.summary())
-    if not v.correct:
+    report = run.report if run.report is not None else _analyse(run, v)
+    if report is None or not v.correct:
         return True
     v.races = len(report.races)
     v.bank_degree = report.worst_degree  # None: no shared-memory access at all
+    shape = run.ex.problem.analysis_shape
+    v.traffic = traffic.summary(report, run.ex.problem, shape)
+    v.messages += traffic.remarks(report, run.ex.problem, shape, run.ex.reuses_tiles)
     if report.has_races:
         v.messages.append(
             "shared-memory race found by the emulator's analysis:\n" + report.summary()
@@ -210,8 +239,8 @@ def speed(run: Run, v: Verdict) -> bool:
 
 def bank_gate(ex: Exercise, v: Verdict) -> None:
     """On the emulator, a padding exercise's speed points: the worst conflicted access line
-    of the shared tile (extra conflict-free accesses cannot dilute it); none without any
-    shared-memory access (the lesson is the padded tile)."""
+    of the shared tile (extra conflict-free accesses cannot dilute it) and its global
+    traffic; none without any shared-memory access (the lesson is the padded tile)."""
     if v.bank_degree is None:
         v.speed_passed = False
         v.messages.append(
@@ -220,11 +249,13 @@ def bank_gate(ex: Exercise, v: Verdict) -> None:
             "earns no speed points"
         )
         return
-    v.speed_passed = v.bank_degree <= ex.max_bank_degree
+    skipped = traffic.skipped_lesson(v.traffic or {}, ex.reuses_tiles)
+    v.speed_passed = v.bank_degree <= ex.max_bank_degree and skipped is None
     v.messages.append(
         f"no GPU: graded by the emulator's bank-conflict degree, {v.bank_degree:.2f} on the "
-        f"worst shared-memory access line (gate <= {ex.max_bank_degree:g}); speed was not "
-        "measured"
+        f"worst shared-memory access line (gate <= {ex.max_bank_degree:g}), and its global "
+        "traffic" + (f": it fails because {skipped}" if skipped else "")
+        + "; speed was not measured"
     )
 
 

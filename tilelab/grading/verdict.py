@@ -33,6 +33,7 @@ class Verdict:
     bank_degree: float | None = None
     max_bank_degree: float | None = None
     races: int | None = None
+    traffic: dict[str, Any] | None = None  # emulator: global traffic (tilelab.traffic.summary)
     #: the emulator's race and bank-conflict analysis of one launch at the problem's
     #: ``analysis_shape`` (``at``, ``summary`` and the report's data; or ``error``)
     analysis: dict[str, Any] | None = None

@@ -298,9 +298,16 @@ inline int degree(const Group& g) {
   return worst ? worst : 1;
 }
 
+inline void bank_add(uintptr_t a, unsigned size, int line, int arr, int w);
+#include "tilelab_emu_traffic.h"
+
 inline void finish_warp() {
   for (int i = 0; i < g_ngroup; ++i) {
     const Group& g = g_group[i];
+    if (((g.key >> 1) & 0x7fffffff) >= TL_GLOBAL_BASE) {  // a global request: sectors
+      traffic_finish(g);
+      continue;
+    }
     int d = degree(g);
     bool fresh;
     int* slot = g_stat_index->get(g.key, 0, &fresh);
@@ -413,7 +420,9 @@ void an_write(Out& o) {
         i ? "," : "", (int)(s.key >> 32), (int)((s.key >> 1) & 0x7fffffff),
         (s.key & 1) ? "write" : "read", s.count, s.sum, s.max);
   }
-  o.s("]}");
+  o.s("]");
+  traffic_write(o);
+  o.s("}");
 }
 
 }  // namespace tl_emu

@@ -1,0 +1,171 @@
+"""Learner-style wrong kernels across the five exercises, each told the right cause.
+
+Each kernel is an exercise's reference solution with one mistake a learner makes (the
+edit is asserted to apply). The grader runs it on the emulator, diagnoses the most telling
+failing shape with the race analysis, and the message must name the mistake's cause.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tilelab import exercises
+from tilelab.diagnosis import CAUSES
+from tilelab.grading.sandbox import grade_source
+from tilelab.variants import only_kernel
+
+pytestmark = pytest.mark.slow
+
+
+def ref(exercise_id: str) -> str:
+    """The exercise's reference solution, only its own kernel (with the file's #defines)."""
+    ex = exercises.get(exercise_id)
+    return only_kernel(ex.reference.source(), ex.kernel)
+
+
+def mutate(src: str, *edits: tuple[str, str]) -> str:
+    for old, new in edits:
+        assert old in src, f"mutation does not apply: {old!r}"
+        src = src.replace(old, new)
+    return src
+
+
+NAIVE_BODY = """    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row < M && col < N) {
+        float acc = 0.0f;
+        for (int k = 0; k < K; ++k)
+            acc += A[row * K + k] * B[k * N + col];
+        C[row * N + col] = acc;
+    }
+"""
+TILED_LOADS = """        As[ty][tx] = (row < M && t + tx < K) ? A[row * K + t + tx] : 0.0f;
+        Bs[ty][tx] = (t + ty < K && col < N) ? B[(t + ty) * N + col] : 0.0f;
+"""
+AT_LOADS = """        As[tx][ty] = (row < M && t + tx < K) ? A[row * K + t + tx] : 0.0f;
+        Bs[ty][tx] = (t + ty < K && col < N) ? B[(t + ty) * N + col] : 0.0f;
+"""
+SKIPPED_LOADS = """\
+        if (row < M && t + tx < K) As[ty][tx] = A[row * K + t + tx];
+        if (t + ty < K && col < N) Bs[ty][tx] = B[(t + ty) * N + col];
+"""
+AT_SKIPPED_LOADS = SKIPPED_LOADS.replace("As[ty][tx]", "As[tx][ty]")
+EARLY_RETURN = "    float acc = 0.0f;\n    if ((blockIdx.y + 1) * TILE > M) return;\n"
+SECOND_PHASE = """x = blockIdx.y * TILE_DIM + threadIdx.x;  // column of out = row of in
+    y = blockIdx.x * TILE_DIM + threadIdx.y;"""
+SECOND_PHASE_UNSWAPPED = """x = blockIdx.x * TILE_DIM + threadIdx.x;
+    y = blockIdx.y * TILE_DIM + threadIdx.y;"""
+STORE_OUT = """if (x < rows && y + j < cols)
+            out[(y + j) * rows + x] = tile[threadIdx.x][threadIdx.y + j];"""
+STORE_OUT_IN_LAYOUT = """if (x < cols && y + j < rows)
+            out[(y + j) * cols + x] = tile[threadIdx.y + j][threadIdx.x];"""
+STUB = "    // YOUR CODE HERE\n"
+
+
+def stub(exercise_id: str) -> str:
+    src = ref(exercise_id)
+    open_ = src.index("{", src.index(f"void {exercises.get(exercise_id).kernel}("))
+    return src[: open_ + 1] + "\n" + STUB + "}\n"
+
+
+CASES: list[tuple[str, str, str, str]] = [
+    # (exercise, mistake, kernel source, cause the learner must be told)
+    ("naive", "empty stub", stub("naive"), "never written"),
+    ("naive", "row from x, column from y",
+     mutate(ref("naive"), ("int row = blockIdx.y * blockDim.y + threadIdx.y;",
+                           "int row = blockIdx.x * blockDim.x + threadIdx.x;"),
+            ("int col = blockIdx.x * blockDim.x + threadIdx.x;",
+             "int col = blockIdx.y * blockDim.y + threadIdx.y;")),
+     "swapped row/column"),
+    ("naive", "C stored column-major",
+     mutate(ref("naive"), ("C[row * N + col] = acc;", "C[col * M + row] = acc;")),
+     "swapped row/column"),
+    ("naive", "A read column-major",
+     mutate(ref("naive"), ("A[row * K + k]", "A[k * M + row]")), "swapped row/column"),
+    ("naive", "k loop one short", mutate(ref("naive"), ("k < K;", "k < K - 1;")), "off-by-one"),
+    ("naive", "store guard one short",
+     mutate(ref("naive"), ("if (row < M && col < N) {", "if (row < M && col < N - 1) {")),
+     "off-by-one"),
+    ("naive", "guard in whole tiles",
+     mutate(ref("naive"), ("if (row < M && col < N) {",
+                           "if ((blockIdx.y + 1) * 16 <= M && (blockIdx.x + 1) * 16 <= N) {")),
+     "boundary"),
+    ("tiled", "empty stub", stub("tiled"), "never written"),
+    ("tiled", "last partial tile dropped",
+     mutate(ref("tiled"), ("for (int t = 0; t < K; t += TILE)",
+                           "for (int t = 0; t + TILE <= K; t += TILE)")),
+     "partial tile dropped"),
+    ("tiled", "no barrier after the loads",
+     mutate(ref("tiled"), ("__syncthreads();  // 1:", "//")), "race"),
+    ("tiled", "no barrier after the products",
+     mutate(ref("tiled"), ("__syncthreads();  // 2:", "//")), "race"),
+    ("tiled", "loads outside the matrix skipped, not zeroed",
+     mutate(ref("tiled"), (TILED_LOADS, SKIPPED_LOADS)),
+     "stale shared data"),
+    ("tiled", "load guard one short of K",
+     mutate(ref("tiled"), ("(row < M && t + tx < K)", "(row < M && t + tx < K - 1)"),
+            ("(t + ty < K && col < N)", "(t + ty < K - 1 && col < N)")), "off-by-one"),
+    ("tiled", "partial row of blocks returns early",
+     mutate(ref("tiled"), ("    float acc = 0.0f;\n", EARLY_RETURN)),
+     "boundary"),
+    ("transpose_shared", "empty stub", stub("transpose_shared"), "never written"),
+    ("transpose_shared", "no barrier between the phases",
+     mutate(ref("transpose_shared"), ("    __syncthreads();\n", "\n")), "race"),
+    ("transpose_shared", "tile read back untransposed",
+     mutate(ref("transpose_shared"), ("= tile[threadIdx.x][threadIdx.y + j];",
+                                      "= tile[threadIdx.y + j][threadIdx.x];")),
+     "swapped row/column"),
+    ("transpose_shared", "out written in the input's layout",
+     mutate(ref("transpose_shared"), (SECOND_PHASE, SECOND_PHASE_UNSWAPPED),
+            (STORE_OUT, STORE_OUT_IN_LAYOUT)),
+     "swapped row/column"),
+    ("transpose_padded", "empty stub", stub("transpose_padded"), "never written"),
+    ("transpose_padded", "block indices not swapped",
+     mutate(ref("transpose_padded"), ("    x = blockIdx.y * TILE_DIM + threadIdx.x;\n"
+                                      "    y = blockIdx.x * TILE_DIM + threadIdx.y;\n",
+                                      "    x = blockIdx.x * TILE_DIM + threadIdx.x;\n"
+                                      "    y = blockIdx.y * TILE_DIM + threadIdx.y;\n")),
+     "swapped row/column"),
+    ("transpose_padded", "no barrier between the phases",
+     mutate(ref("transpose_padded"), ("    __syncthreads();\n", "\n")), "race"),
+    ("matmul_at_padded", "empty stub", stub("matmul_at_padded"), "never written"),
+    ("matmul_at_padded", "last partial tile dropped",
+     mutate(ref("matmul_at_padded"), ("t < K;", "t < K / TILE * TILE;")), "partial tile dropped"),
+    ("matmul_at_padded", "no barrier after the products",
+     mutate(ref("matmul_at_padded"), ("        __syncthreads();\n    }", "    }")), "race"),
+    ("matmul_at_padded", "loads outside the matrix skipped, not zeroed",
+     mutate(ref("matmul_at_padded"), (AT_LOADS, AT_SKIPPED_LOADS)),
+     "stale shared data"),
+    ("regblock", "empty stub", stub("regblock"), "never written"),
+    ("regblock", "last partial tile dropped",
+     mutate(ref("regblock"), ("t < K; t += BK", "t + BK <= K; t += BK")), "partial tile dropped"),
+    ("regblock", "no barrier after the products",
+     mutate(ref("regblock"), ("__syncthreads();  // everyone is done", "//")), "race"),
+]
+
+@pytest.mark.parametrize(("exercise_id", "mistake", "source", "cause"), CASES,
+                         ids=[f"{c[0]}-{c[1].replace(' ', '_')}" for c in CASES])
+def test_each_mistake_gets_its_cause(exercise_id, mistake, source, cause):
+    v = grade_source(exercise_id, source, backend_name="emu", speed=False)
+    assert v.compiled, "\n".join(v.messages)
+    text = "\n".join(v.messages)
+    got = re.search(r"Likely cause: ([a-z/ -]+?):", text)
+    assert got, text
+    assert got.group(1) == cause, text
+    assert "round the grid up" not in text  # the grader fixes the grid
+    if cause != "race":
+        assert "__syncthreads() must separate" not in text
+
+
+def test_correct_kernels_get_no_cause():
+    for exercise_id in exercises.EXERCISES:
+        v = grade_source(exercise_id, ref(exercise_id), backend_name="emu", speed=False)
+        assert v.correct, "\n".join(v.messages)
+
+
+def test_the_mistakes_cover_every_cause_and_exercise():
+    assert len(CASES) >= 15
+    assert {c[0] for c in CASES} == set(exercises.EXERCISES)
+    assert {c[3] for c in CASES} == set(CAUSES) - {"indexing"}
