@@ -24,7 +24,7 @@ def test_data_file_has_provenance_and_rows(path):
     assert doc["experiment"] == path.stem
     assert doc["rows"], "no rows"
     prov = doc["provenance"]
-    assert prov["command"].startswith("tilelab bench")
+    assert prov["command"].startswith(("tilelab bench ", "tilelab calibrate "))
     if prov.get("gpu") is not None:
         for field in GPU_FIELDS:
             assert prov.get(field), f"{path.name}: provenance lacks {field}"
@@ -48,6 +48,8 @@ def test_write_records_provenance_without_a_gpu(tmp_path):
     (["bench", "device", "--out", "/scratch/x/data"], "tilelab bench device --out book/data"),
     (["bench", "matmul", "--out=/tmp/d"], "tilelab bench matmul --out book/data"),
     (["bench", "sass"], "tilelab bench sass --out book/data"),
+    (["calibrate", "--write", "/scratch/g.json", "--out", "/scratch/data"],
+     "tilelab calibrate --write autograder/gates.json --out book/data"),
 ])
 def test_provenance_records_the_command_as_a_reader_runs_it(argv, command):
     from tilelab.experiments.provenance import reader_command

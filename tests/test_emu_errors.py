@@ -269,9 +269,9 @@ def test_define_option_naming_a_host_function_is_rejected():
 
 
 @pytest.mark.parametrize(("code", "name"), [
-    ("float v = __shfl_down_sync(0xffffffff, 1.0f, 1);", "__shfl_down_sync (warp shuffles)"),
-    ("unsigned b = __ballot_sync(0xffffffff, 1);", "__ballot_sync (warp votes)"),
-    ("__syncwarp();", "__syncwarp"),
+    ("float v = __shfl_down(1.0f, 1);", "__shfl_down without _sync"),
+    ("unsigned b = __ballot(1);", "__ballot without _sync"),
+    ("cooperative_groups::thread_block b;", "cooperative_groups"),
     ('asm volatile("trap;");', "inline assembly"),
     ("__half h;", "half precision"),
 ])
@@ -282,9 +282,11 @@ def test_unsupported_construct_is_named(code, name):
     assert info.value.line == 3
 
 
-def test_constant_memory_is_unsupported():
-    with pytest.raises(cuda.UnsupportedConstruct, match="__constant__"):
-        cuda.SourceModule("__constant__ float w[16];\n__global__ void k() {}\n")
+def test_unknown_global_names_the_ones_found():
+    mod = cuda.SourceModule("__constant__ float w[16];\n__global__ void k() {}\n")
+    assert mod.get_global("w")[1] == 64
+    with pytest.raises(cuda.LogicError, match=r"named 'v'.*found are: w\."):
+        mod.get_global("v")
 
 
 def test_kernel_process_dies_with_its_parent(tmp_path):
@@ -337,3 +339,37 @@ def test_kernel_process_dies_with_its_parent(tmp_path):
     for k in alive:  # do not leave a spinning orphan behind when this fails
         os.kill(k, signal.SIGKILL)
     assert not alive, f"kernel process(es) {alive} outlived their parent"
+
+
+def test_ptxas_report_gives_registers_shared_and_stack():
+    from tilelab.emu.resources import parse_report
+    text = ("ptxas info    : Function properties for _Z1kPf\n"
+            "    24 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+            "ptxas info    : Used 96 registers, used 1 barriers, 8192 bytes smem\n"
+            "ptxas info    : Function properties for other\n"
+            "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+            "ptxas info    : Used 8 registers, used 0 barriers\n")
+    res = parse_report(text)
+    assert (res["_Z1kPf"].registers, res["_Z1kPf"].shared, res["_Z1kPf"].local) == (96, 8192, 24)
+    assert res["_Z1kPf"].block_registers(1024) == 98304 and res["_Z1kPf"].max_threads() == 672
+    assert (res["other"].registers, res["other"].shared) == (8, 0)
+
+
+def test_missing_pycuda_pieces_are_named():
+    with pytest.raises(AttributeError, match=r"has no 'Device'.*Event, Stream"):
+        cuda.Device(0)
+    a = cuda.gpuarray.to_gpu(np.arange(4, dtype=np.float32))
+    with pytest.raises(NotImplementedError, match=r"a\.get\(\) with NumPy"):
+        a + a
+    with pytest.raises(NotImplementedError, match=r"GPUArray\.sum is not available"):
+        a.sum()
+    assert (a.get() == np.arange(4)).all()
+
+
+def test_template_in_extern_c_says_no_extern_c():
+    src = "template <int B> __global__ void k(float* x) { x[0] = B; }\n" \
+          "template __global__ void k<4>(float*);\n"
+    with pytest.raises(cuda.CompileError, match="no_extern_c=True"):
+        cuda.SourceModule(src)
+    mod = cuda.SourceModule(src, no_extern_c=True)
+    assert mod.kernel_names == ["_Z1kILi4EEvPf"]

@@ -133,19 +133,51 @@ def test_loads_per_multiply_add():
     assert tiled["shared_wavefronts"] > 0 and naive["shared_wavefronts"] == 0
 
 
-def test_untracked_pointers_and_non_pointer_params_compile():
+def test_loads_through_other_pointers_count_for_their_parameter():
     src = """
     __global__ void k(const float* in, float* out, int n) {
-        const float* p = in + 1;          // a local pointer: not counted
+        const float* p = in + 1;          // a local pointer into in's buffer
         int i = threadIdx.x;
         if (i + 1 < n) out[i] = p[i] + *in;
         if (i == 0) out[n - 1] = n;
     }"""
     a, o = emu.to_device(np.arange(32, dtype=np.float32)), emu.mem_alloc(4 * 32)
     report = analyse(src, "k", [a, o, np.int32(32)], (32, 1, 1), (1, 1))
-    got = counts(report)
-    assert set(got) == {("out", "write")}  # `in` only read through p and *in
-    assert got[("out", "write")][0] == 2  # two store lines executed by the warp
+    # line 5, 31 lanes: p[i] reads bytes 4..127 of in (4 sectors), *in one float (1 sector);
+    # out[i] 31 consecutive floats (4 sectors); line 6: one lane, one store
+    assert counts(report) == {("in", "read"): (2, 5, 62), ("out", "write"): (2, 5, 32)}
+    assert {(t.line, t.param, t.kind) for t in report.traffic} == {
+        (5, "in", "read"), (5, "out", "write"), (6, "out", "write")}
+
+
+def test_parameters_sharing_a_buffer_are_told_apart():
+    src = """
+    __global__ void k(const float* lo, const float* hi, float* out) {
+        int i = threadIdx.x;
+        out[i] = lo[i] + hi[i];
+    }"""
+    buf, o = emu.to_device(np.arange(64, dtype=np.float32)), emu.mem_alloc(4 * 32)
+    hi = np.uintp(int(buf) + 4 * 32)  # the second half of the same allocation
+    report = analyse(src, "k", [buf, hi, o], (32, 1, 1), (1, 1))
+    assert counts(report) == {("lo", "read"): (1, 4, 32), ("hi", "read"): (1, 4, 32),
+                              ("out", "write"): (1, 4, 32)}
+
+
+def test_vector_accesses_are_one_request_of_their_width():
+    src = """
+    __global__ void k(const float* in, float* out) {
+        int i = threadIdx.x;
+        float4 v = reinterpret_cast<const float4*>(in)[i];
+        out[i] = v.x + v.y + v.z + v.w;
+    }
+    __global__ void k2(const float4* in, float4* out) { out[threadIdx.x] = in[threadIdx.x]; }"""
+    a, o = emu.to_device(np.arange(128, dtype=np.float32)), emu.mem_alloc(4 * 128)
+    # 32 lanes x 16 bytes, consecutive: 512 bytes in 16 sectors, one request
+    report = analyse(src, "k", [a, o], (32, 1, 1), (1, 1))
+    assert counts(report) == {("in", "read"): (1, 16, 32), ("out", "write"): (1, 4, 32)}
+    assert next(t.bytes for t in report.traffic if t.param == "in") == 512
+    report = analyse(src, "k2", [a, o], (32, 1, 1), (1, 1))
+    assert counts(report) == {("in", "read"): (1, 16, 32), ("out", "write"): (1, 16, 32)}
 
 
 @pytest.mark.slow

@@ -45,9 +45,8 @@ def test_lines_stay_in_place(analysis):
     for n, text in enumerate(src):
         if user[n] != text:
             changed.append(n + 1)
-    expect = {1, 2, 5, 9, 10, 11, 13}  # includes, shared declarations, #pragma unroll
-    if analysis:
-        expect |= {14, 15, 16}  # lines using shared arrays
+    # includes, shared declarations, #pragma unroll, lines indexing shared arrays (checked)
+    expect = {1, 2, 5, 9, 10, 11, 13, 14, 15, 16}
     assert set(changed) == expect
     assert user[12].strip() == "" and user[0] == "" and user[1] == ""
 
@@ -64,9 +63,8 @@ def test_shared_declarations_fast_mode():
 def test_analysis_mode_rewrites_uses_not_sizeof_or_strings():
     user = _user_part(translate(TRICKY, analysis=True).code)
     assert "tl_reg_t(t, \"t\")" in user[8] and "tl_reg_u(u, \"u\")" in user[8]
-    assert ("tl_emu::sh(t, tl_reg_t, __LINE__)[i][threadIdx.x] = tl_emu::gl(a, __LINE__, 0)[i]"
-            in user[13])  # a kernel parameter: its global traffic is counted
-    assert "sizeof(t[0])" in user[14] and "tl_emu::sh(dyn, tl_reg_dyn, __LINE__)[1]" in user[14]
+    assert 'tl_emu::sh(t, "t", __LINE__)[i][threadIdx.x] = a[i]' in user[13]
+    assert "sizeof(t[0])" in user[14] and 'tl_emu::shp(dyn, "dyn", __LINE__)[1]' in user[14]
     assert "fake[3]" in user[11] and "count;" in user[15]  # scalars are not instrumented
 
 
@@ -90,10 +88,8 @@ def test_function_scope_shared_names_are_scoped():
            "__global__ void b() { __shared__ float tile[4]; tile[0] = 2; }\n"
            "__global__ void c(float* tile) { tile[1] = 3; }\n")
     user = _user_part(translate(src, analysis=True).code)
-    # the parameters named tile are global memory (traffic counted), not the shared array
-    assert "tl_emu::gl(tile, __LINE__, 0)[0] = 1" in user[0]
-    assert "tl_emu::gl(tile, __LINE__, 0)[1] = 3" in user[2]
-    assert "tl_emu::sh(tile, tl_reg_tile, __LINE__)[0] = 2" in user[1]
+    assert "tile[0] = 1" in user[0] and "tile[1] = 3" in user[2]
+    assert 'tl_emu::sh(tile, "tile", __LINE__)[0] = 2' in user[1]
 
 
 def test_include_checks_ignore_comments_and_catch_tricks():
@@ -105,8 +101,8 @@ def test_include_checks_ignore_comments_and_catch_tricks():
 
 
 def test_unsupported_in_macro_is_found_but_not_in_comments():
-    translate("// __syncwarp();\n__global__ void k() { /* asm(\"x\"); */ }\n")
-    with pytest.raises(UnsupportedConstruct, match="__syncwarp"):
-        translate("#define SYNC __syncwarp()\n__global__ void k() { SYNC; }\n")
+    translate("// __shfl(v, 0);\n__global__ void k() { /* asm(\"x\"); */ }\n")
+    with pytest.raises(UnsupportedConstruct, match="__shfl without _sync"):
+        translate("#define SYNC __shfl(v, 0)\n__global__ void k() { SYNC; }\n")
     with pytest.raises(UnsupportedConstruct, match="half precision"):
         translate("#include <cuda_fp16.h>\n")

@@ -3,7 +3,9 @@
 Both backends expose the same call signatures (``SourceModule(src).get_function(name)``,
 ``fn(*args, block=..., grid=..., shared=...)``, ``In``/``Out``/``InOut``, ``mem_alloc``,
 ``memcpy_htod``/``memcpy_dtoh``), so a notebook, the grader and the benchmarks run one
-code path. ``get_runtime()`` picks the backend (see :mod:`tilelab.backend`).
+code path; ``rt.driver`` is ``pycuda.driver`` or the emulator's stand-in for it (events,
+streams, function attributes) and ``rt.gpuarray`` ``pycuda.gpuarray`` or its basics.
+``get_runtime()`` picks the backend (see :mod:`tilelab.backend`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ class Runtime:
     memcpy_dtoh: Any
     device_name: str
     _synchronize: Any
+    driver: Any = None  # pycuda.driver, or the emulator's stand-in (Event, Stream, ...)
+    gpuarray: Any = None  # pycuda.gpuarray, or the emulator's basics of it
 
     def to_device(self, array: np.ndarray) -> Any:
         """Allocate device memory and copy a contiguous host array into it."""
@@ -65,6 +69,7 @@ class Runtime:
 def _gpu_runtime() -> Runtime:
     import pycuda.autoinit  # noqa: F401  (creates the context)
     import pycuda.driver as cuda
+    import pycuda.gpuarray as gpuarray
     from pycuda.compiler import SourceModule
 
     return Runtime(
@@ -78,6 +83,8 @@ def _gpu_runtime() -> Runtime:
         memcpy_dtoh=cuda.memcpy_dtoh,
         device_name=cuda.Context.get_device().name(),
         _synchronize=cuda.Context.synchronize,
+        driver=cuda,
+        gpuarray=gpuarray,
     )
 
 
@@ -95,6 +102,8 @@ def _emu_runtime() -> Runtime:
         memcpy_dtoh=emu.memcpy_dtoh,
         device_name="kernels run on the CPU",
         _synchronize=emu.Context.synchronize,
+        driver=emu,
+        gpuarray=emu.gpuarray,
     )
 
 

@@ -18,16 +18,14 @@ _HALF_HEADERS = ("cuda_fp16.h", "cuda_bf16.h")
 
 # (pattern, construct, hint) — the first match in the masked source is reported.
 _UNSUPPORTED = (
-    (r"\b__shfl\w*", "{m} (warp shuffles)", ""),
-    (r"\b__(?:ballot|any|all|match\w*|reduce\w*)_sync\b|\b__activemask\b", "{m} (warp votes)", ""),
-    (r"\b__syncwarp\b", "__syncwarp (warp-level synchronisation)", ""),
+    (r"\b__(?:shfl(?:_up|_down|_xor)?|ballot|any|all)\b", "{m} without _sync (removed in CUDA 9)",
+     " (nvcc rejects it for Volta and later too): write the _sync form, e.g. "
+     "__shfl_down_sync(0xffffffff, v, 16)"),
     (r"\bcooperative_groups\b", "cooperative_groups", ""),
     (r"\btex(?:1D|2D|3D|1Dfetch)\w*|\btexture\s*<|\bsurf(?:1D|2D|3D)\w*|\bcudaTextureObject_t\b",
      "{m} (textures and surfaces)", ""),
     (r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile|__volatile__)?\s*\(", "inline assembly ({m})", ""),
     (r"\bnvcuda\b|\bwmma\s*::|\bmma(?:_sync)?\s*\(", "{m} (tensor-core matrix operations)", ""),
-    (r"\b__constant__\b", "__constant__ memory",
-     " (or pass the values as a kernel parameter or a global buffer)"),
     (r"\bcudaMalloc\w*|\bcudaFree\b|\bcudaMemcpy\w*", "{m} inside device code", ""),
     (r"<<<", "dynamic parallelism (a kernel launch <<<...>>> inside the kernel source)", ""),
     (r"\b__half2?\b|\b__nv_bfloat16\w*|(?:^|[;{}(,])[ \t]*(?:const\s+)?half2?\s*[*&]?\s*[A-Za-z_]",

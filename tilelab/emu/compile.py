@@ -39,11 +39,13 @@ class Library:
     path: Path
     kernels: tuple[dict, ...]
     static_shared: int
+    globals: tuple[dict, ...] = ()  # name, size, constant, init (hex) of each device global
 
     def kernel(self, name: str) -> tuple[int, dict] | None:
-        """Index and descriptor of kernel ``name``."""
+        """Index and descriptor of the kernel whose symbol (mangled name unless extern "C",
+        as PyCUDA's ``get_function`` wants it) is ``name``."""
         for i, k in enumerate(self.kernels):
-            if k["name"] == name:
+            if k.get("symbol", k["name"]) == name:
                 return i, k
         return None
 
@@ -82,8 +84,21 @@ def _prelude_digest() -> str:
     return h.hexdigest()
 
 
-def _flags(analysis: bool) -> list[str]:
-    return [*FLAGS, *(["-DTILELAB_ANALYSIS"] if analysis else [])]
+# Every memory access reaches the hooks of tilelab_emu_tsan.h (analysis mode, and kernels with
+# volatile accesses to keep the lanes of a warp in step); the TSan runtime is not linked.
+TSAN_FLAGS = (
+    "-fsanitize=thread", "--param=tsan-distinguish-volatile=1",
+    "--param=tsan-instrument-func-entry-exit=0", "-DTILELAB_TSAN",
+    "-nodefaultlibs", "-lstdc++", "-lm", "-lc", "-lgcc", "-lgcc_s",
+)
+
+
+def _flags(analysis: bool, lockstep: bool = False) -> list[str]:
+    # Analysis mode records the source's accesses: no auto-vectorised loops, and a float4
+    # copied whole (no scalar replacement of aggregates), as a GPU loads it.
+    return [*FLAGS, *(["-DTILELAB_ANALYSIS", "-fno-tree-vectorize", "-fno-tree-sra"]
+                      if analysis else []),
+            *(TSAN_FLAGS if analysis or lockstep else ())]
 
 
 def _digest(parts: list) -> str:
@@ -132,10 +147,10 @@ class PreludeNeeds:
 _NEEDS: dict[str, PreludeNeeds] = {}
 
 
-def prelude_needs(analysis: bool) -> PreludeNeeds:
+def prelude_needs(analysis: bool, lockstep: bool = False) -> PreludeNeeds:
     """Compile ``hostcalls.PROBE_SOURCE`` once per prelude, compiler and mode (cached)."""
     cxx, version = compiler()
-    flags = [f for f in _flags(analysis) if not f.startswith("-g")]  # -g changes no code
+    flags = [f for f in _flags(analysis, lockstep) if not f.startswith("-g")]  # -g: same code
     key = _digest(["prelude-needs", 1, hostcalls.PROBE_SOURCE, flags, version,
                    _prelude_digest(), str(PRELUDE_DIR)])
     if key in _NEEDS:
@@ -186,15 +201,15 @@ def _check_imports(path: Path, needs: PreludeNeeds, source: str) -> None:
         raise hostcalls.host_call_error(bad, source)
 
 
-def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: str = ""
-          ) -> Library:
+def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: str = "",
+          lockstep: bool = False) -> Library:
     """Compile ``code`` (a translation of ``source``) or reuse the cached library.
 
     Names only the prelude may use are poisoned after its ``#include``; the library is
     checked for host-function imports before it is ever loaded (and again when cached).
     """
     cxx, version = compiler()
-    needs = prelude_needs(analysis)
+    needs = prelude_needs(analysis, lockstep)
     reserved = hostcalls.poisoned(needs.symbols)
     for d in defines:  # -DF=write would reach a poisoned name unseen
         for word in re.findall(r"[A-Za-z_]\w*", d.partition("=")[2]):
@@ -204,14 +219,15 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
     if head != '#include "tilelab_emu.h"':
         raise CompileError("internal error: a translation must start with the prelude.")
     code = f"{head}\n{hostcalls.poison_pragma(reserved)}\n{rest}"
-    flags = [*_flags(analysis), *defines]
+    flags = [*_flags(analysis, lockstep), *defines]
     key = _digest([code, flags, version, _prelude_digest()])
     root = cache_dir()
     so, meta = root / f"{key}.so", root / f"{key}.json"
     if so.exists() and meta.exists():
         _check_imports(so, needs, source)
         info = json.loads(meta.read_text())
-        return Library(so, tuple(info["kernels"]), info["static_shared"])
+        return Library(so, tuple(info["kernels"]), info["static_shared"],
+                       tuple(info.get("globals", ())))
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         out = Path(tmp) / "lib.so"
         proc, headers, stderr = _gxx(cxx, flags, code, tmp)
@@ -230,7 +246,8 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
         tmp_meta = Path(tmp) / "meta.json"
         tmp_meta.write_text(json.dumps(info))
         os.replace(tmp_meta, meta)
-    return Library(so, tuple(info["kernels"]), info["static_shared"])
+    return Library(so, tuple(info["kernels"]), info["static_shared"],
+                   tuple(info.get("globals", ())))
 
 
 def _describe(path: Path) -> dict:

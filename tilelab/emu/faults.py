@@ -39,21 +39,33 @@ def _xyz(v: list[int] | None) -> str:
     return f"({v[0]},{v[1]},{v[2]})" if v else "?"
 
 
-def source_line(library: Path, pcs: list[int]) -> int | None:
-    """The learner's ``kernel.cu`` line of the innermost of ``pcs`` that has one."""
+def source_lines(library: Path, pcs: list[int]) -> dict[int, int]:
+    """The learner's ``kernel.cu`` line of each code address (innermost inlined frame)."""
+    pcs = sorted(set(pcs))
     if not pcs or not shutil.which("addr2line"):
-        return None
+        return {}
     try:
         out = subprocess.run(["addr2line", "-a", "-i", "-e", str(library),
                               *[hex(p) for p in pcs]],
                              capture_output=True, text=True, timeout=30, check=False).stdout
     except (OSError, subprocess.SubprocessError):
-        return None
+        return {}
+    lines: dict[int, int] = {}
+    pc = None
     for ln in out.splitlines():
+        if ln.startswith("0x"):
+            pc = int(ln, 16)
+            continue
         m = re.search(r"(?:^|/)kernel\.cu:(\d+)", ln)
-        if m:
-            return int(m.group(1))
-    return None
+        if m and pc is not None and pc not in lines:
+            lines[pc] = int(m.group(1))
+    return lines
+
+
+def source_line(library: Path, pcs: list[int]) -> int | None:
+    """The learner's ``kernel.cu`` line of the innermost of ``pcs`` that has one."""
+    found = source_lines(library, pcs)
+    return next((found[p] for p in pcs if p in found), None)
 
 
 def raise_for(report: dict, child: ChildResult, ctx: LaunchContext) -> None:
@@ -64,7 +76,8 @@ def raise_for(report: dict, child: ChildResult, ctx: LaunchContext) -> None:
             f"kernel '{name}' did not finish within {ctx.timeout:g} s (grid {ctx.grid}, block "
             f"{ctx.block}) and was stopped. Look for a loop whose condition never becomes "
             "false, or a thread spinning on a value another thread sets (in the emulator "
-            "threads take turns only at __syncthreads()). If the kernel is merely slow, pass "
+            "threads take turns only at barriers, warp-level calls and volatile accesses). If "
+            "the kernel is merely slow, pass "
             "timeout= (seconds) or set TILELAB_EMU_TIMEOUT.")
     status = report.get("status")
     if status == "ok":
@@ -74,6 +87,8 @@ def raise_for(report: dict, child: ChildResult, ctx: LaunchContext) -> None:
         _fault(report, child, ctx, where)
     if status == "barrier":
         _barrier(report, name)
+    if status == "warp":
+        _warp(report, name)
     if status == "shared_oob":
         _shared_oob(report, name, where, ctx)
     if status in ("assert", "trap"):
@@ -193,6 +208,28 @@ def _barrier(report: dict, name: str) -> None:
                "a loop whose trip count differs between threads, splits the block; move "
                "__syncthreads() out of the divergent code.")
     raise BarrierDivergence(msg, lines=lines, block=tuple(report.get("block") or ()))
+
+
+def _warp(report: dict, name: str) -> None:
+    op, line, lane = report.get("op", "?"), report.get("line"), report.get("missing_lane")
+    block = _xyz(report.get("block"))
+    if lane is None:
+        why = ("the lanes it names wait at other kinds of warp-level calls, or with other "
+               "masks; all the lanes a mask names must make the same kind of call with the "
+               "same mask")
+    elif report.get("missing_state") == "barrier":
+        why = (f"lane {lane} (thread {_xyz(report.get('missing'))}), named in the mask, waits at "
+               f"__syncthreads() on line {report.get('missing_line')} instead")
+    else:
+        who = _xyz(report.get("missing"))
+        why = f"lane {lane} (thread {who}), named in the mask, never gets there"
+    raise BarrierDivergence(
+        f"Warp divergence in kernel '{name}', block {block}: thread "
+        f"{_xyz(report.get('example'))} waits at {op} on line {line} with mask "
+        f"{report.get('mask', 0):#010x}, but {why}; on a GPU the warp would hang. Every lane "
+        "named in the mask must reach the same warp-level call: compute the mask with "
+        "__ballot_sync / __activemask before branching, or call it where all those lanes get.",
+        lines=(line,) if line else (), block=tuple(report.get("block") or ()))
 
 
 def _shared_oob(report: dict, name: str, where: str, ctx: LaunchContext) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Sequence
 
 from .errors import LaunchError
@@ -27,9 +26,14 @@ def _dims(value: Sequence[int], what: str) -> tuple[int, int, int]:
     return dims[0], dims[1], dims[2]
 
 
-def check_launch(block: Sequence[int], grid: Sequence[int], shared: int, static_shared: int
+def check_launch(block: Sequence[int], grid: Sequence[int], shared: int, static_shared: int,
+                 max_dynamic: int | None = None
                  ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-    """Padded ``block`` and ``grid``, and ``shared``; ``LaunchError`` where CUDA would fail."""
+    """Padded ``block`` and ``grid``, and ``shared``; ``LaunchError`` where CUDA would fail.
+
+    ``max_dynamic`` is the kernel's ``MAX_DYNAMIC_SHARED_SIZE_BYTES`` (48 KiB minus its
+    static shared memory unless raised with ``set_attribute``).
+    """
     b, g = _dims(block, "block"), _dims(grid, "grid")
     shared = int(shared)
     bad = "cuLaunchKernel failed: invalid argument"
@@ -52,12 +56,14 @@ def check_launch(block: Sequence[int], grid: Sequence[int], shared: int, static_
             f"{static_shared} bytes of static shared memory plus shared={shared} bytes of "
             f"dynamic shared memory make {total} bytes, more than the {MAX_SHARED} bytes a "
             "block can have. Use smaller tiles or less dynamic shared memory.")
-    if total > DEFAULT_SHARED:
-        warnings.warn(
-            f"this launch uses {total} bytes of shared memory; on a GPU more than "
-            f"{DEFAULT_SHARED} bytes per block needs an opt-in (cudaFuncSetAttribute / "
-            "func.set_attribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, ...)), or the launch fails.",
-            stacklevel=3)
+    limit = max(DEFAULT_SHARED - static_shared, 0) if max_dynamic is None else max_dynamic
+    if shared > limit:
+        raise LaunchError(
+            f"{bad}: shared={shared} bytes of dynamic shared memory is more than this kernel "
+            f"may use ({limit} bytes: without an opt-in a block gets {DEFAULT_SHARED} bytes, "
+            f"its {static_shared} static bytes included). Opt in first, as on a GPU: "
+            "func.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, "
+            f"{shared}) (up to {MAX_SHARED} bytes minus the static ones).")
     return b, g, shared
 
 

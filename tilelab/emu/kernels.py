@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from .lexer import bracket_pairs, split_top
+from .lexer import bracket_pairs, matching, split_top
 
 _SKIP_CALLS = {"__launch_bounds__", "__attribute__", "__align__", "__declspec"}
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "enum"}
@@ -38,8 +38,52 @@ def param_name(text: str, index: int) -> str:
     return f"#{index}"
 
 
+_TEMPLATE_KERNEL = re.compile(r"\btemplate\s*<[^;{}]*?>\s*(?:[\w:]+\s+)*?__global__\s+"
+                              r"(?:[\w:]+\s+)*?void\s+([A-Za-z_]\w*)\s*\(")
+_INSTANTIATION = re.compile(r"\btemplate\s+(?!<)(?:(?:__global__|extern|void)\s+)*"
+                            r"([A-Za-z_]\w*)\s*<")
+
+
+def find_instantiations(masked: str) -> list[KernelSource]:
+    """Explicit instantiations of templated kernels (``template __global__ void k<float>(
+    float*, int);``): each is a kernel, named ``k<float>`` here and by its mangled name."""
+    templates = set(_TEMPLATE_KERNEL.findall(masked))
+    out = []
+    for m in _INSTANTIATION.finditer(masked):
+        if m.group(1) not in templates:
+            continue
+        close_args = matching_angle(masked, m.end() - 1)
+        paren = masked.find("(", close_args)
+        if close_args < 0 or paren < 0 or masked[close_args + 1:paren].strip():
+            continue
+        close = matching(masked, paren)
+        if close < 0:
+            continue
+        args = " ".join(masked[m.end() - 1:close_args + 1].split())
+        texts = [" ".join(p.split()) for p in split_top(masked[paren + 1:close])]
+        if texts in ([""], ["void"]):
+            texts = []
+        names = tuple(param_name(t, i) for i, t in enumerate(texts))
+        line = masked.count("\n", 0, m.start()) + 1
+        out.append(KernelSource(f"{m.group(1)}{args}", line, tuple(texts), names))
+    return out
+
+
+def matching_angle(masked: str, open_pos: int) -> int:
+    """Position of the ``>`` closing the template argument list opening at ``open_pos``."""
+    depth = 0
+    for k in range(open_pos, len(masked)):
+        depth += {"<": 1, ">": -1, "(": 0, ")": 0}.get(masked[k], 0)
+        if masked[k] in ";{}":
+            return -1
+        if depth == 0:
+            return k
+    return -1
+
+
 def find_kernels(masked: str) -> list[KernelSource]:
-    """The ``__global__`` functions defined in ``masked`` (templates skipped), in order."""
+    """The ``__global__`` functions defined in ``masked``, then the explicit instantiations of
+    templated ones, in order."""
     found: dict[str, KernelSource] = {}
     closes: dict[int, int] | None = None  # bracket pairs, found once (linear time)
     for m in re.finditer(r"\b__global__\b", masked):
@@ -71,7 +115,21 @@ def find_kernels(masked: str) -> list[KernelSource]:
                                      KernelSource(ident.group(1), line, tuple(texts), names))
                 break
             pos = after
+    for k in find_instantiations(masked):
+        found.setdefault(k.name, k)
     return list(found.values())
+
+
+def launch_bound(masked: str, kernel: KernelSource) -> int | None:
+    """The first argument of the kernel's ``__launch_bounds__(...)`` (a number), if any."""
+    start = sum(len(ln) + 1 for ln in masked.split("\n")[:kernel.line - 1])
+    name = re.escape(kernel.name.split("<")[0])
+    head = re.compile(rf"\b{name}\s*[<(]").search(masked, start)
+    if head is None:
+        return None
+    stmt = masked[max(masked.rfind(c, 0, head.start()) for c in ";{}") + 1:head.start()]
+    m = re.search(r"\b__launch_bounds__\s*\(\s*(\d+)", stmt)
+    return int(m.group(1)) if m else None
 
 
 def _cstr(text: str) -> str:

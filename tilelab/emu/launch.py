@@ -12,12 +12,13 @@ import ctypes
 import json
 import mmap
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import seccomp
-from .args import ArgPlan
+from .args import ArgPlan, BufferPlan
 from .compile import Library
 from .native import BufSpec, ChildResult, KernelDesc, LaunchSpec, run_forked
 
@@ -37,8 +38,15 @@ def _round(n: int) -> int:
 
 
 def run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
-        block: tuple[int, int, int], shared: int, timeout: float) -> Outcome:
-    """Launch kernel ``index`` of ``lib``; copy results into the plan's sinks on success."""
+        block: tuple[int, int, int], shared: int, timeout: float,
+        globals_: Sequence[np.ndarray] = ()) -> Outcome:
+    """Launch kernel ``index`` of ``lib``; copy results into the plan's sinks on success.
+
+    ``globals_`` holds the bytes of each of the library's device globals (uint8 arrays):
+    they are copied in before the grid runs and updated after it succeeds.
+    """
+    first_global = len(plan.buffers)
+    plan.buffers.extend(BufferPlan(g, 1, 16, g) for g in globals_)
     offsets, total = [], 0
     for b in plan.buffers:
         offsets.append(total)
@@ -68,8 +76,11 @@ def run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
         bufs = (BufSpec * max(len(plan.buffers), 1))()
         for k, (b, off) in enumerate(zip(plan.buffers, offsets, strict=True)):
             bufs[k] = BufSpec(base + off, b.nbytes, b.elem, b.align)
+        global_buf = (ctypes.c_int32 * max(len(globals_), 1))(
+            *range(first_global, first_global + len(globals_)))
         spec = LaunchSpec(len(plan.buffers), -1, args, bufs, arg_buf, arg_off,
-                          (ctypes.c_uint32 * 3)(*grid), (ctypes.c_uint32 * 3)(*block), shared)
+                          (ctypes.c_uint32 * 3)(*grid), (ctypes.c_uint32 * 3)(*block), shared,
+                          len(globals_), global_buf)
         path = str(lib.path)
 
         def child(fd: int) -> None:

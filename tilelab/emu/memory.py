@@ -114,6 +114,28 @@ def memcpy_dtoh(dest: np.ndarray, src: object) -> None:
     out[:] = buf[off:off + out.size]
 
 
+def memcpy_htod_async(dest: object, src: object, stream: object = None) -> None:
+    """As ``memcpy_htod`` (copies are synchronous here)."""
+    memcpy_htod(dest, src)
+
+
+def memcpy_dtoh_async(dest: np.ndarray, src: object, stream: object = None) -> None:
+    """As ``memcpy_dtoh`` (copies are synchronous here)."""
+    memcpy_dtoh(dest, src)
+
+
+def pagelocked_empty(shape: int | tuple[int, ...], dtype: object, order: str = "C",
+                     mem_flags: int = 0) -> np.ndarray:
+    """``cuda.pagelocked_empty``: an ordinary host array here (nothing to pin)."""
+    return np.empty(shape, dtype, order=order)
+
+
+def pagelocked_zeros(shape: int | tuple[int, ...], dtype: object, order: str = "C",
+                     mem_flags: int = 0) -> np.ndarray:
+    """``cuda.pagelocked_zeros``: an ordinary host array of zeros here."""
+    return np.zeros(shape, dtype, order=order)
+
+
 def to_device(arr: np.ndarray) -> DeviceAllocation:
     """``cuda.to_device``: allocate and copy a host array."""
     alloc = DeviceAllocation(np.asarray(arr).nbytes)

@@ -7,17 +7,24 @@ import sys
 import time
 from collections.abc import Sequence
 
+import numpy as np
+
 from . import launch
 from .args import plan_arguments
+from .attributes import function_attribute as _FA
 from .compile import build
+from .compile import cache_dir as cache_dir_
 from .errors import CompileError, LogicError, UnsupportedConstruct
-from .faults import LaunchContext, raise_for
+from .faults import LaunchContext, raise_for, source_lines
+from .function_api import FunctionAPI, check_registers
 from .geometry import check_launch, timeout_seconds
+from .kernels import launch_bound, param_name
+from .lexer import mask
+from .memory import DeviceAllocation
 from .report import AnalysisReport, LaunchReport
+from .resources import MAX_STATIC_SHARED, KernelResources, ResourceReport
 from .translate import translate
 
-#: nvcc refuses more static __shared__ memory than this per kernel (ptxas: 0xc000 max).
-STATIC_SHARED_LIMIT = 48 * 1024
 _DEFINE = re.compile(r"-D[A-Za-z_]\w*(=[\w.+\-]*)?")
 
 
@@ -36,42 +43,90 @@ class SourceModule:
         self.source = source
         self.analysis = analysis
         self.no_extern_c = no_extern_c
-        self.translation = translate(source, analysis=analysis, no_extern_c=no_extern_c)
         defines = tuple(o for o in (options or ()) if _DEFINE.fullmatch(o))
-        self.library = build(self.translation.code, analysis=analysis, defines=defines,
-                             source=source)
-        if not analysis and self.library.static_shared > STATIC_SHARED_LIMIT:
+        self.translation = translate(source, analysis=analysis, no_extern_c=no_extern_c,
+                                     defines=defines)
+        self.resources = ResourceReport(source, defines, no_extern_c, arch, cache_dir_())
+        try:
+            self.library = build(self.translation.code, analysis=analysis, defines=defines,
+                                 source=source, lockstep=self.translation.lockstep)
+        except CompileError as exc:
+            if "template with C linkage" not in exc.msg:
+                raise
             raise CompileError(
-                f"ptxas error: the kernel uses {self.library.static_shared} bytes of static "
-                f"__shared__ memory, more than the {STATIC_SHARED_LIMIT} bytes (48 KiB) nvcc "
-                "allows static shared arrays; nvcc refuses this source too. Use smaller tiles, "
-                "or extern __shared__ (dynamic) memory with the opt-in for more.")
+                exc.msg + "\nPyCUDA wraps the source in extern \"C\" { }, where templates "
+                "cannot be: pass no_extern_c=True and get the kernel by its mangled name "
+                "(an explicit instantiation, e.g. template __global__ void k<64>(float*);), "
+                "or call the template from an extern \"C\" __global__ kernel.",
+                exc.stderr, exc.lines) from None
+        self._check_static_shared()
+        self._globals: dict[str, DeviceAllocation] = {}
+        for g in self.library.globals:
+            alloc = DeviceAllocation(g["size"])
+            init = bytes.fromhex(g["init"]) if g["init"] else bytes(g["size"])
+            alloc.bytes_view()[:] = np.frombuffer(init, np.uint8)
+            self._globals[g["name"]] = alloc
+
+    def _check_static_shared(self) -> None:
+        """nvcc's refusal of more than 48 KiB of static shared memory in one kernel."""
+        if self.library.static_shared <= MAX_STATIC_SHARED:
+            return
+        said = self.resources.shared_error()
+        if not said and (self.resources.kernels or len(self.library.kernels) > 1):
+            return  # ptxas counted per kernel and had no complaint
+        raise CompileError(
+            f"kernel.cu declares {self.library.static_shared} bytes of static shared memory "
+            f"(__shared__ arrays), more than the {MAX_STATIC_SHARED} bytes (48 KiB) nvcc "
+            "allows a kernel"
+            + (f" (ptxas: {said})" if said else "") + ". Declare the larger buffer as "
+            "extern __shared__ T buf[]; and pass shared= at launch, after "
+            "func.set_attribute(function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, n).")
+
+    def global_bytes(self) -> list[np.ndarray]:
+        """The bytes of each device global, in the library's order (launches update them)."""
+        return [self._globals[g["name"]].bytes_view() for g in self.library.globals]
 
     @property
     def kernel_names(self) -> list[str]:
-        """The ``__global__`` functions this module defines."""
-        return [k["name"] for k in self.library.kernels]
+        """The names ``get_function`` finds: each kernel's symbol (mangled unless extern "C")."""
+        return [k.get("symbol", k["name"]) for k in self.library.kernels]
 
     def get_function(self, name: str) -> Function:
         """The kernel called ``name``; ``LogicError`` listing the kernels if there is none."""
         found = self.library.kernel(name)
         if found is None:
-            have = ", ".join(self.kernel_names) or "none"
+            have = ", ".join(f"{k.get('symbol', k['name'])}" + (
+                f" ({k['name']})" if k.get("symbol", k["name"]) != k["name"] else "")
+                for k in self.library.kernels) or "none"
+            why = ""
+            if any(k["name"] == name for k in self.library.kernels):
+                why = (" The module was compiled with no_extern_c=True, so (as with PyCUDA on "
+                       "a GPU) kernels go by their C++ mangled names; pass the mangled name "
+                       "listed, or declare the kernel extern \"C\".")
             raise LogicError(
                 "cuModuleGetFunction failed: named symbol not found — no __global__ function "
-                f"named {name!r} in this module; the __global__ functions found are: {have}.")
+                f"named {name!r} in this module; the __global__ functions found are: "
+                f"{have}.{why}")
         return Function(self, name, *found)
 
-    def get_global(self, name: str) -> None:
-        """Not available: the emulator has no module globals to copy to."""
-        raise UnsupportedConstruct("module.get_global (device globals from the host)")
+    def get_global(self, name: str) -> tuple[DeviceAllocation, int]:
+        """PyCUDA's ``(device pointer, size in bytes)`` of a ``__constant__``/``__device__``
+        variable, for ``memcpy_htod``/``memcpy_dtoh``; its value lasts across launches."""
+        if name not in self._globals:
+            have = ", ".join(self._globals) or "none"
+            raise LogicError(
+                f"cuModuleGetGlobal failed: named symbol not found — no __constant__ or "
+                f"__device__ variable named {name!r} at file scope in this module; the ones "
+                f"found are: {have}.")
+        alloc = self._globals[name]
+        return alloc, alloc.size
 
     def get_texref(self, name: str) -> None:
         """Not available: textures are unsupported."""
         raise UnsupportedConstruct("textures (module.get_texref)")
 
 
-class Function:
+class Function(FunctionAPI):
     """A kernel: call it like PyCUDA's ``Function``; ``last_report`` tells what happened."""
 
     def __init__(self, module: SourceModule, name: str, index: int, desc: dict) -> None:
@@ -79,11 +134,34 @@ class Function:
         self.name = name
         self._index = index
         self._desc = desc
+        self._attrs: dict[int, int] = {}
         self.last_report: LaunchReport | None = None
-        self.shared_size_bytes = module.library.static_shared
-        self.local_size_bytes = 0
-        self.num_regs = 0
-        self.max_threads_per_block = 1024
+
+    def resources(self) -> KernelResources | None:
+        """ptxas's registers and shared memory for this kernel (None without nvcc)."""
+        return self.module.resources.get(self._desc.get("symbol", self._desc["name"]))
+
+    def param_names(self) -> tuple[str, ...]:
+        """The kernel's parameter names as declared (``#i`` for an unnamed one)."""
+        return tuple(param_name(p["text"], i) for i, p in enumerate(self._desc["params"]))
+
+    def launch_bound(self) -> int | None:
+        """The maximum block size the kernel's ``__launch_bounds__`` sets, if any."""
+        for k in self.module.translation.kernels:
+            if k.name == self._desc["name"]:
+                return launch_bound(mask(self.module.source), k)
+        return None
+
+    @property
+    def static_shared(self) -> int:
+        res = self.resources()
+        return res.shared if res else self.module.library.static_shared
+
+    # PyCUDA's shortcuts for get_attribute
+    shared_size_bytes = property(lambda self: self.get_attribute(_FA.SHARED_SIZE_BYTES))
+    local_size_bytes = property(lambda self: self.get_attribute(_FA.LOCAL_SIZE_BYTES))
+    num_regs = property(lambda self: self.get_attribute(_FA.NUM_REGS))
+    max_threads_per_block = property(lambda self: self.get_attribute(_FA.MAX_THREADS_PER_BLOCK))
 
     def __repr__(self) -> str:
         return f"<emulated Function {self.name}>"
@@ -94,20 +172,24 @@ class Function:
         """Launch on the CPU; returns the kernel's run time in seconds if ``time_kernel``."""
         t0 = time.perf_counter()
         lib = self.module.library
-        b, g, shared = check_launch(block, grid, shared, lib.static_shared)
+        b, g, shared = check_launch(block, grid, shared, self.static_shared,
+                                    self.max_dynamic_shared())
+        check_registers(self.resources(), b[0] * b[1] * b[2], self.name,
+                        self.module.resources.arch, self.launch_bound())
         plan = plan_arguments(self._desc, args)
         limit = timeout_seconds(timeout)
-        outcome = launch.run(lib, self._index, plan, g, b, shared, limit)
+        outcome = launch.run(lib, self._index, plan, g, b, shared, limit,
+                             self.module.global_bytes())
         report = LaunchReport(self.name, g, b, shared,
                               outcome.child.stdout.decode("utf-8", errors="replace"),
                               outcome.child.stdout_truncated,
                               float(outcome.report.get("kernel_seconds", 0.0)),
                               time.perf_counter() - t0)
         if "analysis" in outcome.report:
-            params = next((k.names for k in self.module.translation.kernels
-                           if k.name == self.name), ())
-            report.analysis = AnalysisReport.from_json(self.name, outcome.report["analysis"],
-                                                       params)
+            data = outcome.report["analysis"]
+            lines = source_lines(lib.path, AnalysisReport.code_addresses(data))
+            report.analysis = AnalysisReport.from_json(self.name, data, lines,
+                                                       self.param_names())
         self.last_report = report
         if report.stdout:
             sys.stdout.write(report.stdout)

@@ -46,13 +46,34 @@ class LaunchSpec(ctypes.Structure):
         ("grid", ctypes.c_uint32 * 3),
         ("block", ctypes.c_uint32 * 3),
         ("dyn_shared", ctypes.c_uint64),
+        ("nglobals", ctypes.c_int32),
+        ("global_buf", ctypes.POINTER(ctypes.c_int32)),
     ]
+
+
+class GlobalDesc(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("addr", ctypes.c_void_p), ("size", ctypes.c_uint64),
+                ("constant", ctypes.c_int)]
 
 
 def kernel_table(lib: ctypes.CDLL) -> ctypes.Array:
     """The library's exported ``tilelab_kernels`` array."""
     n = ctypes.c_int.in_dll(lib, "tilelab_nkernels").value
     return (KernelDesc * max(n, 1)).in_dll(lib, "tilelab_kernels")[:n]
+
+
+class DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def symbol_name(address: int) -> str:
+    """The exported symbol at ``address`` (a kernel's mangled name), or ""."""
+    libc = ctypes.CDLL(None)
+    info = DlInfo()
+    if not libc.dladdr(ctypes.c_void_p(address), ctypes.byref(info)) or not info.dli_sname:
+        return ""
+    return info.dli_sname.decode() if info.dli_saddr == address else ""
 
 
 def describe_library(path: str) -> dict:
@@ -66,8 +87,16 @@ def describe_library(path: str) -> dict:
             p = k.params[i]
             params.append({f: getattr(p, f) for f, _ in ParamDesc._fields_}
                           | {"text": (k.texts[i] or b"").decode()})
-        kernels.append({"name": k.name.decode(), "params": params})
-    return {"kernels": kernels, "static_shared": lib.tilelab_static_shared_bytes()}
+        kernels.append({"name": k.name.decode(), "params": params,
+                        "symbol": symbol_name(k.fn) or k.name.decode()})
+    n = ctypes.c_int.in_dll(lib, "tilelab_nglobals").value
+    found = []
+    for g in (GlobalDesc * max(n, 1)).in_dll(lib, "tilelab_globals")[:n]:
+        init = ctypes.string_at(g.addr, g.size) if g.size else b""
+        found.append({"name": g.name.decode(), "size": g.size, "constant": bool(g.constant),
+                      "init": init.hex() if init.count(0) != len(init) else ""})  # "": zeros
+    return {"kernels": kernels, "static_shared": lib.tilelab_static_shared_bytes(),
+            "globals": found}
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from .traffic import TrafficLine, parse, table
 
@@ -20,18 +20,32 @@ class Race:
     threads: tuple[XYZ, XYZ]
     block: XYZ
     count: int
+    same_warp: bool = False  # both threads are lanes of one warp
 
     @property
     def element(self) -> str:
         """The element, e.g. ``As[3][7]``."""
         return self.array + "".join(f"[{i}]" for i in self.index)
 
-    def describe(self) -> str:
-        """One sentence a learner can act on."""
+    @property
+    def fix(self) -> str:
+        """What orders the two accesses, said so that it cannot be put in divergent code."""
+        if self.same_warp:
+            return ("the racing threads are lanes of one warp: put __syncwarp() between the "
+                    "accesses (after each step of a warp-synchronous reduction); since Volta "
+                    "the lanes of a warp need not run in step, and volatile does not order "
+                    "them")
+        return ("put __syncthreads() between the accesses, where every thread of the block "
+                "reaches it (never inside an if that only some threads enter, such as "
+                "`if (tid < 32)`); it orders the lanes of each warp too")
+
+    def describe(self, fix: bool = True) -> str:
+        """One sentence a learner can act on (without the fix when ``fix`` is False)."""
         (k1, k2), (l1, l2), (t1, t2) = self.kinds, self.lines, self.threads
+        who = "lanes of one warp, " if self.same_warp else ""
         return (f"{self.element}: {k1} on line {l1} by thread {t1} and {k2} on line {l2} by "
-                f"thread {t2} (block {self.block}) with no __syncthreads() between them "
-                f"[{self.count} time(s)]")
+                f"thread {t2} (block {self.block}; {who}no barrier between them) "
+                f"[{self.count} time(s)]" + (f"; {self.fix}" if fix else ""))
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,13 @@ class AnalysisReport:
     @property
     def has_races(self) -> bool:
         return bool(self.races)
+
+    @property
+    def fix(self) -> str:
+        """What orders every race found: a block barrier if any crosses warps (it orders the
+        lanes of a warp too), else __syncwarp()."""
+        cross = [r for r in self.races if not r.same_warp]
+        return (cross or self.races)[0].fix if self.races else ""
 
     @property
     def average_degree(self) -> float:
@@ -91,10 +112,11 @@ class AnalysisReport:
         """A readable table of the races and bank conflicts."""
         out = [f"Emulator analysis of kernel '{self.kernel}' (shared and global memory)"]
         if self.races:
-            out.append(f"RACES ({len(self.races)} kind(s)) — add a __syncthreads() between:")
-            out += [f"  {r.describe()}" for r in self.races]
+            out.append(f"RACES ({len(self.races)} kind(s)) — accesses no barrier orders:")
+            out += [f"  {r.describe(fix=False)}" for r in self.races]
             if self.races_dropped:
                 out.append(f"  ... and {self.races_dropped} more")
+            out.append(f"  Fix: {self.fix}.")
         else:
             out.append("Races: none found.")
         if not self.bank_lines:
@@ -116,13 +138,23 @@ class AnalysisReport:
 
     __str__ = summary
 
+    @staticmethod
+    def code_addresses(data: dict) -> list[int]:
+        """The code addresses the runtime's JSON names (to be turned into source lines)."""
+        pcs = [p for r in data.get("races", []) for p in r.get("pcs", ())]
+        return pcs + [b["pc"] for key in ("banks", "traffic") for b in data.get(key, [])
+                      if "pc" in b]
+
     @classmethod
-    def from_json(cls, kernel: str, data: dict, params: tuple[str, ...] = ()) -> AnalysisReport:
-        """Build from the runtime's JSON (``params``: the kernel's parameter names)."""
+    def from_json(cls, kernel: str, data: dict, lines: dict[int, int] | None = None,
+                  params: tuple[str, ...] = ()) -> AnalysisReport:
+        """Build from the runtime's JSON; ``lines`` maps its code addresses to source lines,
+        ``params`` names the kernel's parameters (for the global traffic)."""
         arrays = data.get("arrays", [])
+        lines = lines or {}
 
         def name(i: int) -> str:
-            return arrays[i]["name"] if 0 <= i < len(arrays) else "?"
+            return arrays[i]["name"] if 0 <= i < len(arrays) else "shared memory (word)"
 
         def index(i: int, flat: int) -> tuple[int, ...]:
             dims = arrays[i]["dims"] if 0 <= i < len(arrays) and not arrays[i]["dynamic"] else []
@@ -132,14 +164,30 @@ class AnalysisReport:
                 flat //= d
             return (flat, *reversed(out))
 
-        races = [Race(name(r["array"]), index(r["array"], r["element"]), tuple(r["lines"]),
-                      tuple(r["kinds"]), tuple(tuple(t) for t in r["threads"]),
-                      tuple(r["block"]), r["count"]) for r in data.get("races", [])]
-        banks = sorted((BankLine(b["line"], name(b["array"]), b["kind"], b["accesses"],
-                                 b["sum"] / b["accesses"] if b["accesses"] else 1.0, b["max"])
-                        for b in data.get("banks", [])),
-                       key=lambda b: (b.line, b.array, b.kind))
-        return cls(kernel, races, banks, data.get("races_dropped", 0), parse(data, params))
+        def line(pc: int) -> int:
+            return lines.get(pc, 0)
+
+        races: dict[tuple, Race] = {}
+        for r in data.get("races", []):
+            ls = tuple(r["lines"]) if "lines" in r else tuple(line(p) for p in r["pcs"])
+            race = Race(name(r["array"]), index(r["array"], r["element"]), ls,
+                        tuple(r["kinds"]), tuple(tuple(t) for t in r["threads"]),
+                        tuple(r["block"]), r["count"], bool(r.get("same_warp")))
+            key = (race.array, race.lines, race.kinds)
+            if key in races:  # one source line, several code addresses
+                race = replace(races[key], count=races[key].count + race.count)
+            races[key] = race
+        merged: dict[tuple, list[int]] = {}
+        for b in data.get("banks", []):
+            key = (b["line"] if "line" in b else line(b["pc"]), name(b["array"]), b["kind"])
+            acc = merged.setdefault(key, [0, 0, 0])
+            acc[0] += b["accesses"]
+            acc[1] += b["sum"]
+            acc[2] = max(acc[2], b["max"])
+        banks = [BankLine(ln, arr, kind, n, total / n if n else 1.0, worst)
+                 for (ln, arr, kind), (n, total, worst) in sorted(merged.items())]
+        return cls(kernel, list(races.values()), banks, data.get("races_dropped", 0),
+                   parse(data, params, lines))
 
 
 @dataclass

@@ -2,8 +2,9 @@
 
 Static arrays become ``static TL_SHARED T name[..];``: one linker section the runtime
 poisons at every block start. ``extern __shared__ T name[];`` becomes a ``T*`` to the
-launch's dynamic buffer. In analysis mode each array gets a registrar (``tl_reg_<name>``)
-and every ``name[`` in its scope becomes ``tl_emu::sh(name, tl_reg_name, __LINE__)[``.
+launch's dynamic buffer. Every ``name[`` in an array's scope becomes an index-checked
+``tl_emu::sh(name, "name", __LINE__)[`` (``shp`` for extern arrays). In analysis mode each
+array also gets a registrar (``tl_reg_<name>``) naming it for the race and bank reports.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def rewrite_declarations(masked: str, all_scopes: list[Scope], analysis: bool
             out.append(" ".join(f"static TL_SHARED {keep} {body};".split()))
             if analysis:
                 out += [f'static tl_emu::ShReg tl_reg_{n}({n}, "{n}");'
-                        for n, dims, stars in names if dims and not stars]
+                        for n, dims, stars in names if not stars]
         text = " ".join(out) + "\n" * masked.count("\n", start, end + 1)
         edits.append((start, end + 1, text))
         for name, dims, stars in names:
@@ -98,7 +99,7 @@ def rewrite_declarations(masked: str, all_scopes: list[Scope], analysis: bool
 
 
 def rewrite_uses(masked: str, decls: list[SharedDecl]) -> list[Edit]:
-    """Analysis mode: edits turning ``name[`` into a recorded access, within each scope."""
+    """Edits turning ``name[`` into an index-checked access, within each array's scope."""
     edits: list[Edit] = []
     for d in decls:
         if not (d.is_array or d.dynamic):
@@ -108,6 +109,6 @@ def rewrite_uses(masked: str, decls: list[SharedDecl]) -> list[Edit]:
             before = masked[max(0, m.start() - 40):m.start()].rstrip()
             if before.endswith((".", "->", "::")) or re.search(r"\bsizeof\s*\(?$", before):
                 continue
-            edits.append((m.start(), m.end(),
-                          f"tl_emu::sh({d.name}, tl_reg_{d.name}, __LINE__)["))
+            fn = "shp" if d.dynamic else "sh"
+            edits.append((m.start(), m.end(), f'tl_emu::{fn}({d.name}, "{d.name}", __LINE__)['))
     return edits

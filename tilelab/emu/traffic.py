@@ -1,23 +1,19 @@
 """Global-memory traffic in analysis mode: requests and 32-byte sectors per source line.
 
-The translator rewrites every ``P[`` on a kernel parameter ``P`` into
-``tl_emu::gl(P, __LINE__, i)[`` (see ``prelude/tilelab_emu_traffic.h``). For a pointer
-parameter each element access is recorded; the lanes of a warp that make the k-th access of
-(line, parameter, read/write) between two barriers form one warp-wide request, and the
-request's cost is the number of distinct 32-byte sectors its lanes touch (the unit in which
-L1, L2 and DRAM move global data): 4 for 32 consecutive floats, 32 for a column walk.
-Accesses through other pointers (``*p``, a local ``float* q``) are not counted.
+Analysis builds see every load and store through g++'s TSan instrumentation; those inside the
+device buffer a pointer parameter points into are global traffic, named for that parameter
+whatever pointer they went through (``P[i]``, ``*p``, a local ``float* q = P + k``, a
+``float4`` cast). The lanes of a warp that make the k-th access of (code address, parameter,
+read/write) between two meeting points form one warp-wide request, and the request's cost is
+the number of distinct 32-byte sectors its lanes touch (the unit in which L1, L2 and DRAM move
+global data): 4 for 32 consecutive floats, 32 for a column walk. See
+``prelude/tilelab_emu_traffic.h``; code addresses become source lines here.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 
-from .kernels import KernelSource
-from .lexer import matching
-
-Edit = tuple[int, int, str]
 SECTOR = 32  # bytes
 COALESCED_SECTORS = 4  # 32 lanes x 4 bytes, aligned: one 128-byte line
 
@@ -45,48 +41,24 @@ class TrafficLine:
         return self.bytes / (self.sectors * SECTOR) if self.sectors else 1.0
 
 
-def _body(masked: str, k: KernelSource) -> tuple[int, int] | None:
-    for m in re.finditer(rf"\b{re.escape(k.name)}\s*\(", masked):
-        close = matching(masked, m.end() - 1)
-        if close < 0:
-            continue
-        brace = close + 1
-        while brace < len(masked) and masked[brace].isspace():
-            brace += 1
-        if brace < len(masked) and masked[brace] == "{":
-            end = matching(masked, brace)
-            if end > 0:
-                return brace, end
-    return None
+def parse(data: dict, names: tuple[str, ...], lines: dict[int, int] | None = None
+          ) -> list[TrafficLine]:
+    """The runtime's JSON records, with parameter names, summed per source line (``lines``
+    maps code addresses to lines; a line compiled to several addresses is one row)."""
+    lines = lines or {}
 
-
-def rewrite_params(masked: str, kernels: list[KernelSource]) -> list[Edit]:
-    """Edits turning ``P[`` on each kernel parameter into a counted access."""
-    edits: list[Edit] = []
-    for k in kernels:
-        body = _body(masked, k)
-        if body is None:
-            continue
-        for i, name in enumerate(k.names):
-            if name.startswith("#"):
-                continue
-            for m in re.compile(rf"\b{re.escape(name)}\s*\[").finditer(masked, *body):
-                before = masked[max(0, m.start() - 40):m.start()].rstrip()
-                if before.endswith((".", "->", "::")) or re.search(r"\bsizeof\s*\(?$", before):
-                    continue
-                edits.append((m.start(), m.end(), f"tl_emu::gl({name}, __LINE__, {i})["))
-    return edits
-
-
-def parse(data: dict, names: tuple[str, ...]) -> list[TrafficLine]:
-    """The runtime's JSON records, with parameter names."""
     def name(i: int) -> str:
         return names[i] if 0 <= i < len(names) else f"#{i}"
 
-    return sorted((TrafficLine(t["line"], name(t["param"]), t["kind"], t["requests"],
-                               t["sectors"], t["lanes"], t["bytes"], t["max_sectors"])
-                   for t in data.get("traffic", [])),
-                  key=lambda t: (t.line, t.param, t.kind))
+    merged: dict[tuple[int, str, str], list[int]] = {}
+    for t in data.get("traffic", []):
+        line = t["line"] if "line" in t else lines.get(t["pc"], 0)
+        acc = merged.setdefault((line, name(t["param"]), t["kind"]), [0, 0, 0, 0, 0])
+        for k, field in enumerate(("requests", "sectors", "lanes", "bytes")):
+            acc[k] += t[field]
+        acc[4] = max(acc[4], t["max_sectors"])
+    return [TrafficLine(line, param, kind, *acc)
+            for (line, param, kind), acc in sorted(merged.items())]
 
 
 @dataclass(frozen=True)

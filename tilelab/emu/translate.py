@@ -7,15 +7,18 @@ then the entry-point table (see ``kernels.entry_code``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .checks import check_includes, check_unsupported
+from .conditionals import has_conditionals, preprocess
+from .device_globals import DeviceGlobal, find_globals
+from .device_globals import entry_code as globals_code
 from .errors import CompileError
 from .kernels import KernelSource, entry_code, find_kernels
 from .lexer import mask, scopes
 from .shared import SharedDecl, rewrite_declarations, rewrite_uses
 from .source import ReservedName, SourceTooComplex, check_reserved, prepare
-from .traffic import rewrite_params
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,8 @@ class Translation:
     kernels: tuple[KernelSource, ...]
     shared: tuple[SharedDecl, ...]
     analysis: bool
+    globals: tuple[DeviceGlobal, ...] = ()
+    lockstep: bool = False  # volatile accesses: the lanes of a warp take them in step
 
 
 def _apply(src: str, edits: list[tuple[int, int, str]]) -> str:
@@ -40,8 +45,12 @@ def _apply(src: str, edits: list[tuple[int, int, str]]) -> str:
     return "".join(out)
 
 
-def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False) -> Translation:
-    """Check and transform ``source``; raises ``CompileError``/``UnsupportedConstruct``."""
+def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False,
+              defines: tuple[str, ...] = ()) -> Translation:
+    """Check and transform ``source``; raises ``CompileError``/``UnsupportedConstruct``.
+
+    ``defines`` (``-DNAME=VALUE``) decide which ``#if`` branches hold kernels and globals.
+    """
     try:
         source = prepare(source)  # the text g++ reads, as the scans below read it
     except SourceTooComplex as exc:
@@ -57,20 +66,27 @@ def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False)
         masked = masked[:start] + "".join(c if c == "\n" else " " for c in masked[start:end]) \
             + masked[end:]
     edits = [(s, e, "".join(c for c in masked[s:e] if c == "\n")) for s, e in blanks]
-    decl_edits, decls = rewrite_declarations(masked, scopes(masked), analysis)
+    all_scopes = scopes(masked)
+    decl_edits, decls = rewrite_declarations(masked, all_scopes, analysis)
     edits += decl_edits
-    kernels = find_kernels(masked)
-    if analysis:
-        edits += rewrite_uses(masked, decls)
-        edits += rewrite_params(masked, kernels)  # global traffic (traffic.py)
+    edits += rewrite_uses(masked, decls)
     body = _apply(source, edits)
     if body.count("\n") != source.count("\n"):  # would misreport every line number
         raise CompileError("internal error: the emulator's source transform moved lines; "
                            "please report this kernel.")
+    kernels = find_kernels(masked)
+    found = find_globals(masked, all_scopes)
+    if has_conditionals(masked):  # keep what the preprocessor keeps
+        seen = mask(preprocess(masked, defines))
+        alive = {k.name for k in find_kernels(seen)}
+        kernels = [k for k in kernels if k.name in alive]
+        live_globals = {g.name for g in find_globals(seen, scopes(seen))}
+        found = [g for g in found if g.name in live_globals]
     head = ['#include "tilelab_emu.h"']
     if not no_extern_c:
         head.append('extern "C" {')
     head.append('#line 1 "kernel.cu"')
-    tail = "\n" + ("}\n" if not no_extern_c else "") + entry_code(kernels)
+    tail = "\n" + ("}\n" if not no_extern_c else "") + entry_code(kernels) + globals_code(found)
     code = "\n".join(head) + "\n" + body + tail
-    return Translation(code, tuple(kernels), tuple(decls), analysis)
+    lockstep = re.search(r"\bvolatile\b", masked) is not None
+    return Translation(code, tuple(kernels), tuple(decls), analysis, tuple(found), lockstep)

@@ -1,8 +1,9 @@
 // tilelab CPU emulator: the CUDA C surface a kernel sees, compiled with g++.
 //
 // Included once, before the learner's source, by the code tilelab.emu.translate emits.
-// Blocks run one at a time; the threads of a block are fibers that switch only at
-// __syncthreads() and at exit (see tilelab_emu_rt.h). Define TILELAB_ANALYSIS to
+// Blocks run one at a time; the threads of a block are fibers that switch at
+// __syncthreads(), at warp-level operations (tilelab_emu_warp.h), at volatile accesses of
+// warp-synchronous code (tilelab_emu_tsan.h) and at exit (see tilelab_emu_rt.h). Define TILELAB_ANALYSIS to
 // instrument shared-memory accesses (see tilelab_emu_analysis.h).
 #pragma once
 
@@ -120,8 +121,13 @@ static inline unsigned int __brev(unsigned int x) {
   for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
   return r;
 }
-static inline int __mul24(int a, int b) { return a * b; }
-static inline unsigned int __umul24(unsigned int a, unsigned int b) { return a * b; }
+// The low 32 bits of the product of the operands' low 24 bits (sign-extended for __mul24).
+static inline int __mul24(int a, int b) {
+  return (int)((unsigned)(((int)((unsigned)a << 8) >> 8) * (long long)((int)((unsigned)b << 8) >> 8)));
+}
+static inline unsigned int __umul24(unsigned int a, unsigned int b) {
+  return (a & 0xffffffu) * (b & 0xffffffu);
+}
 static inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
 static inline unsigned int __umulhi(unsigned int a, unsigned int b) {
   return (unsigned int)(((unsigned long long)a * b) >> 32);
@@ -131,14 +137,16 @@ static inline long long clock64() {
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
-static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-static inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+// Fibers never preempt one another: ordering the compiler's accesses is enough.
+static inline void __threadfence() { asm volatile("" ::: "memory"); }
+static inline void __threadfence_block() { asm volatile("" ::: "memory"); }
+static inline void __threadfence_system() { asm volatile("" ::: "memory"); }
 template <class T> static inline T __ldg(const T* p) { return *p; }
 
 // ---- atomics: trivially atomic, since fibers never preempt one another -------------------
+// Not instrumented (no_sanitize_thread): an atomic is no race, and the analysis skips it.
 #define TL_ATOMIC(NAME, T, EXPR)                                                         \
-  static inline T NAME(T* a, T v) {                                                      \
+  __attribute__((no_sanitize_thread)) static inline T NAME(T* a, T v) {                 \
     T old = *a;                                                                          \
     *a = (EXPR);                                                                         \
     return old;                                                                          \
@@ -164,7 +172,7 @@ TL_ATOMIC_INT(atomicXor, old ^ v)
 TL_ATOMIC(atomicInc, unsigned int, old >= v ? 0u : old + 1u)
 TL_ATOMIC(atomicDec, unsigned int, (old == 0u || old > v) ? v : old - 1u)
 #define TL_ATOMIC_CAS(T)                                                                 \
-  static inline T atomicCAS(T* a, T cmp, T v) {                                         \
+  __attribute__((no_sanitize_thread)) static inline T atomicCAS(T* a, T cmp, T v) {     \
     T old = *a;                                                                          \
     if (old == cmp) *a = v;                                                              \
     return old;                                                                          \
@@ -185,8 +193,13 @@ template <class T> inline auto value(const T& v) { return (typename Value<T>::ty
 }  // namespace tl_emu
 
 #include "tilelab_emu_rt.h"
+#include "tilelab_emu_bounds.h"
 #ifdef TILELAB_ANALYSIS
 #include "tilelab_emu_analysis.h"
+#endif
+#include "tilelab_emu_warp.h"
+#ifdef TILELAB_TSAN
+#include "tilelab_emu_tsan.h"
 #endif
 
 // ---- min/max as CUDA overloads them (usual arithmetic conversions) ------------------------
@@ -217,8 +230,11 @@ template <class... A> inline int kprintf(const char* fmt, A... a) {
 }  // namespace tl_emu
 
 // ---- CUDA keywords ------------------------------------------------------------------------
-#define __global__
+// Kernels are exported under the names PyCUDA's get_function looks up (mangled unless in
+// extern "C", as nvcc names them).
+#define __global__ __attribute__((visibility("default")))
 #define __device__
+#define __constant__
 #define __host__
 #define __inline__ inline
 #define __forceinline__ inline __attribute__((always_inline))

@@ -1,10 +1,19 @@
 // tilelab CPU emulator, analysis mode: shared-memory races and bank conflicts.
 //
-// The translator rewrites `name[` on a shared array into `tl_emu::sh(name, tl_reg_name,
-// __LINE__)[`; the proxies below record every element read and write with its source line.
-// Races: two threads touch one 4-byte word in the same barrier epoch and one of them writes.
-// Bank conflicts: the k-th execution of (line, array, read/write) by the lanes of a warp in
-// an epoch is one warp-wide access; its degree is the most distinct words in one bank.
+// Every load and store of the kernel reaches an_access() through the TSan hooks
+// (tilelab_emu_tsan.h) with its address, width and code address; those in shared memory are
+// recorded, whatever pointer they went through. The translator still rewrites `name[` on a
+// shared array into `tl_emu::sh(name, tl_reg_name, __LINE__)[` to check each index against
+// the array's extents. Code addresses become source lines in Python (addr2line). Accesses to
+// the buffers the kernel's pointer parameters point into are global traffic
+// (tilelab_emu_traffic.h).
+// Races: two threads touch one 4-byte word in the same barrier epoch and one of them writes,
+// unless both are lanes of one warp that met at __syncwarp or another warp-level operation
+// since the first access.
+// Bank conflicts: the k-th execution of (code address, array, read/write) by the lanes of a
+// warp between two meeting points is one warp-wide access; its degree is the most distinct
+// words in one bank within one phase (32 lanes for 32-bit accesses, 16 for 64-bit, 8 for
+// 128-bit); analysis builds keep a float4 copy whole (-fno-tree-sra) so it is one access.
 #pragma once
 
 namespace tl_emu {
@@ -22,14 +31,29 @@ struct ShArray {
 };
 ShArray g_arr[256];
 int g_narr;
+uint8_t* g_word_arr;  // per word of the static section: 1 + its array's id (0: none known)
+int g_dyn_arr = -1;   // the first extern __shared__ array: names the dynamic buffer
 
-int register_array(const char* name, const void* base, size_t bytes, size_t elem, int rank,
-                   const long* dims, bool dynamic) {
-  if (g_narr == 256) return 255;
+TL_NOSAN inline void map_array(int id) {
+  const ShArray& a = g_arr[id];
+  if (a.dynamic) {
+    if (g_dyn_arr < 0) g_dyn_arr = id;
+    return;
+  }
+  uintptr_t lo = (uintptr_t)__start_tlshared;
+  if (!g_word_arr || a.base < lo) return;
+  for (uintptr_t w = (a.base - lo) / 4; w < (a.base - lo + a.bytes + 3) / 4; ++w)
+    g_word_arr[w] = (uint8_t)(id + 1);
+}
+
+TL_NOSAN int register_array(const char* name, const void* base, size_t bytes, size_t elem,
+                            int rank, const long* dims, bool dynamic) {
+  if (g_narr == 255) return 254;
   ShArray& a = g_arr[g_narr];
   a.name = name, a.base = (uintptr_t)base, a.bytes = bytes, a.elem = elem;
   a.rank = rank > 4 ? 4 : rank, a.dynamic = dynamic;
   for (int i = 0; i < a.rank; ++i) a.dims[i] = dims[i];
+  map_array(g_narr);
   return g_narr++;
 }
 
@@ -43,137 +67,61 @@ struct ShReg {
   }
 };
 
-TL_NOINLINE void record(const volatile void* p, unsigned size, int line, int arr, int kind);
-
-[[noreturn]] TL_NOINLINE inline void shared_oob(int arr, int line, long long index,
-                                                long long extent, int dim) {
-  Out o{};
-  o.s("{\"status\":\"shared_oob\",\"array\":");
-  o.str(arr >= 0 && arr < g_narr ? g_arr[arr].name : "?");
-  o.f(",\"line\":%d,\"index\":%lld,\"extent\":%lld,\"dim\":%d", line, index, extent, dim);
-  where(o);
-  fatal(o);
-}
-
-// ---- proxies ---------------------------------------------------------------------------------
-template <class E> struct Elem {
-  using V = std::remove_cv_t<E>;
-  E* p;
-  int line, arr;
-  void rec(int kind) const { record(p, sizeof(E), line, arr, kind); }
-  operator V() const {
-    rec(K_R);
-    return *p;
-  }
-  Elem& operator=(V v) {
-    rec(K_W);
-    *p = v;
-    return *this;
-  }
-  Elem& operator=(const Elem& o) { return *this = (V)o; }
-#define TL_COMPOUND(OP)                                                                  \
-  Elem& operator OP(V v) {                                                               \
-    rec(K_R | K_W);                                                                      \
-    *p OP v;                                                                             \
-    return *this;                                                                        \
-  }
-  TL_COMPOUND(+=)
-  TL_COMPOUND(-=)
-  TL_COMPOUND(*=)
-  TL_COMPOUND(/=)
-  TL_COMPOUND(%=)
-  TL_COMPOUND(&=)
-  TL_COMPOUND(|=)
-  TL_COMPOUND(^=)
-  TL_COMPOUND(<<=)
-  TL_COMPOUND(>>=)
-#undef TL_COMPOUND
-  Elem& operator++() { return *this += 1; }
-  Elem& operator--() { return *this -= 1; }
-  V operator++(int) {
-    rec(K_R | K_W);
-    return (*p)++;
-  }
-  V operator--(int) {
-    rec(K_R | K_W);
-    return (*p)--;
-  }
-  E* operator&() const { return p; }  // address taken (atomics, pointers): not tracked
-};
-template <class E> struct Value<Elem<E>> { using type = std::remove_cv_t<E>; };
-
-template <class E> inline decltype(auto) element(E* q, int line, int arr) {
-  if constexpr (std::is_arithmetic_v<E>) {
-    return Elem<E>{q, line, arr};
-  } else {
-    record(q, sizeof(E), line, arr, K_R);  // vectors and structs: a read of the element
-    return (*q);
-  }
-}
-
-template <class A> struct Idx {
-  using E = std::remove_extent_t<A>;
-  A* a;
-  int line, arr;
-  template <class I> decltype(auto) operator[](I i) const {
-    long long k = (long long)i;
-    if (k < 0 || k >= (long long)std::extent_v<A>)
-      shared_oob(arr, line, k, (long long)std::extent_v<A>,
-                 g_arr[arr].rank - (int)std::rank_v<A> + 1);
-    if constexpr (std::is_array_v<E>) return Idx<E>{&(*a)[k], line, arr};
-    else return element(&(*a)[k], line, arr);
-  }
-  operator E*() const { return *a; }
-};
-
-template <class T> struct PIdx {
-  T* p;
-  int line, arr;
-  template <class I> decltype(auto) operator[](I i) const {
-    long long k = (long long)i;
-    long long off = (long long)((uintptr_t)p - (uintptr_t)g_dyn_shared) + k * (long long)sizeof(T);
-    if (off < 0 || off + (long long)sizeof(T) > (long long)g_dyn_request)
-      shared_oob(arr, line, off / (long long)sizeof(T), (long long)(g_dyn_request / sizeof(T)),
-                 0);
-    return element(p + k, line, arr);
-  }
-};
-
-template <class A> inline Idx<A> sh(A& a, const ShReg& r, int line) { return Idx<A>{&a, line, r.id}; }
-template <class T> inline PIdx<T> sh(T* p, const DynReg& r, int line) {
-  return PIdx<T>{p, line, r.id};
-}
-
 // ---- races: a shadow word per 4 bytes of shared memory ---------------------------------------
 struct Shadow {
   uint32_t epoch;
   uint16_t nw, nr, wt[2], rt[2];
-  int32_t wl[2], rl[2];
+  uint32_t wl[2], rl[2];  // code addresses (offsets in the library)
+  uint32_t wg[2], rg[2];  // the warp's meeting count at the access
 };
 Shadow* g_shadow;
 uintptr_t g_sec_lo;
 size_t g_sec_words, g_dyn_words;
 uint32_t g_epoch = 1;
+uint32_t g_warp_gen[32];     // meetings (warp-level operations) of each warp of the block
+uint32_t g_lane_gen[1024];   // the last meeting each thread took part in
 
 struct RaceRec {
-  int arr, line1, kind1, line2, kind2;
+  int arr;
+  uint32_t pc1, pc2;
+  int kind1, kind2;
   long long count, elem;
   unsigned t1, t2;
   uint3 block;
+  bool cross_warp;  // some instance involved two warps: only a block barrier orders it
 };
 RaceRec g_races[128];
 int g_nraces;
 long long g_races_dropped;
 
-inline void race(uintptr_t addr, int arr, unsigned t1, int l1, int k1, unsigned t2, int l2,
-                 int k2) {
+TL_NOSAN inline int array_at(uintptr_t a) {
+  if (a - g_sec_lo < g_sec_words * 4) return g_word_arr ? (int)g_word_arr[(a - g_sec_lo) / 4] - 1 : -1;
+  return g_dyn_arr;
+}
+
+TL_NOSAN inline long long element_of(uintptr_t addr, int arr) {
+  if (arr >= 0) {
+    const ShArray& A = g_arr[arr];
+    uintptr_t base = A.dynamic ? (uintptr_t)g_dyn_shared : A.base;
+    return (long long)((addr - base) / (A.elem ? A.elem : 1));
+  }
+  uintptr_t base = addr - g_sec_lo < g_sec_words * 4 ? g_sec_lo : (uintptr_t)g_dyn_shared;
+  return (long long)((addr - base) / 4);
+}
+
+TL_NOSAN inline void race(uintptr_t addr, unsigned t1, uint32_t l1, int k1, unsigned t2,
+                          uint32_t l2, int k2) {
   if (l2 < l1 || (l2 == l1 && k2 < k1)) {
     std::swap(t1, t2), std::swap(l1, l2), std::swap(k1, k2);
   }
+  int arr = array_at(addr);
+  bool cross = t1 / 32 != t2 / 32;
   for (int i = 0; i < g_nraces; ++i) {
     RaceRec& r = g_races[i];
-    if (r.arr == arr && r.line1 == l1 && r.kind1 == k1 && r.line2 == l2 && r.kind2 == k2) {
+    if (r.arr == arr && r.pc1 == l1 && r.kind1 == k1 && r.pc2 == l2 && r.kind2 == k2) {
       ++r.count;
+      if (cross && !r.cross_warp)  // a better example: only a block barrier orders these
+        r.cross_warp = true, r.t1 = t1, r.t2 = t2, r.elem = element_of(addr, arr);
       return;
     }
   }
@@ -181,50 +129,64 @@ inline void race(uintptr_t addr, int arr, unsigned t1, int l1, int k1, unsigned 
     ++g_races_dropped;
     return;
   }
-  const ShArray& A = g_arr[arr];
-  uintptr_t base = A.dynamic ? (uintptr_t)g_dyn_shared : A.base;
-  g_races[g_nraces++] = RaceRec{arr, l1, k1, l2, k2, 1,
-                                (long long)((addr - base) / (A.elem ? A.elem : 1)),
-                                t1, t2, blockIdx};
+  g_races[g_nraces++] =
+      RaceRec{arr, l1, l2, k1, k2, 1, element_of(addr, arr), t1, t2, blockIdx, cross};
 }
 
-inline Shadow* shadow_of(uintptr_t w) {
+TL_NOSAN inline Shadow* shadow_of(uintptr_t w) {
   if (w - g_sec_lo < g_sec_words * 4) return &g_shadow[(w - g_sec_lo) / 4];
   uintptr_t d = (uintptr_t)g_dyn_shared;
   if (w - d < g_dyn_words * 4) return &g_shadow[g_sec_words + (w - d) / 4];
   return nullptr;
 }
 
-inline void check_race(uintptr_t addr, uintptr_t w, int arr, unsigned t, int line, int kind) {
+// Whether thread `t1`'s access at its warp's meeting count `gen` is ordered before thread
+// `t2`'s access now: both are lanes of one warp and took part in a meeting since.
+TL_NOSAN inline bool warp_ordered(unsigned t1, uint32_t gen, unsigned t2) {
+  return t1 / 32 == t2 / 32 && t1 < 1024 && t2 < 1024 && g_lane_gen[t1] > gen &&
+         g_lane_gen[t2] > gen;
+}
+
+TL_NOSAN inline void check_race(uintptr_t addr, uintptr_t w, unsigned t, uint32_t pc,
+                                int kind) {
   Shadow* s = shadow_of(w);
   if (!s) return;
   if (s->epoch != g_epoch) s->epoch = g_epoch, s->nw = s->nr = 0;
+  uint32_t gen = g_warp_gen[(t / 32) & 31];
   if (kind & K_R) {
     for (int i = 0; i < s->nw; ++i)
-      if (s->wt[i] != t) {
-        race(addr, arr, s->wt[i], s->wl[i], K_W, t, line, K_R);
+      if (s->wt[i] != t && !warp_ordered(s->wt[i], s->wg[i], t)) {
+        race(addr, s->wt[i], s->wl[i], K_W, t, pc, K_R);
         break;
       }
-    if (s->nr < 2 && !(s->nr == 1 && s->rt[0] == t)) s->rt[s->nr] = t, s->rl[s->nr++] = line;
+    if (s->nr < 2 && !(s->nr == 1 && s->rt[0] == t))
+      s->rt[s->nr] = t, s->rl[s->nr] = pc, s->rg[s->nr++] = gen;
+    else if (s->rt[s->nr - 1] == t)
+      s->rg[s->nr - 1] = gen;
   }
   if (kind & K_W) {
     bool found = false;
     for (int i = 0; i < s->nw && !found; ++i)
-      if (s->wt[i] != t) race(addr, arr, s->wt[i], s->wl[i], K_W, t, line, K_W), found = true;
+      if (s->wt[i] != t && !warp_ordered(s->wt[i], s->wg[i], t))
+        race(addr, s->wt[i], s->wl[i], K_W, t, pc, K_W), found = true;
     for (int i = 0; i < s->nr && !found; ++i)
-      if (s->rt[i] != t) race(addr, arr, s->rt[i], s->rl[i], K_R, t, line, K_W), found = true;
-    if (s->nw < 2 && !(s->nw == 1 && s->wt[0] == t)) s->wt[s->nw] = t, s->wl[s->nw++] = line;
+      if (s->rt[i] != t && !warp_ordered(s->rt[i], s->rg[i], t))
+        race(addr, s->rt[i], s->rl[i], K_R, t, pc, K_W), found = true;
+    if (s->nw < 2 && !(s->nw == 1 && s->wt[0] == t))
+      s->wt[s->nw] = t, s->wl[s->nw] = pc, s->wg[s->nw++] = gen;
+    else if (s->wt[s->nw - 1] == t)
+      s->wg[s->nw - 1] = gen;
   }
 }
 
 // ---- bank conflicts ----------------------------------------------------------------------------
-inline uint64_t mix(uint64_t x) {
+TL_NOSAN inline uint64_t mix(uint64_t x) {
   x ^= x >> 31;
   x *= 0x9e3779b97f4a7c15ull;
   return x ^ (x >> 29);
 }
-inline uint64_t key3(int line, int arr, int w) {
-  return ((uint64_t)(uint32_t)line << 32) | ((uint64_t)(uint32_t)arr << 1) | (uint64_t)w;
+TL_NOSAN inline uint64_t key3(uint32_t pc, int arr, int w) {
+  return ((uint64_t)pc << 32) | ((uint64_t)(uint32_t)(arr + 1) << 1) | (uint64_t)w;
 }
 
 // Open-addressing map from a nonzero 64/128-bit key to an int, cleared by a generation bump.
@@ -233,7 +195,7 @@ template <int N> struct Table {
   uint32_t gen[N];
   int val[N];
   uint32_t cur = 1;
-  int* get(uint64_t a, uint64_t b, bool* fresh) {
+  TL_NOSAN int* get(uint64_t a, uint64_t b, bool* fresh) {
     uint32_t h = (uint32_t)mix(a * 31 + b) & (N - 1);
     for (int probe = 0; probe < N; ++probe, h = (h + 1) & (N - 1)) {
       if (gen[h] != cur) {
@@ -248,11 +210,11 @@ template <int N> struct Table {
     }
     return nullptr;
   }
-  void clear() { ++cur; }
+  TL_NOSAN void clear() { ++cur; }
 };
 
 struct Group {
-  uint64_t key;  // key3(line, arr, w)
+  uint64_t key;  // key3(pc, arr, w)
   uint32_t mask;
   uintptr_t addr[32];
   uint8_t size[32];
@@ -263,8 +225,8 @@ struct LineStat {
   int max;
 };
 
-Table<1024>* g_counts;  // this fiber's executions of (line, arr, w) in this epoch
-Table<8192>* g_groups;  // this warp's (line, arr, w, k) -> index into g_group
+Table<1024>* g_counts;  // this fiber's executions of (pc, arr, w) in this pass
+Table<8192>* g_groups;  // this warp's (pc, arr, w, k) -> index into g_group
 Group* g_group;
 int g_ngroup, g_group_cap;
 Table<1024>* g_stat_index;
@@ -272,7 +234,7 @@ LineStat g_stats[1024];
 int g_nstats;
 int g_warp = -1, g_lane;
 
-inline int degree(const Group& g) {
+TL_NOSAN inline int degree(const Group& g) {
   unsigned size = 1;
   for (int l = 0; l < 32; ++l)
     if ((g.mask >> l & 1) && g.size[l] > size) size = g.size[l];
@@ -298,10 +260,9 @@ inline int degree(const Group& g) {
   return worst ? worst : 1;
 }
 
-inline void bank_add(uintptr_t a, unsigned size, int line, int arr, int w);
 #include "tilelab_emu_traffic.h"
 
-inline void finish_warp() {
+TL_NOSAN inline void finish_warp() {
   for (int i = 0; i < g_ngroup; ++i) {
     const Group& g = g_group[i];
     if (((g.key >> 1) & 0x7fffffff) >= TL_GLOBAL_BASE) {  // a global request: sectors
@@ -325,8 +286,8 @@ inline void finish_warp() {
   g_groups->clear();
 }
 
-inline void bank_add(uintptr_t a, unsigned size, int line, int arr, int w) {
-  uint64_t key = key3(line, arr, w);
+TL_NOSAN inline void bank_add(uintptr_t a, unsigned size, uint32_t pc, int arr, int w) {
+  uint64_t key = key3(pc, arr, w);
   bool fresh;
   int* k = g_counts->get(key, 1, &fresh);
   if (!k) return;
@@ -347,39 +308,65 @@ inline void bank_add(uintptr_t a, unsigned size, int line, int arr, int w) {
   g.size[g_lane] = (uint8_t)(size > 255 ? 255 : size);
 }
 
-TL_NOINLINE void record(const volatile void* p, unsigned size, int line, int arr, int kind) {
-  uintptr_t a = (uintptr_t)p;
-  unsigned t = g_cur ? g_cur->linear : 0;
-  for (uintptr_t w = a & ~(uintptr_t)3; w < a + size; w += 4) check_race(a, w, arr, t, line, kind);
-  if (kind & K_R) bank_add(a, size, line, arr, 0);
-  if (kind & K_W) bank_add(a, size, line, arr, 1);
+TL_NOINLINE TL_NOSAN void record(uintptr_t a, unsigned size, uint32_t pc, int kind) {
+  unsigned t = g_cur->linear;
+  for (uintptr_t w = a & ~(uintptr_t)3; w < a + size; w += 4) check_race(a, w, t, pc, kind);
+  int arr = array_at(a);
+  if (kind & K_R) bank_add(a, size, pc, arr, 0);
+  if (kind & K_W) bank_add(a, size, pc, arr, 1);
+}
+
+// Every load and store of the kernel comes here (inlined into the TSan hooks): most are
+// not to shared memory nor near the parameters' buffers, so those tests come first.
+TL_NOSAN inline __attribute__((always_inline)) void an_access(uintptr_t a, unsigned size,
+                                                              int kind, uintptr_t pc) {
+  bool shared =
+      a - g_sec_lo < g_sec_words * 4 || a - (uintptr_t)g_dyn_shared < g_dyn_words * 4;
+  if (__builtin_expect(!shared && a - g_glob_lo >= g_glob_span, 1)) return;
+  if (!g_cur || !g_in_block) return;
+  if (shared) record(a, size, (uint32_t)(pc - 1 - g_self_base), kind);
+  else global_record(a, size, (uint32_t)(pc - 1 - g_self_base), kind);
 }
 
 // ---- hooks called by the scheduler --------------------------------------------------------------
-void an_launch() {
+TL_NOSAN void an_launch() {
   g_sec_lo = (uintptr_t)__start_tlshared;
   g_sec_words = round_up(static_shared_bytes(), 4) / 4;
   g_dyn_words = g_dyn_bytes / 4;
   g_shadow = (Shadow*)calloc(g_sec_words + g_dyn_words + 1, sizeof(Shadow));
+  g_word_arr = (uint8_t*)calloc(g_sec_words + 1, 1);
+  for (int i = 0; i < g_narr; ++i) map_array(i);
   g_counts = (Table<1024>*)calloc(1, sizeof(Table<1024>));
   g_groups = (Table<8192>*)calloc(1, sizeof(Table<8192>));
   g_stat_index = (Table<1024>*)calloc(1, sizeof(Table<1024>));
   g_counts->cur = g_groups->cur = g_stat_index->cur = 1;
+  traffic_launch();
 }
-void an_block_begin() {
+TL_NOSAN void an_block_begin() {
   ++g_epoch;
   g_warp = -1;
+  memset(g_warp_gen, 0, sizeof g_warp_gen);
+  memset(g_lane_gen, 0, sizeof g_lane_gen);
 }
-void an_fiber_begin(Fiber* f) {
+TL_NOSAN void an_fiber_begin(Fiber* f) {
   int warp = (int)(f->linear / 32);
   if (warp != g_warp) finish_warp(), g_warp = warp;
   g_lane = (int)(f->linear % 32);
   g_counts->clear();
 }
-void an_epoch_end() {
+TL_NOSAN void an_epoch_end() {
   finish_warp();
   g_warp = -1;
   ++g_epoch;
+}
+TL_NOSAN void an_pass_end() {  // lanes meet again at the next pass: group accesses afresh
+  finish_warp();
+  g_warp = -1;
+}
+TL_NOSAN void an_warp_sync(int warp, unsigned lanes) {
+  uint32_t gen = ++g_warp_gen[warp & 31];
+  for (int l = 0; l < 32; ++l)
+    if ((lanes >> l & 1) && warp * 32 + l < 1024) g_lane_gen[warp * 32 + l] = gen;
 }
 
 inline uint3 thread_of(unsigned t) {
@@ -387,7 +374,7 @@ inline uint3 thread_of(unsigned t) {
 }
 inline const char* kind_name(int k) { return k == K_W ? "write" : "read"; }
 
-void an_write(Out& o) {
+TL_NOSAN void an_write(Out& o) {
   o.s(",\"analysis\":{\"arrays\":[");
   for (int i = 0; i < g_narr; ++i) {
     const ShArray& A = g_arr[i];
@@ -401,10 +388,10 @@ void an_write(Out& o) {
   o.s("],\"races\":[");
   for (int i = 0; i < g_nraces; ++i) {
     const RaceRec& r = g_races[i];
-    o.f("%s{\"array\":%d,\"element\":%lld,\"lines\":[%d,%d],\"kinds\":[\"%s\",\"%s\"],"
-        "\"count\":%lld,\"threads\":[",
-        i ? "," : "", r.arr, r.elem, r.line1, r.line2, kind_name(r.kind1), kind_name(r.kind2),
-        r.count);
+    o.f("%s{\"array\":%d,\"element\":%lld,\"pcs\":[%u,%u],\"kinds\":[\"%s\",\"%s\"],"
+        "\"count\":%lld,\"same_warp\":%s,\"threads\":[",
+        i ? "," : "", r.arr, r.elem, r.pc1, r.pc2, kind_name(r.kind1), kind_name(r.kind2),
+        r.count, r.cross_warp ? "false" : "true");
     o.xyz(thread_of(r.t1));
     o.s(",");
     o.xyz(thread_of(r.t2));
@@ -415,9 +402,9 @@ void an_write(Out& o) {
   o.f("],\"races_dropped\":%lld,\"banks\":[", g_races_dropped);
   for (int i = 0; i < g_nstats; ++i) {
     const LineStat& s = g_stats[i];
-    o.f("%s{\"line\":%d,\"array\":%d,\"kind\":\"%s\",\"accesses\":%lld,\"sum\":%lld,"
+    o.f("%s{\"pc\":%u,\"array\":%d,\"kind\":\"%s\",\"accesses\":%lld,\"sum\":%lld,"
         "\"max\":%d}",
-        i ? "," : "", (int)(s.key >> 32), (int)((s.key >> 1) & 0x7fffffff),
+        i ? "," : "", (uint32_t)(s.key >> 32), (int)((s.key >> 1) & 0x7fffffff) - 1,
         (s.key & 1) ? "write" : "read", s.count, s.sum, s.max);
   }
   o.s("]");

@@ -20,6 +20,7 @@
 #define TL_ASM_SWITCH 1  // our own context switch; ucontext elsewhere (far slower)
 #endif
 #define TL_NOINLINE __attribute__((noinline))
+#define TL_NOSAN __attribute__((no_sanitize_thread))  // runtime code the TSan hooks may run
 
 namespace tl_emu {
 
@@ -34,6 +35,14 @@ struct KernelDesc {
   const char* const* texts;
   void* fn;
   void (*invoke)(void*, void**);
+};
+
+// A file-scope __constant__/__device__ variable (the table follows the learner's code).
+struct GlobalDesc {
+  const char* name;
+  void* addr;
+  uint64_t size;
+  int constant;
 };
 
 template <class P> constexpr int size_or_1() {
@@ -106,11 +115,14 @@ struct Out {
 };
 
 // ---- fibers --------------------------------------------------------------------------------
-enum : int { F_RUN = 0, F_WAIT = 1, F_EXIT = 2 };
+enum : int { F_RUN = 0, F_WAIT = 1, F_EXIT = 2, F_WARP = 3 };
 struct Fiber {
   void* sp;
   int state, line, site, pred;
   unsigned linear;
+  int wop, warg, wwidth;  // a warp-level operation it waits at (see tilelab_emu_warp.h)
+  unsigned wmask;
+  uint64_t wval, wres;
   uint3 tid;
   char* guard;  // PROT_NONE region under the stack
   char* top;
@@ -165,8 +177,8 @@ inline void fiber_init(Fiber* f) {
   for (int i = 0; i < 6; ++i) *--sp = nullptr;  // rbp rbx r12-r15
   f->sp = sp;
 }
-inline void to_fiber(Fiber* f) { tl_emu_switch(&g_sched_sp, f->sp); }
-inline void to_sched(Fiber* f) { tl_emu_switch(&f->sp, g_sched_sp); }
+TL_NOSAN inline void to_fiber(Fiber* f) { tl_emu_switch(&g_sched_sp, f->sp); }
+TL_NOSAN inline void to_sched(Fiber* f) { tl_emu_switch(&f->sp, g_sched_sp); }
 #else
 ucontext_t g_sched_uc;
 inline void fiber_init(Fiber* f) {
@@ -176,8 +188,8 @@ inline void fiber_init(Fiber* f) {
   f->uc.uc_link = nullptr;
   makecontext(&f->uc, (void (*)())fiber_main, 0);
 }
-inline void to_fiber(Fiber* f) { swapcontext(&g_sched_uc, &f->uc); }
-inline void to_sched(Fiber* f) { swapcontext(&f->uc, &g_sched_uc); }
+TL_NOSAN inline void to_fiber(Fiber* f) { swapcontext(&g_sched_uc, &f->uc); }
+TL_NOSAN inline void to_sched(Fiber* f) { swapcontext(&f->uc, &g_sched_uc); }
 #endif
 
 [[noreturn]] void fiber_main() {
@@ -306,12 +318,14 @@ struct LaunchSpec {
   uint64_t* arg_off;  // byte offset into that buffer
   uint32_t grid[3], block[3];
   uint64_t dyn_shared;
+  int32_t nglobals;
+  int32_t* global_buf;  // the buffer carrying each global's bytes in and out (-1: none)
 };
 struct Buf {
   char *map, *lo, *data, *hi;  // [map,lo) guard | [lo,data) slack | data | [.,hi) tail | guard
   size_t map_len, n, elem;
 };
-const size_t kGuardBefore = 64 * 1024, kGuardAfter = 1024 * 1024;
+const size_t kGuardBefore = 64 * 1024, kGuardAfter = 1024 * 1024, kAllocAlign = 16;
 Buf* g_bufs;
 int g_nbuf;
 size_t g_page;
@@ -441,12 +455,14 @@ void an_launch();
 void an_block_begin();
 void an_fiber_begin(Fiber* f);
 void an_epoch_end();
+void an_pass_end();
 void an_write(Out& o);
 #else
 inline void an_launch() {}
 inline void an_block_begin() {}
 inline void an_fiber_begin(Fiber*) {}
 inline void an_epoch_end() {}
+inline void an_pass_end() {}
 inline void an_write(Out&) {}
 int register_array(const char*, const void*, size_t, size_t, int, const long*, bool) {
   return -1;
@@ -454,6 +470,10 @@ int register_array(const char*, const void*, size_t, size_t, int, const long*, b
 #endif
 
 // ---- the block scheduler ---------------------------------------------------------------------
+bool resolve_warps();             // tilelab_emu_warp.h: release the warps met at a warp op
+[[noreturn]] void warp_deadlock();
+unsigned g_block_serial;          // blocks run so far: picks the first epoch's thread order
+
 [[noreturn]] inline void divergence(bool exited) {
   Out o{};
   o.f("{\"status\":\"barrier\",\"exited\":%d,\"waits\":[", exited ? 1 : 0);
@@ -500,7 +520,14 @@ inline void run_block(uint3 b) {
     fiber_init(&g_fibers[i]);
   }
   g_in_block = true;
-  for (bool forward = true;; forward = !forward) {
+  // Threads run in turn, first in order, then in an order that flips at every pass, except
+  // that odd blocks keep the first order for one more pass: a missing barrier shows
+  // whichever way the data flows. A pass resumes each runnable thread once: to its next
+  // barrier, warp-level operation, lockstep point (a volatile access) or exit.
+  const bool odd = (g_block_serial++ & 1) != 0;
+  bool forward = true;
+  for (int pass = 1;; ++pass, forward = pass == 2 && odd ? forward : !forward) {
+    bool ran = false;
     for (int j = 0; j < n; ++j) {
       Fiber* f = &g_fibers[forward ? j : n - 1 - j];
       if (f->state != F_RUN) continue;
@@ -508,8 +535,15 @@ inline void run_block(uint3 b) {
       threadIdx = f->tid;
       an_fiber_begin(f);
       to_fiber(f);
+      ran = true;
     }
     g_cur = nullptr;
+    an_pass_end();
+    if (resolve_warps() || ran) {
+      bool runnable = false;
+      for (int i = 0; i < n && !runnable; ++i) runnable = g_fibers[i].state == F_RUN;
+      if (runnable) continue;
+    }
     int waiting = 0, exited = 0, site = -1, count = 0;
     bool same = true;
     for (int i = 0; i < n; ++i) {
@@ -518,6 +552,7 @@ inline void run_block(uint3 b) {
         ++exited;
         continue;
       }
+      if (F.state == F_WARP) warp_deadlock();
       if (waiting++ == 0) site = F.site;
       same = same && F.site == site;
       count += F.pred;
@@ -589,6 +624,9 @@ inline void run_grid(uint64_t seed) {
 
 }  // namespace tl_emu
 
+extern "C" const tl_emu::GlobalDesc tilelab_globals[];
+extern "C" const int tilelab_nglobals;
+
 TL_EXPORT uint64_t tilelab_static_shared_bytes() { return tl_emu::static_shared_bytes(); }
 
 // A seccomp filter (struct sock_fprog*) the Python side sets before the launch; installed
@@ -617,7 +655,11 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
   for (int b = 0; b < g_nbuf; ++b) {
     const BufSpec& S = s->bufs[b];
     Buf& B = g_bufs[b];
-    size_t align = S.align ? S.align : 1;
+    // Every access a GPU allows by alignment works (cudaMalloc aligns to 256 bytes; no CUDA
+    // vector type needs more than 16), and the data ends at most 12 bytes before the guard
+    // region, so an index past the end still faults (a write into those bytes is caught as
+    // a changed canary after the launch).
+    size_t align = S.align > kAllocAlign ? S.align : kAllocAlign;
     size_t body = round_up(S.nbytes + align, g_page);
     B.map = (char*)map_guarded(kGuardBefore, body, kGuardAfter, &B.lo);
     if (!B.map) setup_error("could not map a guarded buffer (out of memory?)");
@@ -631,6 +673,11 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
   }
   for (int i = 0; i < kernel->nparams; ++i)
     if (s->arg_buf[i] >= 0) *(void**)s->args[i] = g_bufs[s->arg_buf[i]].data + s->arg_off[i];
+  // The module's __constant__/__device__ variables hold what the host and earlier launches
+  // left in them.
+  for (int g = 0; g < s->nglobals && g < tilelab_nglobals; ++g)
+    if (s->global_buf[g] >= 0)
+      memcpy(tilelab_globals[g].addr, g_bufs[s->global_buf[g]].data, tilelab_globals[g].size);
   // Dynamic shared memory, ending at a guard region too.
   g_dyn_request = s->dyn_shared;
   g_dyn_bytes = round_up(s->dyn_shared, 4);
@@ -677,6 +724,9 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
       if (tilelab_grid_filter) _exit(0);  // nothing but exit is left to do under the filter
       return 1;
     }
+  for (int g = 0; g < s->nglobals && g < tilelab_nglobals; ++g)
+    if (s->global_buf[g] >= 0)
+      memcpy(g_bufs[s->global_buf[g]].data, tilelab_globals[g].addr, tilelab_globals[g].size);
   for (int b = 0; b < g_nbuf; ++b) memcpy(s->bufs[b].shared, g_bufs[b].data, g_bufs[b].n);
   o.f("{\"status\":\"ok\",\"kernel_seconds\":%.9f",
       (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));

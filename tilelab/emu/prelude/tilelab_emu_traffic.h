@@ -1,107 +1,87 @@
 // tilelab CPU emulator, analysis mode: global-memory traffic.
 //
-// The translator rewrites `P[` on a kernel's parameter P into `tl_emu::gl(P, __LINE__, i)[`
-// (i: the parameter's position); for a pointer parameter the proxy below records each element
-// read and written, with its address and size. The lanes of a warp that execute the k-th
-// access of (line, parameter, read/write) in one barrier epoch make one warp-wide request,
-// grouped by the bank analysis's machinery (tilelab_emu_analysis.h); for each request we
-// count the distinct 32-byte sectors its lanes touch: 4 for 32 consecutive aligned floats,
-// 32 for 32 floats a row apart.
+// The TSan hooks (tilelab_emu_tsan.h) hand every load and store of the kernel to an_access();
+// one whose address lies in the device buffer a pointer parameter points into is recorded
+// here with its width and code address, whatever pointer it went through. The lanes of a
+// warp that execute the k-th access of (code address, parameter, read/write) between two
+// meeting points make one warp-wide request, grouped by the bank analysis's machinery
+// (tilelab_emu_analysis.h); for each request we count the distinct 32-byte sectors its lanes
+// touch: 4 for 32 consecutive aligned floats, 32 for 32 floats a row apart. Python turns
+// code addresses into source lines and sums a line's addresses.
 // Included by tilelab_emu_analysis.h inside namespace tl_emu, before finish_warp().
 #pragma once
 
 enum : int { TL_GLOBAL_BASE = 1 << 20 };  // array ids at or above this are kernel parameters
 
-TL_NOINLINE void g_record(const volatile void* p, unsigned size, int line, int param, int kind);
-
-// A pointer parameter, with or without const/__restrict__ qualifiers.
-template <class T> struct GPtrOf : std::false_type {};
-template <class T> struct GPtrOf<T*> : std::true_type { using E = T; };
-template <class T> struct GPtrOf<T* const> : std::true_type { using E = T; };
-template <class T> struct GPtrOf<T* __restrict__> : std::true_type { using E = T; };
-template <class T> struct GPtrOf<T* const __restrict__> : std::true_type { using E = T; };
-
-template <class E> struct GElem {
-  using V = std::remove_cv_t<E>;
-  E* p;
-  int line, param;
-  void rec(int kind) const { g_record(p, sizeof(E), line, param, kind); }
-  operator V() const {
-    rec(K_R);
-    return *p;
-  }
-  GElem& operator=(V v) {
-    rec(K_W);
-    *p = v;
-    return *this;
-  }
-  GElem& operator=(const GElem& o) { return *this = (V)o; }
-#define TL_COMPOUND(OP)                                                                  \
-  GElem& operator OP(V v) {                                                              \
-    rec(K_R | K_W);                                                                      \
-    *p OP v;                                                                             \
-    return *this;                                                                        \
-  }
-  TL_COMPOUND(+=)
-  TL_COMPOUND(-=)
-  TL_COMPOUND(*=)
-  TL_COMPOUND(/=)
-  TL_COMPOUND(%=)
-  TL_COMPOUND(&=)
-  TL_COMPOUND(|=)
-  TL_COMPOUND(^=)
-  TL_COMPOUND(<<=)
-  TL_COMPOUND(>>=)
-#undef TL_COMPOUND
-  GElem& operator++() { return *this += 1; }
-  GElem& operator--() { return *this -= 1; }
-  V operator++(int) {
-    rec(K_R | K_W);
-    return (*p)++;
-  }
-  V operator--(int) {
-    rec(K_R | K_W);
-    return (*p)--;
-  }
-  E* operator&() const { return p; }  // address taken (atomics, pointers): not counted
+// ---- which parameter an address belongs to -------------------------------------------------
+struct ParamRegion {
+  uintptr_t lo, hi;  // the buffer's bytes
+  uintptr_t ptr;     // the parameter's value (a pointer into the buffer)
+  int param;
 };
-template <class E> struct Value<GElem<E>> { using type = std::remove_cv_t<E>; };
+ParamRegion g_regions[64];
+int g_nregions;
+uintptr_t g_glob_lo, g_glob_span;  // the hull of the regions: the hooks' first test
 
-template <class E> struct GPtr {
-  E* p;
-  int line, param;
-  template <class I> decltype(auto) operator[](I i) const {
-    E* q = p + (long long)i;
-    if constexpr (std::is_arithmetic_v<std::remove_cv_t<E>>) {
-      return GElem<E>{q, line, param};
-    } else {
-      g_record(q, sizeof(E), line, param, K_R);  // vectors and structs: a read of the element
-      return (*q);
+// Called at launch, once the buffers are mapped and the pointer arguments set.
+TL_NOSAN inline void traffic_launch() {
+  g_nregions = 0;
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (int i = 0; i < g_kernel->nparams && g_nregions < 64; ++i) {
+    if (!g_kernel->params[i].is_pointer) continue;
+    uintptr_t p = (uintptr_t) * (void**)g_args[i];
+    for (int b = 0; b < g_nbuf; ++b) {
+      uintptr_t d = (uintptr_t)g_bufs[b].data, n = g_bufs[b].n;
+      if (p < d || p > d + n || !n) continue;
+      g_regions[g_nregions++] = ParamRegion{d, d + n, p, i};
+      lo = d < lo ? d : lo, hi = d + n > hi ? d + n : hi;
+      break;
     }
   }
-};
-
-TL_NOINLINE void g_record(const volatile void* p, unsigned size, int line, int param, int kind) {
-  if (kind & K_R) bank_add((uintptr_t)p, size, line, TL_GLOBAL_BASE + param, 0);
-  if (kind & K_W) bank_add((uintptr_t)p, size, line, TL_GLOBAL_BASE + param, 1);
+  g_glob_lo = g_nregions ? lo : 0;
+  g_glob_span = g_nregions ? hi - lo : 0;
 }
 
-template <class P> inline decltype(auto) gl(P& x, int line, int param) {
-  if constexpr (GPtrOf<P>::value) return GPtr<typename GPtrOf<P>::E>{x, line, param};
-  else return (x);  // not a pointer: untouched
+// The parameter whose buffer holds `a`: of several pointing into one buffer, the one that
+// points nearest below `a` (-1: none).
+TL_NOSAN inline int param_at(uintptr_t a) {
+  int best = -1;
+  for (int r = 0; r < g_nregions; ++r) {
+    const ParamRegion& R = g_regions[r];
+    if (a < R.lo || a >= R.hi) continue;
+    if (best < 0) {
+      best = r;
+      continue;
+    }
+    const ParamRegion& B = g_regions[best];
+    bool below = R.ptr <= a, best_below = B.ptr <= a;
+    if (below > best_below || (below == best_below && (below ? R.ptr > B.ptr : R.ptr < B.ptr)))
+      best = r;
+  }
+  return best < 0 ? -1 : g_regions[best].param;
 }
 
-// ---- per (line, parameter, kind): requests and sectors -----------------------------------------
+TL_NOSAN inline void bank_add(uintptr_t a, unsigned size, uint32_t pc, int arr, int w);
+
+TL_NOINLINE TL_NOSAN void global_record(uintptr_t a, unsigned size, uint32_t pc, int kind) {
+  int p = param_at(a);
+  if (p < 0) return;
+  if (kind & K_R) bank_add(a, size, pc, TL_GLOBAL_BASE + p, 0);
+  if (kind & K_W) bank_add(a, size, pc, TL_GLOBAL_BASE + p, 1);
+}
+
+// ---- per (code address, parameter, kind): requests and sectors -----------------------------
 struct TrafficStat {
   uint64_t key;
   long long requests, sectors, lanes, bytes;
   int max_sectors;
 };
-TrafficStat g_traffic[512];
+TrafficStat g_traffic[1024];
 int g_ntraffic;
 long long g_traffic_dropped;
+Table<1024>* g_traffic_index;
 
-inline int sectors(const Group& g) {
+TL_NOSAN inline int sectors(const Group& g) {
   uintptr_t seen[128];
   int n = 0;
   for (int l = 0; l < 32; ++l) {
@@ -116,17 +96,17 @@ inline int sectors(const Group& g) {
 }
 
 // Called by finish_warp for a group whose array id is a kernel parameter.
-inline void traffic_finish(const Group& g) {
-  int i = 0;
-  while (i < g_ntraffic && g_traffic[i].key != g.key) ++i;
-  if (i == g_ntraffic) {
-    if (g_ntraffic == 512) {
-      ++g_traffic_dropped;
-      return;
-    }
-    g_traffic[g_ntraffic++] = TrafficStat{g.key, 0, 0, 0, 0, 0};
+TL_NOSAN inline void traffic_finish(const Group& g) {
+  if (!g_traffic_index)
+    g_traffic_index = (Table<1024>*)calloc(1, sizeof(Table<1024>)), g_traffic_index->cur = 1;
+  bool fresh;
+  int* slot = g_traffic_index->get(g.key, 0, &fresh);
+  if (!slot || (fresh && g_ntraffic == 1024)) {
+    ++g_traffic_dropped;
+    return;
   }
-  TrafficStat& t = g_traffic[i];
+  if (fresh) *slot = g_ntraffic, g_traffic[g_ntraffic++] = TrafficStat{g.key, 0, 0, 0, 0, 0};
+  TrafficStat& t = g_traffic[*slot];
   int s = sectors(g);
   ++t.requests, t.sectors += s;
   for (int l = 0; l < 32; ++l)
@@ -134,14 +114,15 @@ inline void traffic_finish(const Group& g) {
   if (s > t.max_sectors) t.max_sectors = s;
 }
 
-void traffic_write(Out& o) {
+TL_NOSAN void traffic_write(Out& o) {
   o.s(",\"traffic\":[");
   for (int i = 0; i < g_ntraffic; ++i) {
     const TrafficStat& t = g_traffic[i];
-    o.f("%s{\"line\":%d,\"param\":%d,\"kind\":\"%s\",\"requests\":%lld,\"sectors\":%lld,"
+    o.f("%s{\"pc\":%u,\"param\":%d,\"kind\":\"%s\",\"requests\":%lld,\"sectors\":%lld,"
         "\"lanes\":%lld,\"bytes\":%lld,\"max_sectors\":%d}",
-        i ? "," : "", (int)(t.key >> 32), (int)((t.key >> 1) & 0x7fffffff) - TL_GLOBAL_BASE,
-        (t.key & 1) ? "write" : "read", t.requests, t.sectors, t.lanes, t.bytes, t.max_sectors);
+        i ? "," : "", (uint32_t)(t.key >> 32),
+        (int)((t.key >> 1) & 0x7fffffff) - 1 - TL_GLOBAL_BASE, (t.key & 1) ? "write" : "read",
+        t.requests, t.sectors, t.lanes, t.bytes, t.max_sectors);
   }
   o.f("],\"traffic_dropped\":%lld", g_traffic_dropped);
 }
