@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: book test browser postgres lint data clean
+.PHONY: book test browser postgres sandbox lint data clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,16 @@ postgres:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
 	  echo "make postgres: could not install postgresql (needs apt-get as root); the PostgreSQL gradebook test will be skipped"
 
+## bubblewrap, the OS sandbox every graded submission runs in (Debian's package: signed,
+## security-updated by apt, the same bwrap the distribution's own sandboxes use).
+sandbox:
+	@command -v bwrap >/dev/null || \
+	  { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } || \
+	  echo "make sandbox: could not install bubblewrap (needs apt-get as root; or: sudo apt-get install bubblewrap); sandboxed grading tests will be skipped"
+
 ## Everything: unit tests, emulator, grader pipeline, book build and browser checks.
-test: $(STAMP) browser postgres
+test: $(STAMP) browser postgres sandbox
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 

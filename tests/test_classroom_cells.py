@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tilelab import classroom
+from tilelab.classroom import submissions
 from tilelab.grading import scoring
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,3 +95,32 @@ def test_course_layout_comes_from_the_config_file():
 def test_unknown_assignments_are_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown assignment"):
         classroom.grade_class(REPO, assignments=["04-nope"], backend="emu", progress=False)
+
+
+def test_a_duplicated_kernel_cell_is_named_not_graded_as_the_stub(tmp_path):
+    nb = json.loads(SUBMITTED.read_text(encoding="utf-8"))
+    kernel = next(c for c in nb["cells"]
+                  if c["metadata"].get("nbgrader", {}).get("grade_id") == "kernel_naive")
+    nb["cells"].append(dict(kernel, source='KERNEL = r"""__global__ void k() {}"""'))
+    path = tmp_path / "naive.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    with pytest.raises(classroom.KernelCellError, match="2 cells with grade id 'kernel_naive'"):
+        classroom.extract_kernel(path, "naive")
+
+
+@pytest.mark.parametrize("bad", [[], "x", {"nbgrader": "x"}, {"nbgrader": {"grade_id": 7}}])
+def test_malformed_metadata_costs_only_its_own_cell(tmp_path, bad):
+    nb = json.loads(SUBMITTED.read_text(encoding="utf-8"))
+    nb["cells"].insert(0, {"cell_type": "code", "metadata": bad, "source": "x = 1",
+                           "outputs": [], "execution_count": None})
+    path = tmp_path / "naive.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    assert "__global__ void matmul_naive(" in classroom.extract_kernel(path, "naive")
+
+
+def test_a_huge_notebook_is_refused_without_being_read(tmp_path):
+    path = tmp_path / "naive.ipynb"
+    with open(path, "wb") as f:
+        f.truncate(submissions.NOTEBOOK_READ_LIMIT + 1)  # sparse
+    with pytest.raises(classroom.KernelCellError, match="MiB a notebook may be"):
+        classroom.extract_kernel(path, "naive")

@@ -9,9 +9,11 @@ cases at the end grade hostile kernels on a GPU, then a good one on the same GPU
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,12 +29,14 @@ from test_classroom import (
 )
 
 from tilelab import classroom, exercises
-from tilelab.grading import scoring
+from tilelab.grading import bubblewrap, scoring
 from tilelab.grading.sandbox import grade_source
 from tilelab.reference import KERNELS, tiled_without_barrier
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.skipif(bubblewrap.problem() is not None,
+                       reason=f"the hostile corpus runs in a sandbox: {bubblewrap.problem()}"),
     pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning"),
 ]
 
@@ -112,7 +116,7 @@ CASES = [
          kernel=TILED.replace("__syncthreads();  // the whole",
                               "if (tx < 16) __syncthreads();  // the whole"),
          exercise="tiled"),
-    Case("k09", "more shared memory than a block can have", "shared memory",
+    Case("k09", "more shared memory than a block can have", "shared memory|48 KiB",
          kernel=TILED.replace("__shared__ float Bs[TILE][TILE];",
                               "__shared__ float Bs[TILE][TILE];\n    __shared__ float big[65536];"
                               "\n    big[threadIdx.x] = 0.0f;\n    __syncthreads();")
@@ -151,11 +155,11 @@ CASES = [
     Case("p08", "ignores SIGINT, then sleeps", "could not run the notebook", kernel=NAIVE,
          python="import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
          "time.sleep(10**6)\n", points=(3, 0)),
-    Case("p09", "leaves a process running", "left 1 process", kernel=NAIVE, python=LEFTOVER,
+    Case("p09", "leaves a process running", "correct on", kernel=NAIVE, python=LEFTOVER,
          points=(3, 0)),
-    Case("p10", "reads the solutions from disk", "reference solution", kernel=STUB,
+    Case("p10", "reads the solutions from disk", "never written", kernel=STUB,
          python=LEAK),
-    Case("p11", "writes into the gradebook", "changed the gradebook", kernel=NAIVE,
+    Case("p11", "writes into the gradebook", "correct on", kernel=NAIVE,
          python=TAMPER, points=(3, 0)),
     Case("p12", "overwrites another's submission and feedback", "correct on", kernel=NAIVE,
          python=OVERWRITE, points=(3, 0)),
@@ -172,11 +176,176 @@ CASES = [
     Case("s02", "a 10 MB source", "more than", kernel=NAIVE + "// " + "x" * (10 << 20) + "\n"),
     Case("s03", "bytes that are not UTF-8", "not a readable notebook", edit="latin1"),
 ]
+# ------------------------------------------------ cases of the sandbox (issue 10)
+
+WALK = (Path(__file__).parent / "data" / "hostile" / "libc_walk.h").read_text()
+ROOT = "{ROOT}"  # replaced by the course's absolute path when the notebook is written
+PORT = "{PORT}"  # a port the test listens on, on this machine's loopback
+TILED_AT = KERNELS["tiled32_at"].source()
+TRANSPOSE = KERNELS["transpose_naive"].source()
+PADDED = KERNELS["transpose_padded"].source()
+
+
+def walk_naive(body: str, prefix: str = "") -> str:
+    """The naive kernel, its first thread running ``body`` with ``libc_symbol`` at hand."""
+    return WALK + prefix + naive_with(
+        "float acc = 0.0f;",
+        "float acc = 0.0f;\n    if (row == 0 && col == 0) {\n" + body + "\n    }")
+
+
+def call(ret: str, args: str, name: str, call_args: str) -> str:
+    return (f"typedef {ret} (*fn_t)({args});\n"
+            f'fn_t f = (fn_t)libc_symbol("{name}");\n'
+            f"if (f) f({call_args});")
+
+
+NAIVE_TRANSPOSE = (  # the defines, then only the naive transpose, renamed
+    TRANSPOSE[:TRANSPOSE.index("__global__")]
+    + TRANSPOSE[TRANSPOSE.index("__global__ void transpose_naive"):
+                TRANSPOSE.index("__global__ void transpose_shared")]
+).replace("transpose_naive(", "transpose_padded(")
+UNPADDED_DILUTED = PADDED.replace(
+    "tile[TILE_DIM][TILE_DIM + 1]", "tile[TILE_DIM][TILE_DIM]").replace(
+    "    __syncthreads();\n    x = blockIdx.y",
+    "    __syncthreads();\n    float dummy = 0.0f;\n"
+    "    for (int d = 0; d < 1500; ++d) dummy += tile[threadIdx.y][threadIdx.x];\n"
+    "    if (dummy == 12345.0f) out[0] = dummy;\n    x = blockIdx.y")
+ANALYSIS_SWITCH = PADDED.replace(
+    "__shared__ float tile[TILE_DIM][TILE_DIM + 1];",
+    "#ifdef TILELAB_ANALYSIS\n    __shared__ float tile[TILE_DIM][TILE_DIM + 1];\n#else\n"
+    "    __shared__ float tile[TILE_DIM][TILE_DIM];\n#endif")
+LEFT_BLOCK_RACE = naive_with(  # correct only if the block to the left has already run
+    "C[row * N + col] = acc;",
+    "float left = col >= 16 ? C[row * N + col - 16] : 0.0f;\n"
+    "        C[row * N + col] = acc + 0.0f * left;")
+UPPER_BLOCK_RACE = naive_with(
+    "C[row * N + col] = acc;",
+    "float up = row >= 16 ? C[(row - 16) * N + col] : 0.0f;\n"
+    "        C[row * N + col] = acc + 0.0f * up;")
+CELL = {
+    "config": f"open('{ROOT}/autograder/nbgrader_config.py', 'a')"
+              ".write('\\nraise SystemExit\\n')\n",
+    "ghost": f"import os\nos.makedirs('{ROOT}/autograder/submitted/ghost/01-naive')\n"
+             f"open('{ROOT}/autograder/submitted/ghost/01-naive/naive.ipynb', 'w')"
+             ".write('{{}}')\n",
+    "gradebook": f"print(open('{ROOT}/autograder/gradebook.db', 'rb').read()[:200])\n",
+    "other": f"print('GOT' + ' OTHER',\n"
+             f"      open('{ROOT}/autograder/submitted/aaron/01-naive/naive.ipynb').read()[:99])\n",
+    "network": f"import socket\nsocket.create_connection(('127.0.0.1', {PORT}), 3)\n"
+               "print('CONN' + 'ECTED')\n",
+    "fork bomb": "import os, time\nwhile True:\n    try:\n        os.fork()\n"
+                 "    except OSError:\n        time.sleep(0.2)\n",
+    "10 GB": "b = bytearray(10 << 30)\nprint('ALLOC' + 'ATED')\n",
+    "10 GB file": "f = open('/tmp/big', 'wb')\nf.seek(10 << 30)\nf.write(b'x')\nf.close()\n"
+                  "print('WRO' + 'TE')\n",
+    "1 GB output": "import sys\nfor _ in range(1024):\n    sys.stdout.write('x' * (1 << 20))\n",
+    "kill all": "import os\nos.kill(-1, 9)\n",
+    "kill parent": "import os\nos.kill(os.getppid(), 9)\nos.kill(1, 9)\n",
+    "delete": f"import shutil\nfor d in ('.', '{ROOT}/autograder/submitted',\n"
+              f"          '{ROOT}/autograder'):\n    shutil.rmtree(d, ignore_errors=True)\n",
+    "forge": "import glob, json, os\n"
+             "v = {'exercise': 'naive', 'backend': 'emu', 'correct': True, 'points_correct': 3}\n"
+             "cache = os.environ.get('TILELAB_VERDICT_CACHE', '')\n"
+             "for d in glob.glob('/tmp/tilelab-*') + [cache]:\n"
+             "    for f in glob.glob(d + '/*'):\n"
+             "        try:\n            open(f, 'w').write(json.dumps(v))\n"
+             "        except OSError:\n            pass\n",
+}
+OS = "the kernel tried to call the operating system"
+SANDBOX_CASES = [
+    # host code execution from a kernel (through libc, no forbidden name written)
+    Case("h01", "system() found from &printf", OS, kernel=walk_naive(
+        call("int", "const char*", "system", '"touch /tmp/tilelab-corpus-pwned"'))),
+    Case("h02", "execve through libc's syscall()", OS + r" \(execve\)", kernel=walk_naive(
+        'const char* argv[] = {"/bin/sh", "-c", "id", 0};\n'
+        + call("long", "long, ...", "syscall", "59L, argv[0], argv, 0"))),
+    Case("h03", "a global constructor that calls system()", "operating system while loading",
+         kernel=walk_naive("", "__device__ int escape() {\n"
+                           + call("int", "const char*", "system", '"id"') + "\nreturn 0; }\n"
+                           "static int at_load = escape();\n")),
+    Case("h04", "ptrace of the grader", OS + r" \(ptrace\)",
+         kernel=walk_naive(call("long", "int, int, void*, void*", "ptrace", "16, 1, 0, 0"))),
+    Case("h05", "writes /proc/<parent>/mem", OS + r" \(open", kernel=walk_naive(
+        call("void*", "const char*, const char*", "fopen", '"/proc/1/mem", "r+"'))),
+    # a forged verdict
+    Case("f01", "an empty kernel that starts a detached process", OS, kernel=WALK + STUB.replace(
+        "{ }", "{\n" + call("int", "void", "fork", "") + "\n}")),
+    Case("f02", "a cell that rewrites every verdict it can find", "never written", kernel=STUB,
+         python=CELL["forge"]),
+    # learner Python during the class run
+    Case("c01", "appends code to the course's nbgrader config", "correct on", kernel=NAIVE,
+         python=CELL["config"], points=(3, 0)),
+    Case("c02", "creates a submission for a student who does not exist", "correct on",
+         kernel=NAIVE, python=CELL["ghost"], points=(3, 0)),
+    Case("c03", "reads the gradebook", "correct on", kernel=NAIVE, python=CELL["gradebook"],
+         points=(3, 0)),
+    Case("c04", "reads another student's notebook", "correct on", kernel=NAIVE,
+         python=CELL["other"], points=(3, 0)),
+    Case("c05", "connects to the network from a cell", "correct on", kernel=NAIVE,
+         python=CELL["network"], points=(3, 0)),
+    Case("c06", "opens a socket from the kernel", OS + r" \(socket\)",
+         kernel=walk_naive(call("int", "int, int, int", "socket", "2, 1, 0"))),
+    Case("c07", "a fork bomb", "correct on", kernel=NAIVE, python=CELL["fork bomb"],
+         points=(3, 0)),
+    Case("c08", "a 10 GB allocation", "correct on", kernel=NAIVE, python=CELL["10 GB"],
+         points=(3, 0)),
+    Case("c09", "a 10 GB (sparse) file", "correct on", kernel=NAIVE, python=CELL["10 GB file"],
+         points=(3, 0)),
+    Case("c10", "1 GB of output", "correct on", kernel=NAIVE, python=CELL["1 GB output"],
+         points=(3, 0)),
+    Case("c11", "kills every process it can see", "correct on", kernel=NAIVE,
+         python=CELL["kill all"], points=(3, 0)),
+    Case("c12", "SIGKILLs its parent", "correct on", kernel=NAIVE, python=CELL["kill parent"],
+         points=(3, 0)),
+    # submissions lost
+    Case("d01", "a data file larger than any limit beside the notebook", "correct on",
+         kernel=NAIVE, edit="big_file", points=(3, 0)),
+    Case("d02", "deletes every folder it can name", "correct on", kernel=NAIVE,
+         python=CELL["delete"], points=(3, 0)),
+    # gates passed without the lesson
+    Case("g01", "a plain transpose as the padded one", "no shared-memory access",
+         kernel=NAIVE_TRANSPOSE, exercise="transpose_padded", points=(3, 0)),
+    Case("g02", "a naive matmul as the padded one", "no shared-memory access",
+         kernel=naive_with("matmul_naive(", "matmul_tiled_at("), exercise="matmul_at_padded",
+         points=(3, 0)),
+    Case("g03", "an unpadded tile diluted by conflict-free reads", "worst shared-memory access",
+         kernel=UNPADDED_DILUTED, exercise="transpose_padded", points=(3, 0)),
+    Case("g04", "a padded build only when analysed", "name of the CPU emulator",
+         kernel=ANALYSIS_SWITCH, exercise="transpose_padded"),
+    Case("g05", "the K loop stops after 6 tiles", "wrong|never written",
+         kernel=TILED.replace("t < K;", "t < K && t < 6 * TILE;"), exercise="tiled"),
+    Case("g06", "row % 200", "wrong|never written",
+         kernel=naive_with("int row = blockIdx.y * blockDim.y + threadIdx.y;",
+                           "int row = (blockIdx.y * blockDim.y + threadIdx.y) % 200;")),
+    # directives the compiler reads its own way, and a scan that must stay linear
+    Case("s04", "form feed before #include", "is not allowed",
+         kernel='\f#include "/etc/passwd"\n' + NAIVE),
+    Case("s05", "a BOM before #include", "is not allowed",
+         kernel='\ufeff#include "/etc/passwd"\n' + NAIVE),
+    Case("s06", "a lone CR ends the comment before #include", "is not allowed",
+         kernel='// note\r#include "/etc/passwd"\n' + NAIVE),
+    Case("s07", "243 KB of __global__ inside #if 0", "more than 64 __global__",
+         kernel="#if 0\n" + "__global__ " * 22000 + "\n#endif\n" + NAIVE),
+    # the emulator behaves as a GPU
+    Case("e01", "reads the left block's output (a race between blocks)", "wrong|never written",
+         kernel=LEFT_BLOCK_RACE),
+    Case("e02", "reads the upper block's output (a race between blocks)", "wrong|never written",
+         kernel=UPPER_BLOCK_RACE),
+    Case("e03", "64 KiB of static shared memory", "48 KiB", exercise="tiled",
+         kernel=TILED.replace("__shared__ float Bs[TILE][TILE];",
+                              "__shared__ float Bs[TILE][TILE];\n    __shared__ float big[16384];"
+                              "\n    big[threadIdx.x] = 0.0f;")
+         .replace("C[row * N + col] = acc;", "C[row * N + col] = acc + big[threadIdx.x];")),
+]
+CASES += SANDBOX_CASES
 GOOD = ("aaron", "zoe")  # graded first and last: nothing a case does may change their points
 
 
-def notebook_for(case: Case) -> bytes:
-    """The submitted file of one case."""
+def notebook_for(case: Case, root: Path | None = None, port: int = 0) -> bytes:
+    """The submitted file of one case (``{ROOT}`` and ``{PORT}`` in its Python filled in)."""
+    if root is not None and case.python:
+        python = case.python.replace("{ROOT}", str(root)).replace("{PORT}", str(port))
+        case = Case(**{**case.__dict__, "python": python})
     if case.raw is not None:
         return case.raw
     if case.edit == "wrong_assignment":
@@ -203,7 +372,11 @@ def notebook_for(case: Case) -> bytes:
     return data
 
 
-def build(root: Path) -> None:
+BIG = 300 * 1024**2  # a data file beyond every limit (file size, the old 256 MiB snapshot)
+STRANGER = "stranger"  # a folder under submitted/ of nobody the gradebook knows
+
+
+def build(root: Path, port: int) -> None:
     copy_course(root)
     files: dict[tuple[str, str], bytes] = {}
     for student in GOOD:
@@ -211,14 +384,44 @@ def build(root: Path) -> None:
             submission("01-naive", {"naive": kernel_cell(released_stub("naive"), NAIVE)})
         ).encode()
     for case in CASES:
-        files[(case.student, exercises.get(case.exercise).assignment)] = notebook_for(case)
+        files[(case.student, exercises.get(case.exercise).assignment)] = notebook_for(
+            case, root, port)
     write_submissions(root, files)
+    for case in CASES:
+        if case.edit == "big_file":
+            folder = root / "autograder" / "submitted" / case.student / "01-naive"
+            with open(folder / "data.bin", "wb") as f:  # sparse: no disk used
+                f.truncate(BIG)
+    stranger = root / "autograder" / "submitted" / STRANGER / "01-naive"
+    stranger.mkdir(parents=True)
+    (stranger / "naive.ipynb").write_bytes(files[(GOOD[0], "01-naive")])
+
+
+def fingerprints(root: Path) -> dict[str, tuple[int, str]]:
+    """Size and a hash of the head and tail of every submitted file, and of the config."""
+    out = {}
+    files = [*(root / "autograder" / "submitted").rglob("*"),
+             root / "autograder" / "nbgrader_config.py"]
+    for path in files:
+        if path.is_file():
+            with open(path, "rb") as f:
+                head = f.read(1 << 20)
+                f.seek(max(0, path.stat().st_size - (1 << 20)))
+                tail = f.read()
+            out[str(path.relative_to(root))] = (
+                path.stat().st_size, hashlib.sha256(head + tail).hexdigest())
+    return out
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp("corpus") / "course"
-    build(root)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.setblocking(False)
+    build(root, server.getsockname()[1])
+    before = fingerprints(root)
     mp = pytest.MonkeyPatch()
     mp.setenv("TILELAB_GRADE_TIMEOUT", "60")  # an endless kernel is stopped within a minute
     mp.setenv("TILELAB_EMU_TIMEOUT", "20")
@@ -228,6 +431,13 @@ def corpus(tmp_path_factory):
         )
     finally:
         mp.undo()
+    try:
+        server.accept()
+        summary["connections"] = 1
+    except BlockingIOError:
+        summary["connections"] = 0
+    server.close()
+    summary["before"] = before
     return root, summary
 
 
@@ -262,19 +472,27 @@ def test_every_case_is_caught_and_nobody_else_is_affected(corpus, capsys):
     affected = [s for s in GOOD if points.get((s, "naive")) != (3, 0)]
     expected_rows = len(GOOD) + len(CASES)
     rows = len({s for s, _ in points})
+    after = fingerprints(root)
+    lost = [p for p, f in summary["before"].items() if after.get(p) != f]
+    wrong = [c.student for c in CASES if points.get((c.student, c.exercise)) != c.points]
+    wrong += [s for s in {s for s, _ in points} if s not in GOOD and s not in
+              {c.student for c in CASES}]  # a score for someone who is not in the class
     with capsys.disabled():
         print(
             f"\ncorpus: {len(CASES)} cases tried, {caught} caught with a clear message, "
             f"{len(crashes)} grader crashes, {len(affected)} other students affected, "
+            f"{len(lost)} files lost, {len(wrong)} forged or wrong scores, "
             f"{expected_rows - rows} gradebook rows lost"
         )
     assert not problems, "\n\n".join(map(str, problems))
     assert crashes == [] and affected == [] and rows == expected_rows
+    assert lost == [] and wrong == []
 
 
 def test_calibrated_gates_reach_every_verdict(corpus):
     root, summary = corpus
-    assert summary["gates"]["naive"] == 3.5 and summary["gates"]["tiled"] == 1.25
+    assert summary["gates"]["naive"] == 3.5
+    assert summary["gates"]["tiled"] == exercises.get("tiled").gate  # the registry default
     assert verdicts(root, "aaron", "01-naive")["naive"]["gate"] == 3.5
 
 
@@ -302,12 +520,35 @@ def test_no_process_a_notebook_started_is_left(corpus):
     assert left == []
 
 
-def test_the_gradebook_and_the_other_students_files_were_restored(corpus):
+def test_no_submission_config_or_feedback_of_another_was_touched(corpus):
     root, summary = corpus
-    steps = {(f["student"], f["step"]) for f in summary["failures"] if "student" in f}
-    assert ("p11", "gradebook") in steps
-    assert ("zoe", "submission") in steps and ("aaron", "feedback") in steps
+    assert fingerprints(root) == summary["before"]  # the 300 MiB file included
     assert (root / "autograder" / "feedback" / "aaron" / "01-naive" / "naive.html").is_file()
+    assert not (root / "autograder" / "submitted" / "ghost").exists()
+    assert not Path("/tmp/tilelab-corpus-pwned").exists()
+
+
+def test_only_students_of_the_gradebook_are_graded(corpus):
+    root, summary = corpus
+    assert summary["unknown_students"] == [STRANGER]
+    assert any(f["step"] == "students" and STRANGER in f["error"] for f in summary["failures"])
+    assert (STRANGER, "naive") not in gradebook_points(root)
+
+
+def test_no_cell_reached_the_network_or_the_course(corpus):
+    root, summary = corpus
+    assert summary["connections"] == 0
+    feedback = root / "autograder" / "feedback"  # each marker is printed only on success
+    for student, marker in (("c03", "SQLite format"), ("c04", "GOT OTHER"),
+                            ("c05", "CONNECTED"), ("c08", "ALLOCATED"), ("c09", "WROTE")):
+        for path in (feedback / student).rglob("*.html"):
+            assert marker not in path.read_text(errors="replace"), (student, path)
+
+
+def test_outputs_are_capped(corpus):
+    root, _ = corpus
+    for path in (root / "autograder" / "feedback" / "c10").rglob("*"):
+        assert path.stat().st_size < 16 * 1024**2, path
 
 
 # ------------------------------------------------------------------ on a GPU

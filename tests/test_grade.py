@@ -118,3 +118,58 @@ def test_slow_but_right_kernels_keep_their_correctness_points(exercise_id):
     assert v.correct and v.points_correct == ex.points_correct, scoring.report(v)
     if ex.max_bank_degree is not None:  # unpadded: the emulator's conflict gate fails it
         assert not v.speed_passed and v.bank_degree > ex.max_bank_degree
+
+
+def test_the_speed_runs_output_is_checked_on_sampled_rows():
+    import numpy as np
+
+    from tilelab.grading.pipeline import sampled_compare
+
+    ex = exercises.get("tiled")
+    rng = np.random.default_rng(3)
+    shape = (512, 384, 256)
+    inputs = ex.problem.make_inputs(shape, rng)
+    right = (inputs["A"].astype(np.float64) @ inputs["B"]).astype(np.float32)
+    assert sampled_compare(ex, shape, inputs, right, rng).ok
+    cut = right.copy()
+    cut[200:] = np.nan  # a kernel that stops at row 200, or returns for a large M
+    assert not sampled_compare(ex, shape, inputs, cut, rng).ok
+
+
+def test_the_padded_matmul_must_also_beat_a_kernel_that_skips_the_lesson():
+    ex = exercises.get("matmul_at_padded")
+    assert ex.must_beat is not None and ex.must_beat.name == "matmul_naive"
+
+
+def test_the_worker_is_sandboxed_where_a_sandbox_can_be_made():
+    from tilelab.grading import bubblewrap as sandbox
+
+    if sandbox.problem():
+        pytest.skip(sandbox.problem())
+    walk = (__import__("pathlib").Path(__file__).parent / "data" / "hostile" /
+            "libc_walk.h").read_text()
+    src = walk + KERNELS["naive"].source().replace(
+        "float acc = 0.0f;",
+        'float acc = 0.0f;\n    typedef int (*fn_t)(const char*);\n'
+        '    fn_t f = (fn_t)libc_symbol("system");\n    if (f) f("id");')
+    v = grade_source("naive", src, backend_name="emu", sandboxed=True)
+    assert v.points_correct == 0
+    assert "the kernel tried to call the operating system" in "\n".join(v.messages)
+    good = grade_source("naive", KERNELS["naive"].source(), backend_name="emu", sandboxed=True)
+    assert good.correct and good.points_correct == 3
+
+
+@pytest.mark.gpu
+def test_a_speed_run_that_goes_wrong_at_the_speed_shape_scores_nothing():
+    src = KERNELS["tiled32"].source().replace("float acc = 0.0f;",
+                                              "float acc = 0.0f;\n    if (M >= 1024) return;")
+    v = grade_source("tiled", src, backend_name="gpu", sanitize=False)
+    assert v.points_correct == 0 and v.points_speed == 0, v.report()
+    assert "speed run's output is wrong" in "\n".join(v.messages)
+
+
+@pytest.mark.gpu
+def test_a_naive_kernel_as_the_padded_matmul_earns_no_speed_points():
+    src = KERNELS["naive"].source().replace("matmul_naive(", "matmul_tiled_at(")
+    v = grade_source("matmul_at_padded", src, backend_name="gpu", sanitize=False)
+    assert v.correct and not v.speed_passed, v.report()

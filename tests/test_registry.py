@@ -95,6 +95,41 @@ def test_calibration_refuses_variants_that_do_not_separate():
     assert "both tiles padded" in placed["refused"] and "baseline resubmitted" in placed["refused"]
 
 
+def test_shapes_reach_past_every_bound_a_kernel_could_hard_code():
+    for ex in exercises.EXERCISES.values():
+        tile = ex.launch.tile[0]
+        for axis in range(len(ex.problem.dims)):
+            biggest = max(shape[axis] for shape in ex.shapes)
+            assert biggest > 1024 or (axis == 2 and biggest >= 8 * tile), (ex.id, axis)
+
+
+CUT_SHORT = {  # a kernel correct on every small shape, wrong past a bound it hard-codes
+    "K loop stops after 6 tiles": ("for (int t = 0; t < K; t += TILE)",
+                                   "for (int t = 0; t < K && t < 6 * TILE; t += TILE)"),
+    "row % 200": ("int row = blockIdx.y * TILE + ty;", "int row = (blockIdx.y * TILE + ty) % 200;"),
+    "returns when M >= 1024": ("float acc = 0.0f;",
+                               "float acc = 0.0f;\n    if (M >= 1024) return;"),
+    "col < 1000 only": ("if (row < M && col < N)", "if (row < M && col < N && col < 1000)"),
+}
+
+
+@pytest.mark.parametrize("old,new", CUT_SHORT.values(), ids=CUT_SHORT.keys())
+def test_a_kernel_that_hard_codes_a_bound_fails_a_graded_shape(old, new):
+    import numpy as np
+
+    from tilelab.grading.correctness import check_function
+    from tilelab.runtime import get_runtime
+
+    ex = exercises.get("tiled")
+    src = ex.reference.source()
+    assert old in src
+    rt = get_runtime("emu")
+    fn = rt.SourceModule(src.replace(old, new)).get_function(ex.kernel)
+    rng = np.random.default_rng(1)
+    results = [check_function(rt, fn, ex.problem, ex.launch, s, rng).ok for s in ex.shapes]
+    assert not all(results)
+
+
 def _file_line(text: str, needle: str) -> int:
     hits = [i for i, ln in enumerate(text.splitlines(), 1) if needle in ln]
     assert len(hits) == 1, needle

@@ -101,3 +101,93 @@ def test_an_include_behind_a_comment_is_still_an_include():
     with pytest.raises(SourceRejected, match="line 2: #include of '/etc/passwd'"):
         validate_source('// kernel\n/* a comment */ #include "/etc/passwd"\n' + OK)
     assert validate_source("/* stdio */ #include <stdio.h>\n" + OK)
+
+
+# The compilers read a BOM, CR, CRLF, form feed and vertical tab their own way; the scan
+# reads the very text they compile (tilelab.emu.source), on both backends.
+HIDDEN_INCLUDES = {
+    "form feed before #": '\f#include "/etc/passwd"\n',
+    "vertical tab before #": '\v#include "/etc/passwd"\n',
+    "form feed after #": '#\finclude "/etc/passwd"\n',
+    "lone CR ends a // comment": '// note\r#include "/etc/passwd"\n',
+    "CRLF": '// a\r\n#include "/etc/passwd"\r\n',
+    "BOM": '\ufeff#include "/etc/passwd"\n',
+    "BOM then form feed": '\ufeff\f\v#include "/etc/passwd"\n',
+}
+
+
+@pytest.mark.parametrize("trick", HIDDEN_INCLUDES.values(), ids=HIDDEN_INCLUDES.keys())
+def test_an_include_hidden_by_blanks_or_line_ends_is_refused_on_both_backends(trick):
+    from tilelab.emu.errors import CompileError
+    from tilelab.emu.translate import translate
+
+    with pytest.raises(SourceRejected, match="is not allowed"):
+        validate_source(trick + OK)
+    with pytest.raises(CompileError, match="is not allowed"):
+        translate(trick + OK)
+
+
+def test_the_text_compiled_is_the_text_scanned():
+    text = validate_source("\ufeff// a\r#include <cstdio>\r\n\f" + OK)
+    assert text == "// a\n#include <cstdio>\n " + OK
+    assert "\r" not in text and "\ufeff" not in text
+
+
+def test_one_include_allow_list():
+    from tilelab.emu.checks import ALLOWED_INCLUDES
+    from tilelab.grading.source_checks import ALLOWED_INCLUDES as GRADER
+
+    assert set(ALLOWED_INCLUDES) == set(GRADER)
+    assert validate_source("#include <cassert>\n" + OK)
+
+
+ADVERSARIAL = {  # each near the size cap; every scan of them must stay linear
+    "__global__ tokens inside #if 0": "#if 0\n" + "__global__ " * 22000 + "\n#endif\n",
+    "__shared__ tokens": "__shared__ " * 22000,
+    "unclosed parentheses after 63 kernels": "__global__ void f(" * 63 + "x" * 240000,
+    "a directive continued over 60,000 lines": "#define X \\\n" + "a \\\n" * 60000,
+    "line splices after slashes": "/\\\n" * 80000,
+    "braces": "{" * 240000,
+}
+
+
+@pytest.mark.timeout(60)  # a guard against a hang: each scan takes well under a second
+@pytest.mark.parametrize("src", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
+def test_scans_of_adversarial_sources_end(src):
+    from tilelab.emu.errors import CompileError
+    from tilelab.emu.translate import translate
+
+    sig = "__global__ void k(float* a)"
+    try:
+        check_signature(validate_source(src), "k", sig)
+    except SourceRejected as exc:
+        assert "more than" in str(exc) or "no kernel" in str(exc)
+    with pytest.raises(CompileError) if "more than" in _refusal(src) else _nothing():
+        translate(src)
+
+
+def _refusal(src: str) -> str:
+    try:
+        validate_source(src)
+    except SourceRejected as exc:
+        return str(exc)
+    return ""
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+@pytest.mark.parametrize("name", ["TILELAB_ANALYSIS", "TL_SHARED", "tl_emu", "tilelab_launch"])
+def test_a_source_naming_the_emulators_own_macros_is_refused(name):
+    from tilelab.emu.errors import CompileError
+    from tilelab.emu.translate import translate
+
+    src = f"#ifdef {name}\n#define PAD 1\n#else\n#define PAD 0\n#endif\n" + OK
+    with pytest.raises(SourceRejected, match=f"line 1: `{name}` is a name of the CPU emulator"):
+        validate_source(src)
+    with pytest.raises(CompileError, match="build whose output is checked"):
+        translate(src)
+    assert validate_source("// TILELAB_ANALYSIS in a comment is fine\n" + OK)

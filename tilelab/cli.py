@@ -70,7 +70,17 @@ def cmd_check(a: argparse.Namespace) -> int:
 
 def cmd_grade(a: argparse.Namespace) -> int:
     from tilelab import classroom
+    from tilelab.classroom.run import NO_SANDBOX_WARNING
+    from tilelab.grading import bubblewrap
 
+    if a.no_sandbox:
+        print(f"tilelab grade: WARNING: {NO_SANDBOX_WARNING}", file=sys.stderr)
+    else:
+        why = bubblewrap.problem()
+        if why:
+            print(f"tilelab grade: refusing to grade a class without a sandbox: {why} "
+                  "(--no-sandbox grades anyway, with the instructor's rights)", file=sys.stderr)
+            return 2
     common = {
         "assignments": a.assignment or None,
         "students": a.student or None,
@@ -78,6 +88,7 @@ def cmd_grade(a: argparse.Namespace) -> int:
         "award_speed_without_gpu": a.award_speed_without_gpu,
         "progress": not a.quiet,
         "gates": gates.load(a.gates) if a.gates else None,
+        "sandboxed": not a.no_sandbox,
     }
     if a.workers < 1:
         print(f"tilelab grade: --workers must be at least 1 (got {a.workers})", file=sys.stderr)
@@ -189,6 +200,12 @@ def parser() -> argparse.ArgumentParser:
         "--force",
         action="store_true",
         help="on a cluster, regrade submissions already graded from the same files and inputs",
+    )
+    s.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="grade without the bubblewrap sandbox (submissions run with your rights: only "
+        "for code you trust)",
     )
     s.set_defaults(func=cmd_grade)
     s = sub.add_parser("release", help="regenerate exercises/ from solutions/ (nbgrader)")

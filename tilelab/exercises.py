@@ -17,6 +17,9 @@ from tilelab.reference import KERNELS, KernelRef
 # speed verdict on any other GPU is advisory.
 GRADING_GPU = "NVIDIA H100 80GB HBM3"
 
+# The last shapes reach well past every bound a kernel could hard-code: K of 17 tiles of 32
+# (a K loop that stops early), M past 1024 and 200 (a `row % 200`, an early return for a
+# large M), N past 1024; all rectangular, none a multiple of a tile.
 MATMUL_SHAPES: tuple[Shape, ...] = (
     (1, 1, 1),
     (37, 53, 29),
@@ -24,8 +27,14 @@ MATMUL_SHAPES: tuple[Shape, ...] = (
     (100, 30, 70),
     (33, 129, 65),
     (128, 96, 160),
+    (333, 290, 517),
+    (1030, 33, 40),
+    (36, 1050, 44),
 )
-TRANSPOSE_SHAPES: tuple[Shape, ...] = ((1, 1), (33, 65), (64, 64), (100, 37), (31, 300), (256, 128))
+TRANSPOSE_SHAPES: tuple[Shape, ...] = (
+    (1, 1), (33, 65), (64, 64), (100, 37), (31, 300), (256, 128), (1100, 37), (45, 1300),
+    (517, 333),
+)
 
 MATMUL_SIGNATURE = (
     "__global__ void {name}(const float* A, const float* B, float* C, int M, int N, int K)"
@@ -50,6 +59,9 @@ class Exercise:
     chapter: str
     shapes: tuple[Shape, ...] = field(default=MATMUL_SHAPES)
     max_bank_degree: float | None = None  # on the emulator: graded by conflicts, not time
+    # a kernel that skips the lesson yet beats the baseline: the speed gate also requires
+    # beating it (the padded matmul's unpadded baseline is slower than not tiling at all)
+    must_beat: KernelRef | None = None
     reuses_tiles: bool = False  # the lesson is tile reuse: the emulator names a kernel without
     points_correct: float = 3.0
     points_speed: float = 2.0
@@ -189,6 +201,7 @@ _EXERCISES = (
         ),
         chapter="book/banks",
         max_bank_degree=1.1,
+        must_beat=KERNELS["naive"],
         reuses_tiles=True,
     ),
     Exercise(

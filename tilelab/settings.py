@@ -108,6 +108,10 @@ CLASS_GRADING: Variable[bool] = Variable(
 VERDICT_CACHE: Variable[str | None] = Variable(
     "TILELAB_VERDICT_CACHE", "", _optional, "a folder",
     "verdicts a class run already measured, which the hidden tests read back")
+SANDBOXED: Variable[bool] = Variable(
+    "TILELAB_SANDBOXED", "", lambda t: bool(t), "any non-empty value",
+    "set inside a bubblewrap sandbox (tilelab.grading.bubblewrap): grading there starts "
+    "no second one")
 BOOK_DATA: Variable[str | None] = Variable(
     "TILELAB_BOOK_DATA", "", _optional, "a folder",
     "the data folder a book build reads instead of book/data")
@@ -116,8 +120,9 @@ BOOK_STRICT: Variable[bool | None] = Variable(
     "a book build where every missing measured value is a warning")
 
 ALL: tuple[Variable, ...] = (BACKEND, GRADE_TIMEOUT, CELL_TIMEOUT, AWARD_SPEED_WITHOUT_GPU,
-                             CLASS_GRADING, VERDICT_CACHE, BOOK_DATA, BOOK_STRICT)
-EMULATOR_VARIABLES = ("TILELAB_EMU_TIMEOUT", "TILELAB_EMU_CXX", "TILELAB_CACHE")
+                             CLASS_GRADING, VERDICT_CACHE, SANDBOXED, BOOK_DATA, BOOK_STRICT)
+EMULATOR_VARIABLES = ("TILELAB_EMU_TIMEOUT", "TILELAB_EMU_CXX", "TILELAB_CACHE",
+                      "TILELAB_CACHE_BASE")
 
 
 @contextlib.contextmanager

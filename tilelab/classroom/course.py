@@ -69,16 +69,31 @@ def _alembic_on_path() -> None:
         os.environ["PATH"] = os.pathsep.join([str(here), os.environ.get("PATH", "")])
 
 
-def open_api(course_root: str | Path, cell_timeout: int | None = None) -> NbGraderAPI:
+def open_api(course_root: str | Path, cell_timeout: int | None = None,
+             sandboxed: bool = False) -> NbGraderAPI:
     """nbgrader's Python API on this course (with a per-cell time limit, if given: during
     ``tilelab grade`` it replaces the config file's limit, which a manual
-    ``nbgrader autograde`` keeps)."""
+    ``nbgrader autograde`` keeps). The course config is read here, once; ``sandboxed``:
+    every notebook's kernel runs in a bubblewrap sandbox (:mod:`tilelab.classroom.kernels`)."""
     _alembic_on_path()
     config = load_config(course_root)
     if cell_timeout is not None:
         config.Execute.timeout = cell_timeout
         config.ExecutePreprocessor.timeout = cell_timeout
+    if sandboxed:
+        from tilelab.classroom.kernels import sandbox_autograde
+
+        sandbox_autograde(config)
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+
+
+def known_students(coursedir: CourseDirectory) -> set[str]:
+    """The students of the gradebook (a folder of anyone else is not graded)."""
+    try:
+        with gradebook(coursedir) as gb:
+            return {s.id for s in gb.students}
+    except Exception:  # no gradebook yet: nobody is known
+        return set()
 
 
 def gradebook(coursedir: CourseDirectory) -> Gradebook:
@@ -173,18 +188,36 @@ def export_csv(coursedir: CourseDirectory, dest: Path) -> Path:
     return dest
 
 
+def report_strangers(summary: dict[str, Any], failures: list[dict], strangers: list[str]) -> None:
+    """Name, in the summary, the submitted folders of students the gradebook does not know."""
+    if strangers:
+        summary["unknown_students"] = strangers
+        failures.append({
+            "step": "students",
+            "error": f"not graded: {', '.join(strangers)} (folders under submitted/ of "
+            "students the gradebook does not know; add them with `nbgrader db student add` "
+            "or `nbgrader db student import` if they belong to the class)",
+        })
+
+
 def to_grade(
     api: NbGraderAPI, assignments: Sequence[str] | None, students: Sequence[str] | None
-) -> list[tuple[str, str]]:
-    """The (assignment, student) pairs to grade: every submission, or the ones named."""
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """The (assignment, student) pairs to grade: every submission of a student the
+    gradebook knows (or the ones named); and the folders of anyone else, not graded."""
     names = list(assignments or exercises.ASSIGNMENTS)
     unknown = [a for a in names if a not in exercises.ASSIGNMENTS]
     if unknown:
         known = ", ".join(exercises.ASSIGNMENTS)
         raise ValueError(f"unknown assignment(s) {unknown}; the assignments are {known}")
-    return [
-        (a, s)
-        for a in names
-        for s in sorted(api.get_submitted_students(a))
-        if not students or s in students
-    ]
+    enrolled = known_students(api.coursedir)
+    work, strangers = [], set()
+    for a in names:
+        for s in sorted(api.get_submitted_students(a)):
+            if students and s not in students:
+                continue
+            if s in enrolled:
+                work.append((a, s))
+            else:
+                strangers.add(s)
+    return work, sorted(strangers)

@@ -1,15 +1,15 @@
 """What keeps one submission's Python from reaching anyone else's grade during a class run.
 
-nbgrader runs each notebook as the grading user, so its code can start processes that
-outlive it, write into the gradebook or into other students' folders, and read the course's
-solutions. A class run cannot stop all of that without an OS sandbox; it makes sure none of
-it lasts or counts:
+A class run runs each notebook's kernel in a bubblewrap sandbox (see
+:mod:`tilelab.classroom.kernels`): it sees a read-only copy of its own submission and
+nothing else of the course, so no submission can be changed (and the grader never copies
+one back nor deletes one). These guards remain for what a sandbox leaves (and for
+``--no-sandbox``):
 
 - :class:`Reaper` kills every process a submission left behind (Linux: this process becomes
   a child subreaper, so even daemonized ones come back to it);
 - :class:`GradebookGuard` restores the gradebook when a submission's run changed any row
   that is not that student's own (or broke the file);
-- :class:`FolderSnapshot` puts back files of other submissions and feedback that changed;
 - :func:`tilelab.classroom.submissions.scrub_outputs` removes notebook outputs that show a
   reference solution.
 """
@@ -66,6 +66,10 @@ class Reaper:
                     p.kill()
                     self.killed.append(p.pid)
             psutil.wait_procs(left, timeout=1)  # reaps the ones that became our children
+        for p in psutil.Process().children():  # ended after being reparented to us (the
+            with contextlib.suppress(psutil.Error):  # sandboxes' processes): reap them
+                if p.pid not in self.before and p.status() == psutil.STATUS_ZOMBIE:
+                    p.wait(timeout=0)
 
 
 # ------------------------------------------------------------------ gradebook
@@ -140,46 +144,3 @@ class GradebookGuard:
             "itself); the gradebook was restored and this submission's own autograde results "
             "were discarded"
         )
-
-
-# ------------------------------------------------------------------ files
-
-
-class FolderSnapshot:
-    """The bytes of every file under some folders, to put back what later code changes."""
-
-    def __init__(self, limit: int = 256 * 1024**2) -> None:
-        self.files: dict[Path, bytes] = {}
-        self.limit = limit
-
-    def add(self, folder: Path) -> None:
-        size = sum(len(b) for b in self.files.values())
-        for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
-            if path.is_file() and not path.is_symlink():
-                data = path.read_bytes()
-                size += len(data)
-                if size > self.limit:
-                    return
-                self.files[path] = data
-
-    def restore(self, folder: Path) -> list[Path]:
-        """Put back changed or deleted files under ``folder``, remove new ones; returns them."""
-        folder = folder.resolve()
-        changed = []
-        mine = {p: d for p, d in self.files.items() if p.resolve().is_relative_to(folder)}
-        for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
-            if (path.is_file() or path.is_symlink()) and path not in mine:
-                path.unlink()
-                changed.append(path)
-        for path, data in mine.items():
-            try:
-                same = path.is_file() and not path.is_symlink() and path.read_bytes() == data
-            except OSError:
-                same = False
-            if not same:
-                if path.is_symlink() or path.is_dir():
-                    shutil.rmtree(path) if path.is_dir() else path.unlink()
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(data)
-                changed.append(path)
-        return changed

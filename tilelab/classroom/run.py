@@ -23,6 +23,13 @@ from tilelab import exercises, settings
 from tilelab.classroom import course
 from tilelab.classroom.progress import Progress
 from tilelab.classroom.steps import ClassRun, grade_one, protocol
+from tilelab.grading import bubblewrap
+
+NO_SANDBOX_WARNING = (
+    "GRADED WITHOUT A SANDBOX (--no-sandbox): every submitted notebook and kernel ran with "
+    "the instructor's rights and could read the solutions and the gradebook, change other "
+    "students' files and forge its own scores. Use only for submissions you trust."
+)
 
 
 def _summary(run: ClassRun) -> dict[str, Any]:
@@ -79,6 +86,7 @@ def grade_class(
     workers: int = 1,
     scheduler: str | None = None,
     force: bool = False,
+    sandboxed: bool = True,
 ) -> dict[str, Any]:
     """Autograde, re-grade every kernel cleanly, generate feedback and export the CSV, for
     every submission under ``autograder/submitted/`` (or the ones named). One bad
@@ -89,26 +97,35 @@ def grade_class(
 
     With ``workers`` above 1 or a ``scheduler`` address, the submissions are graded as
     tasks on a Dask cluster instead (see :mod:`tilelab.cluster`), and submissions graded
-    before from the same files and inputs are skipped unless ``force``."""
+    before from the same files and inputs are skipped unless ``force``.
+
+    Only students of the gradebook are graded (``nbgrader db student add``); a folder of
+    anyone else is reported in ``unknown_students``. ``sandboxed`` (the default): every
+    kernel is graded, and every notebook run, in a bubblewrap sandbox that sees only its
+    own submission (raises :class:`~tilelab.grading.bubblewrap.SandboxUnavailable`, saying
+    what to install, where none can be made); False runs learners' code with the
+    instructor's rights."""
+    if sandboxed:
+        bubblewrap.require()  # before any submission runs
     if workers > 1 or scheduler:
         from tilelab.cluster.run import grade_class_on_cluster
 
         return grade_class_on_cluster(
             course_root, assignments, students, backend, award_speed_without_gpu, progress,
             cell_timeout, gates, workers=workers, scheduler=scheduler, force=force,
+            sandboxed=sandboxed,
         )
     timeout = settings.CELL_TIMEOUT.get() if cell_timeout is None else cell_timeout
-    api = course.open_api(course_root, timeout)
-    work = course.to_grade(api, assignments, students)
+    api = course.open_api(course_root, timeout, sandboxed=sandboxed)  # the config, read once
+    work, strangers = course.to_grade(api, assignments, students)
     chosen = backend or backends.active()
     gpu = backends.gpu_probe()[1] if chosen == "gpu" else None
-    run = ClassRun(api, chosen, gpu, award_speed_without_gpu, timeout, gates or {})
+    run = ClassRun(api, chosen, gpu, award_speed_without_gpu, timeout, gates or {},
+                   sandboxed=sandboxed)
     summary = _summary(run)
+    course.report_strangers(summary, run.failures, strangers)
     with settings.environ(protocol(run)):
         summary["submissions"] = _grade_all(run, work, progress)
-    for a, s in work:  # feedback a later notebook changed is put back
-        if run.snapshot.restore(run.folder("feedback", s, a)):
-            run.failed(a, s, "feedback", "changed by another submission's code; restored")
     csv = Path(api.coursedir.root) / "autograder" / course.CSV_FILE
     try:
         course.export_csv(api.coursedir, csv)

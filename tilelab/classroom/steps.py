@@ -1,11 +1,14 @@
 """The steps of grading one submission in a class run, in the order :func:`grade_one`
 runs them::
 
-    restore -> clean grade -> autograde (guarded) -> scrub -> record -> feedback
+    clean grade -> autograde (guarded) -> scrub -> record -> feedback
 
 Points come only from the clean grade (the grader's own process, which reads the kernel
 cell without running the notebook); nbgrader's autograde runs the notebook for its
-feedback, and its hidden tests get the clean verdicts back from a cache.
+feedback, and its hidden tests get the clean verdicts back from a cache. Both run in
+bubblewrap sandboxes (unless the instructor asked for none): a notebook sees a read-only
+copy of its own submission and nothing else of the course, so no submission is ever
+copied back, deleted or rewritten by the grader.
 """
 
 from __future__ import annotations
@@ -42,15 +45,13 @@ class ClassRun:
     gates: dict[str, float] = field(default_factory=dict)
     failures: list[dict[str, Any]] = field(default_factory=list)
     secret: set[str] = field(default_factory=set)
-    snapshot: guards.FolderSnapshot = field(default_factory=guards.FolderSnapshot)
+    sandboxed: bool = True
 
     def __post_init__(self) -> None:
         cd = self.api.coursedir
         self.secret = submissions.solution_lines(
             sorted(Path(cd.root, cd.source_directory).glob("*/*.ipynb"))
         )
-        # every submission, before any notebook runs
-        self.snapshot.add(Path(cd.root) / cd.submitted_directory)
 
     def failed(self, assignment: str, student: str, step: str, error: str) -> None:
         self.failures.append(
@@ -81,6 +82,7 @@ class Submission:
     verdicts: list[Verdict] = field(default_factory=list)
     points: dict[str, dict[str, float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    own_text: str = ""  # the submitted notebook's text, read before its code ran
 
     @property
     def notebook(self) -> str:
@@ -99,6 +101,7 @@ def grade_notebook(
     gpu: str | None = None,
     cache: Path | None = None,
     gates: dict[str, float] | None = None,
+    sandboxed: bool | None = None,
 ) -> list[Verdict]:
     """A clean-process verdict for every kernel of one submitted notebook (each also kept
     in ``cache``, for the notebook's hidden tests, where one is given)."""
@@ -112,7 +115,8 @@ def grade_notebook(
                                                  f"not graded (0 points): {exc}"))
             continue
         verdict = grade_source(
-            exercise_id, source, backend_name=backend_name, gate=(gates or {}).get(exercise_id)
+            exercise_id, source, backend_name=backend_name, gate=(gates or {}).get(exercise_id),
+            sandboxed=sandboxed,
         )
         if cache is not None:
             cache_verdict(cache, source, verdict)
@@ -123,19 +127,12 @@ def grade_notebook(
 # ------------------------------------------------------------------ the steps
 
 
-def restore(run: ClassRun, sub: Submission) -> None:
-    """Put back the submitted files if an earlier submission's code changed them."""
-    if run.snapshot.restore(run.folder("submitted", sub.student, sub.assignment)):
-        sub.problem(run, "submission", "files of this submission were changed during the "
-                    "run by another submission's code; the submitted files were put back")
-
-
 def clean_grade(run: ClassRun, sub: Submission, cache: Path) -> None:
     """Every kernel graded in the grader's own process; a failure scores zero and says why."""
     path = run.folder("submitted", sub.student, sub.assignment) / sub.notebook
     try:
         sub.verdicts = grade_notebook(path, sub.assignment, run.backend, run.gpu,
-                                      cache=cache, gates=run.gates)
+                                      cache=cache, gates=run.gates, sandboxed=run.sandboxed)
     except Exception as exc:  # never trust the notebook's own scores: zero, say why
         run.failed(sub.assignment, sub.student, "grade", f"{type(exc).__name__}: {exc}")
         sub.verdicts = [
@@ -169,9 +166,7 @@ def autograde(run: ClassRun, sub: Submission, cache: Path) -> None:
 def scrub(run: ClassRun, sub: Submission) -> None:
     """Outputs that show the reference solution go; cells a time limit stopped are noted."""
     executed = run.folder("autograded", sub.student, sub.assignment) / sub.notebook
-    submitted = run.folder("submitted", sub.student, sub.assignment) / sub.notebook
-    own = run.snapshot.files.get(submitted, b"").decode("utf-8", "replace")
-    leaks = submissions.scrub_outputs(executed, run.secret, own)
+    leaks = submissions.scrub_outputs(executed, run.secret, sub.own_text)
     if stopped := submissions.interrupted_cells(executed):
         sub.problem(run, "timeout", f"{stopped} cell(s) of the notebook ran longer than the "
                     f"{run.cell_timeout} s a class run allows a cell and was interrupted")
@@ -200,13 +195,13 @@ def feedback(run: ClassRun, sub: Submission) -> None:
                    result.get("error") or result.get("log") or "")
     folder = run.folder("feedback", sub.student, sub.assignment)
     write_verdicts(folder, sub.student, sub.assignment, sub.verdicts, sub.points, run.award)
-    run.snapshot.add(folder)
 
 
 def grade_one(run: ClassRun, assignment: str, student: str) -> dict[str, Any]:
     """Every step for one submission; its line of the class summary."""
     sub = Submission(assignment, student)
-    restore(run, sub)
+    sub.own_text = submissions.read_capped(  # before any of its code runs
+        run.folder("submitted", student, assignment) / sub.notebook)
     with tempfile.TemporaryDirectory(prefix="tilelab-verdicts-") as tmp:
         clean_grade(run, sub, Path(tmp))
         autograde(run, sub, Path(tmp))

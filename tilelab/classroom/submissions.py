@@ -8,6 +8,7 @@ feedback may show; an executed notebook tells which cells a time limit stopped.
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tilelab.classroom.course import kernel_cell_id
 SOLUTION_MARKERS = ("BEGIN SOLUTION", "END SOLUTION")
 LEAK_NOTE = "[output removed by the grader: it showed the course's reference solution]"
 #: What reading a file that is not a sound notebook raises.
+NOTEBOOK_READ_LIMIT = 64 * 1024**2  # the most of a submitted notebook ever read
 UNREADABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, nbformat.ValidationError)
 
 
@@ -33,7 +35,37 @@ def read(path: Path) -> nbformat.NotebookNode:
 
 
 def _grade_id(cell: Any) -> str:
-    return str(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", ""))
+    """A cell's nbgrader grade id; "" for a cell whose metadata is missing or malformed (a
+    malformed cell costs that cell only)."""
+    meta = cell.get("metadata") if isinstance(cell, dict) else None
+    nbg = meta.get("nbgrader") if isinstance(meta, dict) else None
+    gid = nbg.get("grade_id") if isinstance(nbg, dict) else None
+    return gid if isinstance(gid, str) else ""
+
+
+def read_capped(path: Path) -> str:
+    """The first ``NOTEBOOK_READ_LIMIT`` bytes of a file, as text ("" if unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(NOTEBOOK_READ_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _cells(path: Path) -> list[Any]:
+    """The cells of a notebook as nbformat reads them; where nbformat cannot (a cell's
+    metadata malformed), as the JSON has them, so a broken cell costs that cell only."""
+    try:
+        return list(read(path).cells)
+    except FileNotFoundError:
+        raise
+    except UNREADABLE:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        cells = nb["cells"] if isinstance(nb, dict) else None
+        if not isinstance(cells, list):
+            raise
+        return [dict(c, source="".join(c["source"]) if isinstance(c.get("source"), list)
+                     else c.get("source", "")) for c in cells if isinstance(c, dict)]
 
 
 def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
@@ -41,8 +73,13 @@ def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
     executing anything; :class:`KernelCellError` when it cannot be read."""
     grade_id = kernel_cell_id(exercise_id)
     path = Path(notebook_path)
+    size = path.stat().st_size if path.is_file() else 0
+    if size > NOTEBOOK_READ_LIMIT:  # never read a huge file whole
+        raise KernelCellError(
+            f"{path.name} is {size >> 20} MiB, more than the {NOTEBOOK_READ_LIMIT >> 20} MiB "
+            "a notebook may be; clear its outputs and submit it again.")
     try:
-        cells = list(read(path).cells)
+        cells = _cells(path)
     except FileNotFoundError:
         others = sorted(p.name for p in path.parent.glob("*.ipynb"))
         raise KernelCellError(
@@ -51,7 +88,12 @@ def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
         ) from None
     except UNREADABLE as exc:
         raise KernelCellError(f"{path.name} is not a readable notebook ({exc})") from None
-    cell = next((c for c in cells if _grade_id(c) == grade_id), None)
+    found = [c for c in cells if _grade_id(c) == grade_id]
+    if len(found) > 1:
+        raise KernelCellError(
+            f"{path.name} has {len(found)} cells with grade id {grade_id!r} (a copied kernel "
+            "cell?); keep one, delete the others, and submit again.")
+    cell = found[0] if found else None
     if cell is None:
         raise KernelCellError(_missing_cell(path, grade_id, {_grade_id(c) for c in cells}))
     return kernel_from_cell(str(cell.get("source", "")), grade_id)

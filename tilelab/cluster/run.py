@@ -52,6 +52,7 @@ def grade_class_on_cluster(
     workers: int = 2,
     scheduler: str | None = None,
     force: bool = False,
+    sandboxed: bool = True,
 ) -> dict[str, Any]:
     """Grade every submission (or the named students', always regraded) on a local cluster
     of ``workers`` workers, or on the running cluster at ``scheduler``; a submission graded
@@ -59,7 +60,7 @@ def grade_class_on_cluster(
     cell_timeout = settings.CELL_TIMEOUT.get() if cell_timeout is None else cell_timeout
     api = nbcourse.open_api(course_root, cell_timeout)
     cd = api.coursedir
-    work = nbcourse.to_grade(api, assignments, students)
+    work, strangers = nbcourse.to_grade(api, assignments, students)
     chosen = backend if (backend or scheduler) else backends.active()
     all_gates = {e.id: (gates or {}).get(e.id, e.gate) for e in exercises.EXERCISES.values()}
     summary: dict[str, Any] = {
@@ -74,6 +75,7 @@ def grade_class_on_cluster(
         "up_to_date": 0,
         "timings": [],
     }
+    nbcourse.report_strangers(summary, summary["failures"], strangers)
     for a in sorted({a for a, _ in work}):
         try:
             nbcourse.ensure_in_gradebook(api, a)
@@ -85,6 +87,7 @@ def grade_class_on_cluster(
         "award_speed_without_gpu": award_speed_without_gpu,
         "cell_timeout": cell_timeout,
         "gates": all_gates,
+        "sandboxed": sandboxed,
     }
     course = tasks.Course(
         files=files,
@@ -94,6 +97,7 @@ def grade_class_on_cluster(
         cell_timeout=cell_timeout,
         gates=gates or {},
         digest=resume.inputs_digest(files, run_settings),
+        sandboxed=sandboxed,
     )
     begun = time.monotonic()
     with Writer(cd) as writer:

@@ -50,6 +50,7 @@ class Course:
     cell_timeout: int
     gates: dict[str, float]
     digest: str  # :func:`tilelab.cluster.resume.inputs_digest` of all the above
+    sandboxed: bool = True  # each kernel and notebook of a task in a bubblewrap sandbox
 
 
 @dataclass(frozen=True)
@@ -121,10 +122,14 @@ def api_release(api: NbGraderAPI, assignment: str, dest: str) -> None:
     nbcourse.check_result(result, f"generate_assignment {assignment}")
 
 
-def open_private_api(root: Path, cell_timeout: int | None) -> NbGraderAPI:
+def open_private_api(root: Path, cell_timeout: int | None, sandboxed: bool = True) -> NbGraderAPI:
     """nbgrader's API on a private course root, with its own SQLite gradebook."""
     nbcourse.open_api(root)  # (puts alembic on PATH; checks the configuration loads)
     config = nbcourse.load_config(root)
+    if sandboxed:
+        from tilelab.classroom.kernels import sandbox_autograde
+
+        sandbox_autograde(config)
     config.CourseDirectory.root = str(root)
     config.CourseDirectory.db_url = f"sqlite:///{root / GRADEBOOK}"
     if cell_timeout is not None:
@@ -158,7 +163,7 @@ def grade(course: Course, sub: Submission) -> Result:
     with tempfile.TemporaryDirectory(prefix="tilelab-task-") as tmp:
         root = Path(tmp) / "course"
         _write(root, course.files)
-        api = open_private_api(root, course.cell_timeout)
+        api = open_private_api(root, course.cell_timeout, course.sandboxed)
         cd = api.coursedir
         db = Path(cd.db_url.removeprefix("sqlite:///"))
         db.parent.mkdir(parents=True, exist_ok=True)
@@ -166,7 +171,8 @@ def grade(course: Course, sub: Submission) -> Result:
         submitted = Path(cd.format_path(cd.submitted_directory, sub.student, sub.assignment))
         _write(submitted, sub.files)
         run = ClassRun(
-            api, chosen, gpu, course.award_speed_without_gpu, course.cell_timeout, course.gates
+            api, chosen, gpu, course.award_speed_without_gpu, course.cell_timeout, course.gates,
+            sandboxed=course.sandboxed,
         )
         with settings.environ(protocol(run)), warnings.catch_warnings():
             warnings.simplefilter("ignore", SAWarning)  # nbgrader's own autoflush warnings

@@ -28,7 +28,7 @@ _UNSUPPORTED = (
     (r"\bnvcuda\b|\bwmma\s*::|\bmma(?:_sync)?\s*\(", "{m} (tensor-core matrix operations)", ""),
     (r"\bcudaMalloc\w*|\bcudaFree\b|\bcudaMemcpy\w*", "{m} inside device code", ""),
     (r"<<<", "dynamic parallelism (a kernel launch <<<...>>> inside the kernel source)", ""),
-    (r"\b__half2?\b|\b__nv_bfloat16\w*|(?:^|[;{}(,])\s*(?:const\s+)?half2?\s*[*&]?\s*[A-Za-z_]",
+    (r"\b__half2?\b|\b__nv_bfloat16\w*|(?:^|[;{}(,])[ \t]*(?:const\s+)?half2?\s*[*&]?\s*[A-Za-z_]",
      "half precision (__half/half)", " (or use float)"),
 )
 

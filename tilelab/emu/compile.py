@@ -13,12 +13,13 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import hostcalls
+from . import hostcalls, seccomp
 from .errors import CompileError
 from .native import describe_library, run_forked
 from .translate import translate
@@ -157,7 +158,7 @@ def prelude_needs(analysis: bool, lockstep: bool = False) -> PreludeNeeds:
     root = cache_dir()
     path = root / f"prelude-{key}.json"
     try:
-        info = json.loads(path.read_text())
+        info = _first_json(f"prelude-{key}.json", [root, *base_caches()])
         needs = PreludeNeeds(frozenset(info["symbols"]), frozenset(info["headers"]))
     except (OSError, ValueError, KeyError, TypeError):
         code = translate(hostcalls.PROBE_SOURCE, analysis=analysis).code
@@ -174,6 +175,22 @@ def prelude_needs(analysis: bool, lockstep: bool = False) -> PreludeNeeds:
             os.replace(tmp_path, path)
     _NEEDS[key] = needs
     return needs
+
+
+def base_caches() -> list[Path]:
+    """Read-only caches to look in after :func:`cache_dir` (``$TILELAB_CACHE_BASE``: a
+    grading sandbox finds the prelude's probe there, built once per class run)."""
+    return [Path(p) / "emu" for p in os.environ.get("TILELAB_CACHE_BASE", "").split(os.pathsep)
+            if p]
+
+
+def _first_json(name: str, roots: list[Path]) -> dict:
+    for root in roots:
+        try:
+            return json.loads((root / name).read_text())
+        except (OSError, ValueError):
+            continue
+    raise OSError(f"{name} is in no cache")
 
 
 def _check_imports(path: Path, needs: PreludeNeeds, source: str) -> None:
@@ -235,6 +252,7 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
 
 def _describe(path: Path) -> dict:
     def child(fd: int) -> None:
+        seccomp.install_loading_filter()  # a constructor in the source runs under it
         os.write(fd, json.dumps(describe_library(str(path))).encode())
 
     res = run_forked(child, timeout=60)
@@ -244,6 +262,9 @@ def _describe(path: Path) -> dict:
         info = {}
     if "kernels" not in info:
         why = info.get("message") or (f"signal {res.signal}" if res.signal else "no report")
+        if res.signal == signal.SIGSYS:
+            why = "it tried to call the operating system while loading; kernels cannot"
+
         raise CompileError(f"The compiled kernel module failed to load ({why}). Does the source "
                            "run code at load time (a global object with a constructor)?")
     return info

@@ -9,6 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import seccomp
 from .args import ArgPlan
 from .errors import (
     BarrierDivergence,
@@ -96,8 +97,12 @@ def raise_for(report: dict, child: ChildResult, ctx: LaunchContext) -> None:
                 else "the kernel called __trap()")
         raise KernelCrash(f"kernel '{name}': {what} at kernel.cu line {line}, in {where}.",
                           line=line)
+    if status == "syscall":
+        raise KernelCrash(seccomp.describe(name, report.get("nr"), where))
     if status == "error":
         raise EmulatorError(f"the emulator could not run kernel '{name}': {report.get('message')}")
+    if child.signal == signal.SIGSYS:
+        raise KernelCrash(seccomp.describe(name, None))
     if child.signal:
         raise KernelCrash(f"kernel '{name}': the process running it was killed by "
                           f"{signal.Signals(child.signal).name} (out of memory?).")

@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from .lexer import matching, split_top
+from .lexer import bracket_pairs, matching, split_top
 
 _SKIP_CALLS = {"__launch_bounds__", "__attribute__", "__align__", "__declspec"}
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "enum"}
@@ -85,6 +85,7 @@ def find_kernels(masked: str) -> list[KernelSource]:
     """The ``__global__`` functions defined in ``masked``, then the explicit instantiations of
     templated ones, in order."""
     found: dict[str, KernelSource] = {}
+    closes: dict[int, int] | None = None  # bracket pairs, found once (linear time)
     for m in re.finditer(r"\b__global__\b", masked):
         stmt_start = max(masked.rfind(c, 0, m.start()) for c in ";{}") + 1
         if re.search(r"\btemplate\b", masked[stmt_start:m.start()]):
@@ -96,14 +97,15 @@ def find_kernels(masked: str) -> list[KernelSource]:
                 break
             after = ident.end()
             if after < len(masked) and masked[after] == "(":
-                close = matching(masked, after)
+                if closes is None:
+                    closes = bracket_pairs(masked)
+                close = closes.get(after, -1)
                 if close < 0:
                     break
                 if ident.group(1) in _SKIP_CALLS:
                     pos = close + 1
                     continue
-                tail = masked[close + 1:].lstrip()
-                if tail.startswith("{"):
+                if re.compile(r"\s*\{").match(masked, close + 1):
                     texts = [" ".join(p.split()) for p in split_top(masked[after + 1:close])]
                     if texts in ([""], ["void"]):
                         texts = []

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import seccomp
 from .args import ArgPlan, BufferPlan
 from .compile import Library
 from .native import BufSpec, ChildResult, KernelDesc, LaunchSpec, run_forked
@@ -84,7 +85,11 @@ def run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
 
         def child(fd: int) -> None:
             spec.report_fd = fd
+            grid = seccomp.Program(seccomp.grid_filter((1, 2, fd))) if seccomp.available() else None
+            seccomp.install_loading_filter()
             so = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+            if grid is not None:
+                ctypes.c_void_p.in_dll(so, "tilelab_grid_filter").value = grid.address
             table = ctypes.addressof(KernelDesc.in_dll(so, "tilelab_kernels"))
             entry = so.tilelab_launch
             entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p]

@@ -119,7 +119,7 @@ class Directive:
     line: int
 
 
-_DIRECTIVE = re.compile(r"[ \t]*(?:#|%:)[ \t]*(\w*)(.*)", re.S)
+_DIRECTIVE = re.compile(r"[ \t\f\v]*(?:#|%:)[ \t\f\v]*(\w*)(.*)", re.S)
 
 
 def directives(masked: str) -> Iterator[Directive]:
@@ -128,9 +128,10 @@ def directives(masked: str) -> Iterator[Directive]:
     while pos < len(masked):
         end = masked.find("\n", pos)
         end = len(masked) if end < 0 else end
-        nlines = 1
-        while end < len(masked) and masked[pos:end].rstrip().endswith("\\"):
-            nxt = masked.find("\n", end + 1)
+        nlines, seg = 1, pos
+        while end < len(masked) and masked[seg:end].rstrip().endswith("\\"):
+            seg = end + 1  # only the newest line is looked at: linear in the directive
+            nxt = masked.find("\n", seg)
             end = len(masked) if nxt < 0 else nxt
             nlines += 1
         m = _DIRECTIVE.match(splice(masked[pos:end]))  # what the compiler reads
@@ -154,6 +155,23 @@ def matching(masked: str, open_pos: int) -> int:
             if not stack:
                 return k
     return -1
+
+
+def bracket_pairs(masked: str) -> dict[int, int]:
+    """Every matched bracket of ``masked``: opening position -> closing position (one pass;
+    :func:`matching` of each would scan the source again for every bracket)."""
+    pairs = {"(": ")", "[": "]", "{": "}"}
+    out: dict[int, int] = {}
+    stack: list[tuple[int, str]] = []
+    for m in re.finditer(r"[()\[\]{}]", masked):
+        ch, k = m.group(0), m.start()
+        if ch in pairs:
+            stack.append((k, pairs[ch]))
+        elif stack and stack[-1][1] == ch:
+            out[stack.pop()[0]] = k
+        else:
+            stack.clear()  # a stray closer: brackets opened before it never match
+    return out
 
 
 def split_top(text: str, sep: str = ",") -> list[str]:

@@ -87,6 +87,12 @@ class AnalysisReport:
         n = sum(b.count for b in self.bank_lines)
         return sum(b.avg_degree * b.count for b in self.bank_lines) / n if n else 1.0
 
+    @property
+    def worst_degree(self) -> float | None:
+        """The highest average degree of any one access line (what a bank gate judges:
+        extra conflict-free accesses cannot dilute it); None when no shared array is used."""
+        return max((b.avg_degree for b in self.bank_lines), default=None)
+
     def line(self, line: int, array: str | None = None, kind: str | None = None) -> BankLine:
         """The bank statistics of one source line (optionally one array and kind)."""
         for b in self.bank_lines:
@@ -99,7 +105,7 @@ class AnalysisReport:
         return {"kernel": self.kernel, "races": [asdict(r) for r in self.races],
                 "races_dropped": self.races_dropped,
                 "bank_lines": [asdict(b) for b in self.bank_lines],
-                "average_degree": self.average_degree,
+                "average_degree": self.average_degree, "worst_degree": self.worst_degree,
                 "traffic": [asdict(t) for t in self.traffic]}
 
     def summary(self) -> str:

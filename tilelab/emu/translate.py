@@ -18,6 +18,7 @@ from .errors import CompileError
 from .kernels import KernelSource, entry_code, find_kernels
 from .lexer import mask, scopes
 from .shared import SharedDecl, rewrite_declarations, rewrite_uses
+from .source import ReservedName, SourceTooComplex, check_reserved, prepare
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,15 @@ def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False,
 
     ``defines`` (``-DNAME=VALUE``) decide which ``#if`` branches hold kernels and globals.
     """
-    source = source.replace("\r\n", "\n").replace("\r", "\n")
+    try:
+        source = prepare(source)  # the text g++ reads, as the scans below read it
+    except SourceTooComplex as exc:
+        raise CompileError(str(exc)) from None
     masked = mask(source)
+    try:
+        check_reserved(masked)
+    except ReservedName as exc:
+        raise CompileError(str(exc)) from None
     blanks = check_includes(source, masked)
     check_unsupported(masked)
     for start, end in blanks:

@@ -23,7 +23,13 @@ from tilelab.bench import prepared_launch, time_interleaved
 from tilelab.diagnosis import diagnose, telling
 from tilelab.exercises import Exercise
 from tilelab.grading import scoring
-from tilelab.grading.correctness import ShapeResult, check_function, explain, fmt_shape, launch
+from tilelab.grading.correctness import (
+    ShapeResult,
+    check_function,
+    compare,
+    explain,
+    fmt_shape,
+)
 from tilelab.grading.sanitizer import run_sanitizers
 from tilelab.grading.source_checks import SourceRejected, check_signature, validate_source
 from tilelab.grading.verdict import Verdict
@@ -163,7 +169,7 @@ def analysis(run: Run, v: Verdict) -> bool:
     if report is None or not v.correct:
         return True
     v.races = len(report.races)
-    v.bank_degree = report.average_degree
+    v.bank_degree = report.worst_degree  # None: no shared-memory access at all
     shape = run.ex.problem.analysis_shape
     v.traffic = traffic.summary(report, run.ex.problem, shape)
     v.messages += traffic.remarks(report, run.ex.problem, shape, run.ex.reuses_tiles)
@@ -182,8 +188,8 @@ def _analyse(run: Run, v: Verdict) -> Any | None:
     if fn is None:
         return None
     shape = ex.problem.analysis_shape
-    try:
-        launch(rt, fn, ex.problem, ex.launch, shape, ex.problem.make_inputs(shape, run.rng))
+    try:  # the analysed build's output is checked too: the gate judges a checked build
+        checked = check_function(rt, fn, ex.problem, ex.launch, shape, run.rng)
     except launch_errors(rt) as exc:
         if "__shared__" in run.text:
             v.analysis = {"error": (str(exc) or repr(exc)).splitlines()[0][:300]}
@@ -195,6 +201,10 @@ def _analyse(run: Run, v: Verdict) -> Any | None:
     if "__shared__" in run.text:
         at = fmt_shape(ex.problem, shape)
         v.analysis = {"at": at, "summary": report.summary(), **report.to_dict()}
+    if not checked.ok and v.correct:
+        v.messages.append(f"the build analysed for races and bank conflicts computed a wrong "
+                          f"result: {checked.message}")
+        v.correct = False
     return report
 
 
@@ -218,15 +228,8 @@ def speed(run: Run, v: Verdict) -> bool:
     v.messages.append(f"correct on {len(ex.shapes)} shapes with fresh random inputs")
     if rt.name == "gpu" and run.speed:
         measure_speed(rt, run.fn, ex, v, run.rng)
-    elif ex.max_bank_degree is not None and v.bank_degree is not None:
-        skipped = traffic.skipped_lesson(v.traffic or {}, ex.reuses_tiles)
-        v.speed_passed = v.bank_degree <= ex.max_bank_degree and skipped is None
-        v.messages.append(
-            f"no GPU: graded by the emulator's bank-conflict degree, {v.bank_degree:.2f} "
-            f"on average (gate <= {ex.max_bank_degree:g}), and its global traffic"
-            + (f": it fails because {skipped}" if skipped else "")
-            + "; speed was not measured"
-        )
+    elif ex.max_bank_degree is not None and rt.name == "emu":
+        bank_gate(ex, v)
     elif rt.name == "gpu":
         v.messages.append("speed was not measured (not asked for): correctness only")
     else:
@@ -234,8 +237,32 @@ def speed(run: Run, v: Verdict) -> bool:
     return True
 
 
+def bank_gate(ex: Exercise, v: Verdict) -> None:
+    """On the emulator, a padding exercise's speed points: the worst conflicted access line
+    of the shared tile (extra conflict-free accesses cannot dilute it) and its global
+    traffic; none without any shared-memory access (the lesson is the padded tile)."""
+    if v.bank_degree is None:
+        v.speed_passed = False
+        v.messages.append(
+            "no GPU: graded by the emulator's bank-conflict degree, but the kernel makes no "
+            "shared-memory access: this exercise grades a padded shared-memory tile, so it "
+            "earns no speed points"
+        )
+        return
+    skipped = traffic.skipped_lesson(v.traffic or {}, ex.reuses_tiles)
+    v.speed_passed = v.bank_degree <= ex.max_bank_degree and skipped is None
+    v.messages.append(
+        f"no GPU: graded by the emulator's bank-conflict degree, {v.bank_degree:.2f} on the "
+        f"worst shared-memory access line (gate <= {ex.max_bank_degree:g}), and its global "
+        "traffic" + (f": it fails because {skipped}" if skipped else "")
+        + "; speed was not measured"
+    )
+
+
 def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random.Generator) -> None:
-    """The candidate and the gate's baseline, timed interleaved on this GPU."""
+    """The candidate and the gate's baseline (and a lesson-skipping kernel, where the
+    exercise names one), timed interleaved on this GPU; then what the timed runs wrote is
+    checked: a wrong speed run earns nothing at all."""
     base = rt.SourceModule(ex.baseline.source()).get_function(ex.baseline.name)
     shape = ex.speed_shape
     inputs = ex.problem.make_inputs(shape, rng)
@@ -244,7 +271,20 @@ def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random
         "candidate": prepared_launch(rt, fn, ex.problem, ex.launch, shape, inputs, keep),
         "baseline": prepared_launch(rt, base, ex.problem, ex.baseline.launch, shape, inputs, keep),
     }
+    if ex.must_beat is not None:
+        other = rt.SourceModule(ex.must_beat.source()).get_function(ex.must_beat.name)
+        runs["lesson-skipping"] = prepared_launch(rt, other, ex.problem, ex.must_beat.launch,
+                                                  shape, inputs, keep)
     t = time_interleaved(runs)
+    got = rt.from_device(keep[0][ex.problem.output], ex.problem.output_shape(shape),
+                         np.float32)
+    checked = sampled_compare(ex, shape, inputs, got, rng)
+    if not checked.ok:
+        v.correct = False
+        v.messages.append(f"the speed run's output is wrong (checked against float64 on "
+                          f"sampled rows): {checked.message}. A kernel must be right at every "
+                          "size it runs at; no points.")
+        return
     v.speed_measured = True
     v.candidate_ms = t["candidate"].median_ms
     v.baseline_ms = t["baseline"].median_ms
@@ -255,6 +295,30 @@ def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random
             f"speed: {v.speedup:.2f}x over {ex.baseline.label} at {shape}; the gate is "
             f"{ex.gate:g}x. {ex.gate_reason}"
         )
+    if ex.must_beat is not None and v.speed_passed:
+        other_ms = t["lesson-skipping"].median_ms
+        if v.candidate_ms >= other_ms:
+            v.speed_passed = False
+            v.messages.append(
+                f"speed: {v.candidate_ms:.3f} ms, no faster than {ex.must_beat.label} "
+                f"({other_ms:.3f} ms), which skips this lesson; the gate also requires "
+                "beating it."
+            )
+
+
+SAMPLED_ROWS = 64
+
+
+def sampled_compare(ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
+                    got: np.ndarray, rng: np.random.Generator) -> Any:
+    """Compare ``got`` with the float64 reference on a sample of output rows (all of them
+    for a problem whose reference is cheap)."""
+    if ex.problem.name != "matmul" or shape[0] <= SAMPLED_ROWS:
+        return compare(ex.problem, shape, inputs, got, ex.launch)
+    rows = np.sort(rng.choice(shape[0], SAMPLED_ROWS, replace=False))
+    first = ex.problem.arg_order[0]  # A: its rows are C's rows
+    sub = dict(inputs, **{first: inputs[first][rows]})
+    return compare(ex.problem, (SAMPLED_ROWS, *shape[1:]), sub, got[rows], ex.launch)
 
 
 #: The grader, in order.

@@ -13,16 +13,20 @@ as its first act; the whole session is killed when grading ends.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
+from pathlib import Path
 
 from tilelab import backend, exercises, settings
+from tilelab.grading import bubblewrap as bwrap
 from tilelab.grading.cache import cached_verdict
-from tilelab.grading.limits import FILE_LIMIT
+from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT
 from tilelab.grading.verdict import Verdict
 
 OUTPUT_LIMIT = 64 * 1024  # of the child's stderr, read back for a crash report
@@ -48,17 +52,26 @@ def grade_source(
     speed: bool = True,
     sanitize: bool = True,
     gate: float | None = None,
+    sandboxed: bool | None = None,
 ) -> Verdict:
     """Grade ``source`` for an exercise in a clean child process; always returns a Verdict.
 
     During a class run (``TILELAB_VERDICT_CACHE`` set) a source the class grader has
-    already graded gets that verdict back instead of being graded a second time."""
+    already graded gets that verdict back instead of being graded a second time.
+    ``sandboxed``: True grades in a bubblewrap sandbox (raises
+    :class:`~tilelab.grading.bubblewrap.SandboxUnavailable` where none can be made), False
+    in a plain child process, None (the default) in a sandbox wherever one can be made."""
     ex = exercises.get(exercise_id)
     cached = cached_verdict(exercise_id, source)
     if cached is not None:
         return cached
     chosen = backend_name or backend.active()
     timeout = settings.GRADE_TIMEOUT.get() if timeout is None else timeout
+    if use_sandbox(sandboxed):
+        data = source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
+        return _grade_sandboxed(ex, chosen, data, timeout,
+                                lambda src, out: worker_command(ex.id, src, out, chosen, speed,
+                                                                sanitize, gate))
     with tempfile.TemporaryDirectory(prefix="tilelab-grade-") as tmp:
         src, out = os.path.join(tmp, "kernel.cu"), os.path.join(tmp, "verdict.json")
         with open(src, "wb") as f:
@@ -66,9 +79,7 @@ def grade_source(
         cmd = worker_command(ex.id, src, out, chosen, speed, sanitize, gate)
         returncode = _run(cmd, tmp, timeout)
         if returncode is None:
-            return Verdict.for_exercise(
-                ex, chosen, message=f"grading took longer than {timeout:g} s and was stopped "
-                "(an endless loop in the kernel, or a barrier some threads never reach?)")
+            return Verdict.for_exercise(ex, chosen, message=_too_long(timeout))
         if os.path.exists(out):
             try:
                 with open(out, encoding="utf-8") as f:
@@ -77,6 +88,79 @@ def grade_source(
                 return Verdict.for_exercise(
                     ex, chosen, message=f"the grader's verdict could not be read: {exc}")
         return Verdict.for_exercise(ex, chosen, message=_death(returncode, _tail(tmp)))
+
+
+def use_sandbox(wanted: bool | None) -> bool:
+    """Whether to grade in a bubblewrap sandbox: ``wanted`` if given (True raises
+    :class:`~tilelab.grading.bubblewrap.SandboxUnavailable` where none can be made), else where one
+    can be made and this process is not already inside one."""
+    if wanted is not None:
+        if wanted:
+            bwrap.require()
+        return wanted
+    if settings.SANDBOXED.get():
+        return False  # already inside one (a notebook in a class run)
+    return bwrap.problem() is None
+
+
+def sandbox_limits(backend_name: str, timeout: float) -> bwrap.Limits:
+    """The grading worker's limits: its time budget, memory (the address space on the
+    emulator; none on a GPU, where CUDA maps vast ranges and no learner code runs on the
+    host), files, output."""
+    return bwrap.Limits(
+        wall_seconds=timeout,
+        cpu_seconds=int(timeout) + 5,
+        address_space=MEMORY_LIMIT if backend_name == "emu" else None,
+        file_bytes=FILE_LIMIT,
+        output_bytes=OUTPUT_LIMIT,
+    )
+
+
+def _grade_sandboxed(ex: exercises.Exercise, chosen: str, data: bytes, timeout: float,
+                     command: Callable[[str, str], list[str]]) -> Verdict:
+    """The worker in a sandbox over a fresh folder holding only the kernel source; the
+    verdict comes back on the pipe the sandbox module made, read once every process of
+    the sandbox is gone (never from a file the submission could write)."""
+    base = _base_cache(chosen)
+    with bwrap.private_folder(prefix="tilelab-grade-") as work:
+        (work / "kernel.cu").write_bytes(data)
+        cmd = command(f"{bwrap.WORK}/kernel.cu", f"fd:{bwrap.CHANNEL}")
+        res = bwrap.run(cmd, work, limits=sandbox_limits(chosen, timeout),
+                        read_only=[(str(base), BASE_CACHE)] if base else [],
+                        env={"TILELAB_CACHE_BASE": BASE_CACHE} if base else {})
+    if res.timed_out:
+        return Verdict.for_exercise(ex, chosen, message=_too_long(timeout))
+    if res.channel:
+        try:
+            return Verdict.from_dict(json.loads(res.channel.decode("utf-8")))
+        except (ValueError, TypeError) as exc:
+            return Verdict.for_exercise(
+                ex, chosen, message=f"the grader's verdict could not be read: {exc}")
+    tail = " | ".join(res.stderr.decode("utf-8", "replace").strip().splitlines()[-8:])
+    return Verdict.for_exercise(ex, chosen, message=_death(res.returncode or 0, tail))
+
+
+BASE_CACHE = "/opt/tilelab-cache"  # where a sandbox sees the prelude's probe results
+
+
+@functools.cache
+def _base_cache(backend_name: str) -> Path | None:
+    """A folder holding what every emulator build needs first (the prelude's probe), built
+    once in a sandbox of its own, read-only to every grading sandbox after it (no
+    submission ever writes it). None on a GPU, or when it could not be built."""
+    if backend_name != "emu":
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="tilelab-sandbox-cache-"))
+    warm = [sys.executable, "-c", "from tilelab.emu.compile import prelude_needs as p; "
+            "p(False); p(True)"]
+    res = bwrap.run(warm, folder, env={"TILELAB_CACHE": bwrap.WORK},
+                    limits=bwrap.Limits(wall_seconds=300))
+    return folder if res.returncode == 0 else None
+
+
+def _too_long(timeout: float) -> str:
+    return (f"grading took longer than {timeout:g} s and was stopped "
+            "(an endless loop in the kernel, or a barrier some threads never reach?)")
 
 
 def _run(cmd: list[str], tmp: str, timeout: float) -> int | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from tilelab.emu import ALLOWED_INCLUDES, file_directives, find_kernels, mask, param_name
+from tilelab.emu import source as emu_source
 
 MAX_SOURCE_BYTES = 256 * 1024
 
@@ -18,7 +19,8 @@ class SourceRejected(ValueError):
 
 
 def validate_source(source: str | bytes) -> str:
-    """Return the source as text, or raise :class:`SourceRejected` with a clear reason."""
+    """The source as the text to compile (normal form, see :mod:`tilelab.emu.source`), or
+    raise :class:`SourceRejected` with a clear reason."""
     if isinstance(source, bytes):
         if len(source) > MAX_SOURCE_BYTES:
             raise SourceRejected(_too_big(len(source)))
@@ -36,6 +38,11 @@ def validate_source(source: str | bytes) -> str:
         raise SourceRejected("the kernel source contains a NUL byte; remove binary characters.")
     if not source.strip():
         raise SourceRejected("the kernel source is empty; write the kernel in the kernel cell.")
+    try:
+        source = emu_source.prepare(source)  # what nvcc and g++ read: BOM, CR, \f, \v
+        emu_source.check_reserved(mask(source))
+    except (emu_source.SourceTooComplex, emu_source.ReservedName) as exc:
+        raise SourceRejected(str(exc)) from None
     _check_includes(source)
     return source
 

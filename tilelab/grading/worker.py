@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import traceback
@@ -31,7 +32,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m tilelab.grading.worker")
     p.add_argument("--exercise", required=True)
     p.add_argument("--source", required=True, help="file with the kernel source")
-    p.add_argument("--out", help="where to write the JSON verdict")
+    p.add_argument("--out", help="where to write the JSON verdict: a file, or fd:N for a pipe "
+                   "the parent made (the sandbox's result channel)")
     p.add_argument("--backend", choices=("gpu", "emu"))
     p.add_argument("--no-speed", action="store_true")
     p.add_argument("--no-sanitize", action="store_true")
@@ -84,9 +86,17 @@ def main(argv: list[str] | None = None) -> int:
     limit_resources(a.backend)
     if not a.out:
         parser().error("--out is required to grade")
-    doc = grade(a)
-    with open(a.out, "w", encoding="utf-8") as f:
-        json.dump(doc, f)
+    if a.out.startswith("fd:"):  # keep the channel from every process this one starts
+        os.set_inheritable(int(a.out[3:]), False)
+    data = json.dumps(grade(a)).encode()
+    if a.out.startswith("fd:"):
+        fd = int(a.out[3:])
+        while data:
+            data = data[os.write(fd, data):]
+        os.close(fd)
+    else:
+        with open(a.out, "wb") as f:
+            f.write(data)
     return 0
 
 

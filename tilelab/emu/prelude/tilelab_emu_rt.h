@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -385,6 +386,11 @@ void on_fault(int sig, siginfo_t* si, void* ctx) {
 #else
   (void)ctx;
 #endif
+  if (sig == SIGSYS) {  // the grid's seccomp filter trapped a system call
+    o.f("{\"status\":\"syscall\",\"nr\":%d", si->si_syscall);
+    where(o);
+    fatal(o);
+  }
   o.f("{\"status\":\"fault\",\"signal\":\"%s\",\"code\":%d,\"addr\":%lu", signame(sig),
       si->si_code, (unsigned long)addr);
   if (write_access >= 0) o.f(",\"access\":\"%s\"", write_access ? "write" : "read");
@@ -435,7 +441,8 @@ inline void install_handlers() {
   sa.sa_sigaction = on_fault;
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
   sigemptyset(&sa.sa_mask);
-  for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP}) sigaction(s, &sa, nullptr);
+  for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS})
+    sigaction(s, &sa, nullptr);
   void* warm[2];
   backtrace(warm, 2);  // loads libgcc now, not inside the handler
   Dl_info info;
@@ -585,6 +592,29 @@ inline bool check_slack(int b, Out& o) {
   return true;
 }
 
+// Blocks run in a varied order, as on a GPU, where no order between blocks is promised: block
+// number (start + i * step) mod n, step coprime with n, both drawn afresh for each launch, so
+// a kernel where one block waits for another's global writes fails as it would on a GPU.
+inline uint64_t gcd(uint64_t a, uint64_t b) {
+  while (b) { uint64_t t = a % b; a = b; b = t; }
+  return a;
+}
+inline uint64_t order_seed() {  // before the system-call filter: it calls getpid
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  uint64_t seed = (uint64_t)now.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
+  return seed ^ (seed >> 29);
+}
+inline void run_grid(uint64_t seed) {
+  const uint64_t gx = gridDim.x, gy = gridDim.y, n = gx * gy * gridDim.z;
+  uint64_t start = n ? seed % n : 0, step = n > 1 ? 1 + (seed >> 17) % (n - 1) : 1;
+  while (gcd(step, n) != 1) ++step;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t b = (uint64_t)(((unsigned __int128)i * step + start) % n);
+    run_block(uint3{(unsigned)(b % gx), (unsigned)(b / gx % gy), (unsigned)(b / (gx * gy))});
+  }
+}
+
 [[noreturn]] inline void setup_error(const char* what) {
   Out o{};
   o.s("{\"status\":\"error\",\"message\":");
@@ -598,6 +628,19 @@ extern "C" const tl_emu::GlobalDesc tilelab_globals[];
 extern "C" const int tilelab_nglobals;
 
 TL_EXPORT uint64_t tilelab_static_shared_bytes() { return tl_emu::static_shared_bytes(); }
+
+// A seccomp filter (struct sock_fprog*) the Python side sets before the launch; installed
+// after the set-up, just before the first block, so the learner's code runs under it.
+TL_EXPORT const void* tilelab_grid_filter = nullptr;
+
+namespace tl_emu {
+inline void enter_grid_filter() {
+  if (!tilelab_grid_filter) return;
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      prctl(PR_SET_SECCOMP, 2 /* SECCOMP_MODE_FILTER */, tilelab_grid_filter, 0, 0) != 0)
+    setup_error("could not install the system-call filter (seccomp)");
+}
+}  // namespace tl_emu
 
 TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDesc* kernel) {
   using namespace tl_emu;
@@ -667,17 +710,18 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
   }
   setvbuf(stdout, nullptr, _IOFBF, 1 << 16);
   an_launch();
+  const uint64_t seed = order_seed();
+  enter_grid_filter();
   timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (unsigned z = 0; z < gridDim.z; ++z)
-    for (unsigned y = 0; y < gridDim.y; ++y)
-      for (unsigned x = 0; x < gridDim.x; ++x) run_block(uint3{x, y, z});
+  run_grid(seed);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   fflush(stdout);
   Out o{};
   for (int b = 0; b < g_nbuf; ++b)
     if (!check_slack(b, o)) {
       write_all(g_report_fd, o.p, o.n);
+      if (tilelab_grid_filter) _exit(0);  // nothing but exit is left to do under the filter
       return 1;
     }
   for (int g = 0; g < s->nglobals && g < tilelab_nglobals; ++g)
@@ -689,5 +733,6 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
   an_write(o);
   o.s("}\n");
   write_all(g_report_fd, o.p, o.n);
+  if (tilelab_grid_filter) _exit(0);
   return 0;
 }

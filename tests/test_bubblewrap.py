@@ -1,0 +1,217 @@
+"""The bubblewrap sandbox every graded submission runs in: what it hides, what it limits.
+
+These run real sandboxes (bubblewrap must be installed and able to create user
+namespaces; `make sandbox` installs it). Each hostile step is tried from inside and must
+fail, while the sandbox itself always returns a result.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import textwrap
+
+import pytest
+
+from tilelab.grading import bubblewrap as sandbox
+
+pytestmark = pytest.mark.skipif(sandbox.problem() is not None,
+                                reason=f"no sandbox here: {sandbox.problem()}")
+
+
+def run_py(code: str, work, **kw) -> sandbox.Result:
+    """Python code in a sandbox; ``sys.argv[1]`` in it is the result pipe's descriptor."""
+    return sandbox.run([sys.executable, "-c", textwrap.dedent(code), sandbox.CHANNEL], work,
+                       **kw)
+
+
+def test_inside_a_submission_sees_only_its_folder_and_no_network(tmp_path):
+    secret = tmp_path / "gradebook.db"
+    secret.write_text("instructor only")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "submission.ipynb").write_text("{}")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    res = run_py(f"""
+        import os, socket
+        print("uid", os.getuid())
+        print("files", sorted(os.listdir(".")))
+        for path in ({str(secret)!r}, "/etc/shadow", {str(tmp_path)!r}):
+            try:
+                open(path).read(); print("READ", path)
+            except OSError as e:
+                print("hidden", type(e).__name__)
+        try:
+            socket.create_connection(("127.0.0.1", {port}), 2); print("CONNECTED")
+        except OSError as e:
+            print("no network", e.errno)
+        try:
+            open("/usr/evil", "w"); print("WROTE /usr")
+        except OSError as e:
+            print("read-only", e.errno)
+        open("mine.txt", "w").write("ok")
+    """, work)
+    server.close()
+    out = res.stdout.decode()
+    assert res.returncode == 0, res.stderr
+    assert "uid 65534" in out and "files ['submission.ipynb']" in out
+    assert "READ" not in out and "CONNECTED" not in out and "WROTE" not in out
+    assert out.count("hidden") == 3 and "no network" in out and "read-only" in out
+    assert (work / "mine.txt").read_text() == "ok"  # its own folder is writable
+
+
+def test_the_result_channel_holds_only_what_the_command_wrote(tmp_path):
+    # a detached process (own session, double fork) tries to write a forged result after
+    # the command has exited; the sandbox's pid namespace ends it first
+    res = run_py("""
+        import os, sys, time
+        channel = int(sys.argv[1])
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(1)
+                os.write(channel, b"forged")
+            os._exit(0)
+        os.write(channel, b"real")
+    """, tmp_path)
+    assert res.channel == b"real"
+
+
+def test_the_wall_budget_kills_the_whole_tree(tmp_path):
+    res = run_py("""
+        import os, time
+        if os.fork() == 0:
+            os.setsid(); time.sleep(600)
+        time.sleep(600)
+    """, tmp_path, limits=sandbox.Limits(wall_seconds=2))
+    assert res.timed_out and res.returncode is None
+
+
+def test_output_is_capped(tmp_path):
+    res = run_py("""
+        import sys
+        chunk = "x" * (1 << 20)
+        for _ in range(1024):  # 1 GiB
+            sys.stdout.write(chunk)
+    """, tmp_path, limits=sandbox.Limits(output_bytes=1 << 16, wall_seconds=120))
+    assert res.truncated and len(res.stdout) == 1 << 16
+
+
+def test_memory_files_and_processes_are_limited(tmp_path):
+    res = run_py("""
+        import os, time
+        try:
+            b = bytearray(10 << 30); print("ALLOCATED 10 GB")
+        except MemoryError:
+            print("no 10 GB")
+        try:
+            with open("big", "wb") as f:
+                f.seek(10 << 30); f.write(b"x")  # a sparse 10 GB file
+            print("WROTE 10 GB")
+        except OSError as e:
+            print("file too large", e.errno)
+        started = 0
+        for _ in range(400):
+            try:
+                if os.fork() == 0:
+                    time.sleep(30); os._exit(0)
+                started += 1
+            except OSError:
+                break
+        print("forks", started)
+    """, tmp_path, limits=sandbox.Limits(processes=64, file_bytes=1 << 20,
+                                          address_space=2 << 30, wall_seconds=60))
+    out = res.stdout.decode()
+    assert "no 10 GB" in out and "file too large 27" in out, (out, res.stderr)
+    forks = int(out.split("forks")[1])
+    assert forks < 64
+    assert not (tmp_path / "big").exists() or (tmp_path / "big").stat().st_size <= 1 << 20
+
+
+def test_a_missing_bwrap_is_reported_with_what_to_install(monkeypatch):
+    monkeypatch.setattr(sandbox, "BWRAP", "bwrap-not-installed-anywhere")
+    sandbox.problem.cache_clear()
+    try:
+        why = sandbox.problem()
+        assert why and "apt-get install bubblewrap" in why
+        with pytest.raises(sandbox.SandboxUnavailable, match="install bubblewrap"):
+            sandbox.require()
+    finally:
+        monkeypatch.undo()
+        sandbox.problem.cache_clear()
+
+
+def test_nvidia_nodes_are_bound_when_present(tmp_path):
+    cmd = sandbox.command(["true"], tmp_path, env={})
+    for node in sandbox.nvidia_devices():
+        assert ["--dev-bind", node, node] == cmd[cmd.index(node) - 1:cmd.index(node) + 2]
+    assert "--unshare-all" in cmd and "--die-with-parent" in cmd and "--clearenv" in cmd
+
+
+@pytest.mark.timeout(300)
+def test_a_notebook_kernel_runs_sandboxed_over_ipc(tmp_path):
+    import nbformat
+    from nbclient import NotebookClient
+
+    from tilelab.classroom.kernels import SandboxedKernelManager
+
+    secret = tmp_path / "gradebook.db"
+    secret.write_text("instructor only")
+    sub = tmp_path / "submitted" / "ann"
+    sub.mkdir(parents=True)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    cells = [
+        "import os; print(os.getuid(), os.getcwd())",
+        f"try:\n    open({str(secret)!r}).read(); print('READ')\n"
+        "except OSError as e:\n    print('hidden')",
+        f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), 2)\n"
+        "    print('CONNECTED')\nexcept OSError:\n    print('no network')",
+        "try:\n    open('x', 'w'); print('WROTE')\nexcept OSError:\n    print('read-only')",
+        "import glob\nprint(len(glob.glob('/opt/tilelab/tilelab/kernels/*')),"
+        " len(glob.glob('/opt/tilelab/tilelab/*.py')) > 3)",
+        "import os\nfor p in os.listdir('/proc'):\n    if p.isdigit() and int(p) != os.getpid():\n"
+        "        try:\n            os.kill(int(p), 9)\n        except OSError:\n            pass",
+        "print(6 * 7)",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    NotebookClient(nb, kernel_manager_class=SandboxedKernelManager, timeout=60,
+                   allow_errors=True, resources={"metadata": {"path": str(sub)}}).execute()
+    server.close()
+    texts = ["".join(o.get("text", "") for o in c.outputs) for c in nb.cells]
+    assert texts[0].split() == ["65534", sandbox.WORK]
+    assert texts[1:4] == ["hidden\n", "no network\n", "read-only\n"]
+    assert texts[4] == "0 True\n"  # the package, without its reference kernels
+    assert texts[6] == "42\n"  # killing what it can see did not end the kernel
+
+
+def test_the_package_inside_is_the_whole_tilelab_package(tmp_path):
+    res = run_py("""
+        import tilelab.grading.worker, tilelab.emu
+        print(tilelab.grading.worker.__file__)
+    """, tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.decode().strip() == f"{sandbox.PACKAGE_ROOT}/tilelab/grading/worker.py"
+
+
+def test_tilelab_grade_refuses_without_a_sandbox_and_says_what_to_install(
+        monkeypatch, tmp_path, capsys):
+    from tilelab import cli
+
+    monkeypatch.setattr(sandbox, "BWRAP", "bwrap-not-installed-anywhere")
+    sandbox.problem.cache_clear()
+    try:
+        assert cli.main(["grade", "--course", str(tmp_path), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert "refusing to grade a class without a sandbox" in err
+        assert "apt-get install bubblewrap" in err and "--no-sandbox" in err
+    finally:
+        monkeypatch.undo()
+        sandbox.problem.cache_clear()

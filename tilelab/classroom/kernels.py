@@ -1,0 +1,133 @@
+"""A Jupyter kernel manager that starts each submitted notebook's kernel in a sandbox.
+
+A class run points nbgrader's ``Execute`` preprocessor at
+:class:`SandboxedKernelManager` (``kernel_manager_class``). The kernel then runs under
+bubblewrap (see :mod:`tilelab.grading.bubblewrap`): no network (it has its own, empty, network
+namespace), the submission's folder read-only as its working folder, a private ``/tmp``,
+the verdict cache of the class run read-only, the ``tilelab`` package without its
+reference kernels, and nothing else of the course.
+
+nbgrader reaches the kernel over ZeroMQ; across network namespaces TCP on the loopback
+cannot work, so the kernel is told to use IPC transport: Unix sockets in a private folder
+bound into the sandbox at the same path. Interrupts go as messages on the control channel
+(the sandboxed kernel is in its own session, beyond a signal to a process group).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+from jupyter_client.manager import AsyncKernelManager
+from traitlets import Float, Int
+
+from tilelab.grading import bubblewrap as sandbox
+
+#: The course's reference kernels, hidden from a notebook (its hidden tests read the class
+#: run's verdicts; nothing a notebook runs needs them).
+REFERENCE_KERNELS = f"{sandbox.PACKAGE_ROOT}/tilelab/kernels"
+
+
+class SandboxedKernelManager(AsyncKernelManager):
+    """Starts the kernel inside a bubblewrap sandbox, connected over IPC sockets."""
+
+    wall_seconds = Float(1800.0, config=True,
+                         help="Total seconds one notebook's kernel may live (all its cells).")
+    memory_bytes = Int(8 << 30, config=True, help="Address space of each kernel process.")
+    processes = Int(256, config=True, help="Processes the kernel may start.")
+    output_bytes = Int(1 << 20, config=True, help="Kernel stdout/stderr kept, per stream.")
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._ipc_dir = tempfile.mkdtemp(prefix="tilelab-kernel-")
+        self.transport = "ipc"
+        self.connection_file = os.path.join(self._ipc_dir, "kernel.json")
+        self.ip = os.path.join(self._ipc_dir, "k")
+
+    @property
+    def limits(self) -> sandbox.Limits:
+        return sandbox.Limits(wall_seconds=self.wall_seconds, cpu_seconds=int(self.wall_seconds),
+                              address_space=self.memory_bytes, processes=self.processes,
+                              output_bytes=self.output_bytes)
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        cmd = super().format_kernel_cmd(extra_arguments)
+        args = self._launch_args if isinstance(self._launch_args, dict) else {}
+        cwd = args.get("cwd") or os.getcwd()
+        outer = args.get("env") or os.environ
+        env = {k: v for k, v in outer.items() if k.startswith("TILELAB_")}
+        env.update(HOME="/tmp", IPYTHONDIR="/tmp/.ipython", MPLCONFIGDIR="/tmp",
+                   JUPYTER_RUNTIME_DIR="/tmp", JUPYTER_PLATFORM_DIRS="1")
+        read_only = []
+        cache = env.get("TILELAB_VERDICT_CACHE")
+        if cache and os.path.isdir(cache):
+            read_only.append((cache, cache))
+        inner = sandbox.command(cmd, cwd, env=env, read_only=read_only,
+                                writable=[(self._ipc_dir, self._ipc_dir)], limits=self.limits,
+                                work_read_only=True, hidden=[REFERENCE_KERNELS])
+        return [sys.executable, "-m", "tilelab.grading.bubblewrap", "--limits",
+                sandbox.limits_to_json(self.limits), "--", *inner]
+
+    async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
+        sandbox.require()
+        if self.kernel_spec is not None:
+            self.kernel_spec.interrupt_mode = "message"
+        cmd, kw = await super()._async_pre_start_kernel(**kw)
+        # a kernel's own stdout and stderr (not its cells' outputs, which come over ZeroMQ)
+        # would go to the class run's terminal, unbounded: they are dropped
+        kw["stdout"] = kw["stderr"] = subprocess.DEVNULL
+        return cmd, kw
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        if not restart:
+            shutil.rmtree(self._ipc_dir, ignore_errors=True)
+
+
+OUTPUT_LIMIT = 4 << 20  # bytes of outputs one notebook may leave (all its cells)
+OUTPUT_NOTE = (f"[tilelab: the notebook's outputs passed {OUTPUT_LIMIT >> 20} MiB; the rest "
+               "was dropped]\n")
+
+
+def _execute_class() -> type:
+    from nbgrader.preprocessors import Execute
+
+    class SandboxedExecute(Execute):
+        """nbgrader's Execute, its kernels started by :class:`SandboxedKernelManager`, the
+        outputs of one notebook capped at ``OUTPUT_LIMIT`` bytes (the rest is dropped)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["kernel_manager_class"] = SandboxedKernelManager  # Execute forces its own
+            super().__init__(*args, **kwargs)
+            self._output_bytes = 0
+
+        def output(self, outs: list, msg: dict, display_id: str | None,
+                   cell_index: int) -> Any:
+            self._output_bytes += len(json.dumps(msg.get("content", {}), default=str))
+            if self._output_bytes <= OUTPUT_LIMIT:
+                return super().output(outs, msg, display_id, cell_index)
+            if not getattr(self, "_output_capped", False):
+                self._output_capped = True
+                note = {**msg, "msg_type": "stream",
+                        "content": {"name": "stderr", "text": OUTPUT_NOTE}}
+                return super().output(outs, note, None, cell_index)
+            return None
+
+    return SandboxedExecute
+
+
+def sandbox_autograde(config: Any) -> None:
+    """Make ``nbgrader autograde`` under ``config`` run every notebook's kernel sandboxed:
+    its Execute step is replaced by one whose kernels start in a sandbox."""
+    from nbgrader.converters import Autograde
+    from nbgrader.preprocessors import Execute
+
+    default = Autograde.class_traits()["autograde_preprocessors"].default()
+    steps = list(config.Autograde.get("autograde_preprocessors", default))
+    sandboxed = _execute_class()
+    config.Autograde.autograde_preprocessors = [sandboxed if s is Execute else s for s in steps]
