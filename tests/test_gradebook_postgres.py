@@ -49,6 +49,10 @@ def test_a_class_run_on_two_workers_records_in_postgresql(tmp_path, postgres):
     small_class(root, STUDENTS)
     config = root / "autograder" / "nbgrader_config.py"
     config.write_text(config.read_text() + f"\nc.CourseDirectory.db_url = {url!r}\n")
+    (root / "autograder" / "gradebook.db").unlink()  # the class is enrolled in PostgreSQL
+    with Gradebook(url, "tilelab") as gb:
+        for student in STUDENTS:
+            gb.update_or_create_student(student)
 
     summary = grade_class_on_cluster(root, backend="emu", workers=2, progress=False)
     assert summary["failures"] == [] and summary["graded"] == len(STUDENTS)

@@ -110,6 +110,8 @@ def template_gradebook(files: dict[str, bytes], assignments: list[str]) -> bytes
         with tempfile.TemporaryDirectory(prefix="tilelab-release-") as out:
             for a in assignments:
                 api_release(api, a, out)
+        with Gradebook(api.coursedir.db_url):  # exists even when no assignment has work
+            pass
         return Path(api.coursedir.db_url.removeprefix("sqlite:///")).read_bytes()
 
 
