@@ -8,6 +8,7 @@ from tilelab import exercises
 from tilelab.grading import scoring
 from tilelab.grading.sandbox import grade_source
 from tilelab.reference import KERNELS, slow_but_right, tiled_without_barrier
+from tilelab.variants import VARIANTS
 
 pytestmark = pytest.mark.gpu
 
@@ -33,6 +34,16 @@ def test_slow_but_correct_kernels_keep_correctness_and_lose_speed(exercise_id):
     v = _report(grade_source(exercise_id, slow_but_right(exercise_id), backend_name="gpu"))
     assert v.correct and v.points_correct > 0, scoring.report(v)
     assert v.speed_measured and not v.speed_passed and v.points_speed == 0, scoring.report(v)
+
+
+@pytest.mark.parametrize("exercise_id,key", [
+    (e, v.key) for e, vs in VARIANTS.items() for v in vs if v.must == "fail"])
+def test_every_lesson_skipping_variant_loses_its_speed_points(exercise_id, key):
+    """Fast or not on this GPU (a strided-read transpose beats the shared-tile reference on
+    an H100), a kernel that skips the lesson earns no speed points."""
+    src = next(v for v in VARIANTS[exercise_id] if v.key == key).source()
+    v = _report(grade_source(exercise_id, src, backend_name="gpu"))
+    assert v.correct and not v.speed_passed and v.points_speed == 0, scoring.report(v)
 
 
 def test_sanitizers_flag_a_missing_barrier_and_pass_the_reference():

@@ -29,6 +29,7 @@ from tilelab.grading.correctness import (
     compare,
     explain,
     fmt_shape,
+    launch,
 )
 from tilelab.grading.sanitizer import run_sanitizers
 from tilelab.grading.source_checks import SourceRejected, check_signature, validate_source
@@ -220,6 +221,44 @@ def sanitizer(run: Run, v: Verdict) -> bool:
     return True
 
 
+def lesson_traffic(run: Run, v: Verdict) -> bool:
+    """On a GPU, the global traffic of the same source counted by the emulator's analysis,
+    so that a speed gate is passed only with the lesson: a kernel with no tile that walks a
+    column can be fast on a GPU with large caches, and its time alone cannot tell."""
+    if not (v.correct and run.rt.name == "gpu" and run.speed):
+        return True
+    counted = count_traffic(run.ex, run.text, run.rng)
+    if isinstance(counted, str):
+        v.messages.append(f"the emulator could not count this kernel's global traffic "
+                          f"({counted}): its speed is judged by time alone")
+    else:
+        v.traffic = counted
+    return True
+
+
+def count_traffic(ex: Exercise, text: str, rng: np.random.Generator) -> dict[str, Any] | str:
+    """The emulator's traffic summary of ``text`` at the analysis shape, or why there is none."""
+    emu = get_runtime("emu")
+    fn = compile_kernel(emu, text, ex.kernel, Verdict(ex.id, emu.name), analysis=True)
+    if fn is None:
+        return "the emulator could not build it"
+    shape = ex.problem.analysis_shape
+    try:
+        launch(emu, fn, ex.problem, ex.launch, shape, ex.problem.make_inputs(shape, rng))
+    except launch_errors(emu) as exc:
+        return _one_line(exc)
+    return traffic.summary(fn.last_report.analysis, ex.problem, shape)
+
+
+def lesson_gate(ex: Exercise, v: Verdict) -> None:
+    """Take the speed points back from a fast kernel whose traffic skips the lesson."""
+    skipped = traffic.skipped_lesson(v.traffic or {}, ex.reuses_tiles)
+    if v.speed_passed and skipped:
+        v.speed_passed = False
+        v.messages.append(f"speed: {v.speedup:.2f}x is over the gate, but {skipped}; the "
+                          "speed points go with the lesson. " + ex.gate_reason)
+
+
 def speed(run: Run, v: Verdict) -> bool:
     """The speed gate: measured on a GPU, or the emulated bank-conflict degree, or neither."""
     ex, rt = run.ex, run.rt
@@ -228,6 +267,7 @@ def speed(run: Run, v: Verdict) -> bool:
     v.messages.append(f"correct on {len(ex.shapes)} shapes with fresh random inputs")
     if rt.name == "gpu" and run.speed:
         measure_speed(rt, run.fn, ex, v, run.rng)
+        lesson_gate(ex, v)
     elif ex.max_bank_degree is not None and rt.name == "emu":
         bank_gate(ex, v)
     elif rt.name == "gpu":
@@ -322,7 +362,9 @@ def sampled_compare(ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
 
 
 #: The grader, in order.
-STEPS: tuple[Step, ...] = (validate, compile_candidate, correctness, analysis, sanitizer, speed)
+STEPS: tuple[Step, ...] = (
+    validate, compile_candidate, correctness, analysis, sanitizer, lesson_traffic, speed,
+)
 
 
 def evaluate(
