@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from tilelab import backend
@@ -23,3 +25,9 @@ def rng():
     import numpy as np
 
     return np.random.default_rng()
+
+
+# The cluster run's tests need Dask (requirements.txt); a GPU machine set up with only
+# requirements-gpu.txt's PyCUDA and nbgrader runs the rest.
+collect_ignore = [] if importlib.util.find_spec("distributed") else [
+    "test_class_cluster.py", "test_gradebook_postgres.py"]

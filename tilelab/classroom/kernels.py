@@ -51,9 +51,13 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     @property
     def limits(self) -> sandbox.Limits:
+        # CUDA maps far more address space than it uses: where a GPU is bound in, the data
+        # segment is limited instead (as for the grading worker on a GPU)
+        gpu = bool(sandbox.nvidia_devices())
         return sandbox.Limits(wall_seconds=self.wall_seconds, cpu_seconds=int(self.wall_seconds),
-                              address_space=self.memory_bytes, processes=self.processes,
-                              output_bytes=self.output_bytes)
+                              address_space=None if gpu else self.memory_bytes,
+                              data=self.memory_bytes if gpu else None,
+                              processes=self.processes, output_bytes=self.output_bytes)
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd = super().format_kernel_cmd(extra_arguments)
