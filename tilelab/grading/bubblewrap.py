@@ -157,6 +157,10 @@ def python_paths() -> list[str]:
     """The folders the Python interpreter and its installed packages live in."""
     found = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
              str(Path(sys.executable).resolve().parent.parent)}
+    # package folders a .pth file or the environment added (never a course folder: only
+    # folders named as installers name them)
+    found |= {p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")
+              and os.path.isdir(p)}
     return sorted(p for p in found if p and not _covered(p, _SYSTEM_DIRS))
 
 
@@ -194,6 +198,9 @@ def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, s
             "--uid", str(INSIDE_ID), "--gid", str(INSIDE_ID), "--cap-drop", "ALL",
             "--hostname", "sandbox"]
     args += _system_binds()
+    # the private /tmp first: an interpreter or package that lives under /tmp (a venv in a
+    # clone there) is bound on top of it, read-only, and stays visible
+    args += ["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     for p in python_paths() + cuda_paths():
         args += ["--ro-bind", p, p]
     args += ["--ro-bind", package_dir(), f"{PACKAGE_ROOT}/tilelab"]
@@ -205,7 +212,6 @@ def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, s
         args += ["--dev-bind", node, node]
     if nodes and os.path.isdir("/sys"):
         args += ["--ro-bind", "/sys", "/sys"]  # the CUDA driver reads the PCI topology
-    args += ["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     args += ["--ro-bind" if work_read_only else "--bind", os.fspath(work), WORK]
     for host, inside in read_only:
         args += ["--ro-bind", os.fspath(host), inside]
