@@ -70,13 +70,18 @@ def _alembic_on_path() -> None:
 
 
 def open_api(course_root: str | Path, cell_timeout: int | None = None,
-             sandboxed: bool = False) -> NbGraderAPI:
+             sandboxed: bool = False, gradebook: Path | None = None) -> NbGraderAPI:
     """nbgrader's Python API on this course (with a per-cell time limit, if given: during
     ``tilelab grade`` it replaces the config file's limit, which a manual
     ``nbgrader autograde`` keeps). The course config is read here, once; ``sandboxed``:
-    every notebook's kernel runs in a bubblewrap sandbox (:mod:`tilelab.classroom.kernels`)."""
+    every notebook's kernel runs in a bubblewrap sandbox (:mod:`tilelab.classroom.kernels`);
+    ``gradebook``: a SQLite file of its own, in place of the configured one, with
+    ``course_root`` as the root (a private copy of the course)."""
     _alembic_on_path()
     config = load_config(course_root)
+    if gradebook is not None:
+        config.CourseDirectory.root = str(course_root)
+        config.CourseDirectory.db_url = f"sqlite:///{gradebook}"
     if cell_timeout is not None:
         config.Execute.timeout = cell_timeout
         config.ExecutePreprocessor.timeout = cell_timeout

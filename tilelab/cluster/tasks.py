@@ -126,18 +126,7 @@ def api_release(api: NbGraderAPI, assignment: str, dest: str) -> None:
 
 def open_private_api(root: Path, cell_timeout: int | None, sandboxed: bool = True) -> NbGraderAPI:
     """nbgrader's API on a private course root, with its own SQLite gradebook."""
-    nbcourse.open_api(root)  # (puts alembic on PATH; checks the configuration loads)
-    config = nbcourse.load_config(root)
-    if sandboxed:
-        from tilelab.classroom.kernels import sandbox_autograde
-
-        sandbox_autograde(config)
-    config.CourseDirectory.root = str(root)
-    config.CourseDirectory.db_url = f"sqlite:///{root / GRADEBOOK}"
-    if cell_timeout is not None:
-        config.Execute.timeout = cell_timeout
-        config.ExecutePreprocessor.timeout = cell_timeout
-    return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+    return nbcourse.open_api(root, cell_timeout, sandboxed, gradebook=root / GRADEBOOK)
 
 
 def _write(root: Path, files: dict[str, bytes]) -> None:
