@@ -1,12 +1,14 @@
-"""What the sandbox costs, on the CPU emulator.
+"""What the sandbox costs, on the CPU emulator or on a GPU.
 
-``python benchmarks/sandbox_overhead.py [N]``: the same fresh kernels (never cached) graded
-with and without the bubblewrap sandbox, interleaved; prints both medians and the overhead
-per submission. ``--start``: the cost of starting one process in a sandbox (``python -c
-pass``, 20 runs each way). ``--class``: the test suite's class (tests/test_classroom.py) graded end
-to end by ``tilelab grade``'s pipeline, once unsandboxed and once sandboxed.
+``python benchmarks/sandbox_overhead.py [N] [--backend gpu]``: the same fresh kernels (never
+cached) graded with and without the bubblewrap sandbox, interleaved; prints both medians and
+the overhead per submission (on a GPU the grade includes the speed runs). ``--start``: the
+cost of starting one process in a sandbox (``python -c pass``, 20 runs each way).
+``--class``: the test suite's class (tests/test_classroom.py) graded end to end by ``tilelab
+grade``'s pipeline, once unsandboxed and once sandboxed.
 """
 
+import argparse
 import statistics
 import sys
 import tempfile
@@ -19,19 +21,19 @@ from tilelab.grading import sandbox as grade
 from tilelab.reference import KERNELS
 
 
-def per_submission(n: int) -> None:
+def per_submission(n: int, backend: str) -> None:
     src = KERNELS["naive"].source()
-    grade.grade_source("naive", src + "// warm\n", backend_name="emu", sandboxed=True)
+    grade.grade_source("naive", src + "// warm\n", backend_name=backend, sandboxed=True)
     times: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(n):
         for boxed in (False, True):
             unique = src + f"// {uuid.uuid4()}\n"  # never cached: a new submission
             t = time.perf_counter()
-            v = grade.grade_source("naive", unique, backend_name="emu", sandboxed=boxed)
+            v = grade.grade_source("naive", unique, backend_name=backend, sandboxed=boxed)
             times[boxed].append(time.perf_counter() - t)
             assert v.points_correct == 3, v.messages
     plain, boxed_ = statistics.median(times[False]), statistics.median(times[True])
-    print(f"emulator, naive matmul, {n} fresh kernels each: unsandboxed median "
+    print(f"{backend}, naive matmul, {n} fresh kernels each: unsandboxed median "
           f"{plain * 1e3:.0f} ms, sandboxed median {boxed_ * 1e3:.0f} ms, overhead "
           f"{(boxed_ - plain) * 1e3:.0f} ms per submission")
 
@@ -55,7 +57,7 @@ def start() -> None:
           f"{b * 1e3:.0f} ms, overhead {(b - p) * 1e3:.0f} ms per sandbox")
 
 
-def whole_class() -> None:
+def whole_class(backend: str) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from test_classroom import build_course
 
@@ -64,18 +66,25 @@ def whole_class() -> None:
             root = Path(tmp) / "course"
             build_course(root)
             t = time.perf_counter()
-            summary = classroom.grade_class(root, backend="emu", progress=False,
+            summary = classroom.grade_class(root, backend=backend, progress=False,
                                             sandboxed=boxed)
             took = time.perf_counter() - t
-            print(f"class run ({len(summary['submissions'])} submissions, emulator), "
+            print(f"class run ({len(summary['submissions'])} submissions, {backend}), "
                   f"{'sandboxed' if boxed else 'unsandboxed'}: {took:.1f} s, "
                   f"{len(summary['failures'])} failures")
 
 
 if __name__ == "__main__":
-    if "--class" in sys.argv:
-        whole_class()
-    elif "--start" in sys.argv:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("n", nargs="?", type=int, default=5, help="fresh kernels each way")
+    ap.add_argument("--backend", choices=("emu", "gpu"), default="emu")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--start", action="store_true", help="one process start, each way")
+    mode.add_argument("--class", dest="whole", action="store_true", help="a class run, each way")
+    a = ap.parse_args()
+    if a.whole:
+        whole_class(a.backend)
+    elif a.start:
         start()
     else:
-        per_submission(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
+        per_submission(a.n, a.backend)

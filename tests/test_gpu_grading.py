@@ -67,3 +67,17 @@ def test_memcheck_flags_an_out_of_bounds_store():
     res = run_sanitizers("naive", oob)
     print(res["memcheck"]["summary"])
     assert res["memcheck"]["errors"] > 0
+
+
+def test_the_class_runs_base_cache_holds_every_speed_runs_course_build():
+    from tilelab.grading import sandbox
+    from tilelab.runtime import PYCUDA_CACHE
+
+    if sandbox.bwrap.problem() is not None:
+        pytest.skip(f"no sandbox here: {sandbox.bwrap.problem()}")
+    base = sandbox._base_cache("gpu")
+    assert base is not None
+    sources = {ref.source() for ex in exercises.EXERCISES.values()
+               for ref in (ex.baseline, ex.must_beat) if ref is not None}
+    assert len(list((base / PYCUDA_CACHE).glob("*.cubin"))) == len(sources)
+    assert list((base / "emu").iterdir())  # the emulator's prelude probe too

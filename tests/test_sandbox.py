@@ -10,6 +10,7 @@ import time
 
 import psutil
 
+from tilelab import runtime
 from tilelab.grading import limits, sandbox
 
 
@@ -53,3 +54,18 @@ def test_the_worker_caps_its_own_resources():
                          check=True).stdout.split()
     assert [int(x) for x in out] == [limits.FILE_LIMIT, limits.MEMORY_LIMIT, 0]
     assert resource.getrlimit(resource.RLIMIT_AS)[0] != limits.MEMORY_LIMIT  # not ours
+
+
+def test_a_grading_sandbox_starts_with_the_class_runs_pycuda_builds(tmp_path, monkeypatch):
+    base, mine = tmp_path / "base", tmp_path / "mine"
+    (base / runtime.PYCUDA_CACHE).mkdir(parents=True)
+    (base / runtime.PYCUDA_CACHE / "aa.cubin").write_bytes(b"baseline build")
+    (base / runtime.PYCUDA_CACHE / "bb.cubin").write_bytes(b"course build")
+    mine.mkdir()
+    (mine / "bb.cubin").write_bytes(b"already here")
+    monkeypatch.setenv("TILELAB_CACHE_BASE", str(base))
+    monkeypatch.setenv("PYCUDA_CACHE_DIR", str(mine))
+    runtime.seed_pycuda_cache()
+    assert (mine / "aa.cubin").read_bytes() == b"baseline build"
+    assert (mine / "bb.cubin").read_bytes() == b"already here"  # never overwritten
+    assert (base / runtime.PYCUDA_CACHE / "aa.cubin").read_bytes() == b"baseline build"

@@ -33,6 +33,7 @@ EXPERIMENTS: dict[str, bool] = {
     "model": False,
     "sgemm": True,
     "sgemm_ptxas": False,
+    "shared_gpu": True,
 }
 ALL = tuple(EXPERIMENTS)
 

@@ -28,6 +28,7 @@ from tilelab.grading import bubblewrap as bwrap
 from tilelab.grading.cache import cached_verdict
 from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT
 from tilelab.grading.verdict import Verdict
+from tilelab.runtime import PYCUDA_CACHE
 
 OUTPUT_LIMIT = 64 * 1024  # of the child's stderr, read back for a crash report
 
@@ -145,15 +146,18 @@ BASE_CACHE = "/opt/tilelab-cache"  # where a sandbox sees the prelude's probe re
 
 @functools.cache
 def _base_cache(backend_name: str) -> Path | None:
-    """A folder holding what every emulator build needs first (the prelude's probe), built
-    once in a sandbox of its own, read-only to every grading sandbox after it (no
-    submission ever writes it). None on a GPU, or when it could not be built."""
-    if backend_name != "emu":
-        return None
+    """A folder holding what every build needs first, built once in a sandbox of its own,
+    read-only to every grading sandbox after it (no submission ever writes it): the
+    emulator prelude's probe (the emulator also counts a GPU submission's traffic) and, on
+    a GPU, PyCUDA's builds of the kernels every speed run compiles (the baselines). None
+    when it could not be built."""
     folder = Path(tempfile.mkdtemp(prefix="tilelab-sandbox-cache-"))
-    warm = [sys.executable, "-c", "from tilelab.emu.compile import prelude_needs as p; "
-            "p(False); p(True)"]
-    res = bwrap.run(warm, folder, env={"TILELAB_CACHE": bwrap.WORK},
+    warm = "from tilelab.emu.compile import prelude_needs as p; p(False); p(True)"
+    env = {"TILELAB_CACHE": bwrap.WORK}
+    if backend_name == "gpu":
+        warm += "; from tilelab.grading.pipeline import compile_speed_kernels as c; c()"
+        env["PYCUDA_CACHE_DIR"] = f"{bwrap.WORK}/{PYCUDA_CACHE}"
+    res = bwrap.run([sys.executable, "-c", warm], folder, env=env,
                     limits=bwrap.Limits(wall_seconds=300))
     return folder if res.returncode == 0 else None
 
