@@ -158,7 +158,7 @@ def _base_cache(backend_name: str) -> Path | None:
         warm += "; from tilelab.grading.pipeline import compile_speed_kernels as c; c()"
         env["PYCUDA_CACHE_DIR"] = f"{bwrap.WORK}/{PYCUDA_CACHE}"
     res = bwrap.run([sys.executable, "-c", warm], folder, env=env,
-                    limits=bwrap.Limits(wall_seconds=300))
+                    limits=sandbox_limits(backend_name, 300))  # CUDA needs its address space
     return folder if res.returncode == 0 else None
 
 
