@@ -25,14 +25,23 @@ def per_submission(n: int, backend: str) -> None:
     src = KERNELS["naive"].source()
     grade.grade_source("naive", src + "// warm\n", backend_name=backend, sandboxed=True)
     times: dict[bool, list[float]] = {False: [], True: []}
+    steps: dict[bool, dict[str, list[float]]] = {False: {}, True: {}}
     for _ in range(n):
         for boxed in (False, True):
             unique = src + f"// {uuid.uuid4()}\n"  # never cached: a new submission
             t = time.perf_counter()
             v = grade.grade_source("naive", unique, backend_name=backend, sandboxed=boxed)
-            times[boxed].append(time.perf_counter() - t)
+            took = time.perf_counter() - t
+            times[boxed].append(took)
             assert v.points_correct == 3, v.messages
+            for name, sec in {**v.step_seconds,
+                              "outside the steps": took - sum(v.step_seconds.values())}.items():
+                steps[boxed].setdefault(name, []).append(sec)
     plain, boxed_ = statistics.median(times[False]), statistics.median(times[True])
+    print("step                 unsandboxed ms  sandboxed ms  (medians)")
+    for name in steps[True]:
+        print(f"{name:20} {statistics.median(steps[False][name]) * 1e3:14.0f} "
+              f"{statistics.median(steps[True][name]) * 1e3:13.0f}")
     print(f"{backend}, naive matmul, {n} fresh kernels each: unsandboxed median "
           f"{plain * 1e3:.0f} ms, sandboxed median {boxed_ * 1e3:.0f} ms, overhead "
           f"{(boxed_ - plain) * 1e3:.0f} ms per submission")

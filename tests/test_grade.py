@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tilelab import cli, exercises
-from tilelab.grading import scoring
+from tilelab.grading import pipeline, scoring
 from tilelab.grading.sandbox import grade_source
 from tilelab.reference import KERNELS, tiled_without_barrier
 
@@ -60,6 +60,14 @@ def test_compile_error_reports_the_learners_line():
     assert not v.compiled and not v.correct
     assert "does not compile" in v.messages[0]
     assert f"{line}" in v.messages[0] or f"{line + 1}" in v.messages[0]
+    assert list(v.step_seconds) == ["validate", "compile_candidate"]  # it stopped there
+
+
+def test_the_verdict_times_every_step_it_ran():
+    v = emu("naive", KERNELS["naive"].source() + "// timed\n")
+    assert v.correct
+    assert list(v.step_seconds) == [s.__name__ for s in pipeline.STEPS]
+    assert v.step_seconds["correctness"] > 0
 
 
 def test_wrong_kernel_name_is_explained():

@@ -12,6 +12,7 @@ never imports a learner's Python: only the kernel source reaches it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -394,7 +395,10 @@ def evaluate(
     v = Verdict.for_exercise(ex, rt.name, rt.device_name if rt.name == "gpu" else None)
     run = Run(ex, rt, source, speed=speed, sanitize=sanitize)
     for step in STEPS:
-        if not step(run, v):
+        t0 = time.perf_counter()
+        go_on = step(run, v)
+        v.step_seconds[step.__name__] = round(time.perf_counter() - t0, 4)
+        if not go_on:
             break
     p = scoring.points(v)
     v.points_correct, v.points_speed = p.correct, p.speed

@@ -45,6 +45,7 @@ class Verdict:
     max_points_correct: float = 0.0
     max_points_speed: float = 0.0
     error: str | None = None  # the grader itself failed (not the kernel)
+    step_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each step run
 
     @classmethod
     def for_exercise(
