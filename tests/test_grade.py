@@ -169,8 +169,11 @@ def test_the_worker_is_sandboxed_where_a_sandbox_can_be_made():
 
 @pytest.mark.gpu
 def test_a_speed_run_that_goes_wrong_at_the_speed_shape_scores_nothing():
-    src = KERNELS["tiled32"].source().replace("float acc = 0.0f;",
-                                              "float acc = 0.0f;\n    if (M >= 1024) return;")
+    ex = exercises.get("tiled")
+    beyond = max(s[0] for s in ex.shapes)  # right at every correctness shape, wrong past it
+    assert ex.speed_shape[0] > beyond
+    src = KERNELS["tiled32"].source().replace(
+        "float acc = 0.0f;", f"float acc = 0.0f;\n    if (M > {beyond}) return;")
     v = grade_source("tiled", src, backend_name="gpu", sanitize=False)
     assert v.points_correct == 0 and v.points_speed == 0, v.report()
     assert "speed run's output is wrong" in "\n".join(v.messages)

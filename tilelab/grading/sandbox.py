@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -144,22 +145,36 @@ def _grade_sandboxed(ex: exercises.Exercise, chosen: str, data: bytes, timeout: 
 BASE_CACHE = "/opt/tilelab-cache"  # where a sandbox sees the prelude's probe results
 
 
+_WARM_EMULATOR = "from tilelab.emu.compile import prelude_needs as p; p(False); p(True)"
+_WARM_GPU = "from tilelab.grading.pipeline import compile_speed_kernels as c; c()"
+
+
 @functools.cache
 def _base_cache(backend_name: str) -> Path | None:
     """A folder holding what every build needs first, built once in a sandbox of its own,
     read-only to every grading sandbox after it (no submission ever writes it): the
     emulator prelude's probe (the emulator also counts a GPU submission's traffic) and, on
-    a GPU, PyCUDA's builds of the kernels every speed run compiles (the baselines). None
-    when it could not be built."""
+    a GPU, PyCUDA's builds of the kernels every speed run compiles (the baselines). A part
+    that cannot be built is left out, with a warning (each submission then builds its
+    own); None when no part could be built."""
     folder = Path(tempfile.mkdtemp(prefix="tilelab-sandbox-cache-"))
-    warm = "from tilelab.emu.compile import prelude_needs as p; p(False); p(True)"
-    env = {"TILELAB_CACHE": bwrap.WORK}
+    parts = [("the emulator's prelude probe", _WARM_EMULATOR, {})]
     if backend_name == "gpu":
-        warm += "; from tilelab.grading.pipeline import compile_speed_kernels as c; c()"
-        env["PYCUDA_CACHE_DIR"] = f"{bwrap.WORK}/{PYCUDA_CACHE}"
-    res = bwrap.run([sys.executable, "-c", warm], folder, env=env,
-                    limits=sandbox_limits(backend_name, 300))  # CUDA needs its address space
-    return folder if res.returncode == 0 else None
+        parts.append(("PyCUDA's builds of the speed runs' baselines", _WARM_GPU,
+                      {"PYCUDA_CACHE_DIR": f"{bwrap.WORK}/{PYCUDA_CACHE}"}))
+    built = 0
+    for what, code, env in parts:
+        res = bwrap.run([sys.executable, "-c", code], folder,
+                        env={"TILELAB_CACHE": bwrap.WORK, **env},
+                        limits=sandbox_limits(backend_name, 300))  # CUDA: no address cap
+        if res.returncode == 0:
+            built += 1
+            continue
+        tail = " | ".join(res.stderr.decode("utf-8", "replace").strip().splitlines()[-6:])
+        warnings.warn(f"tilelab: {what} could not be built once for the class run (exit "
+                      f"{res.returncode}: {tail}); every submission builds its own, slower",
+                      RuntimeWarning, stacklevel=2)
+    return folder if built else None
 
 
 def _too_long(timeout: float) -> str:
