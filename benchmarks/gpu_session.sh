@@ -9,7 +9,9 @@
 # Steps: tests (the `gpu` tests of the runtime and the grader), class (the nbgrader class
 # pipeline with speed gates), corpus (the bad-submission corpus's GPU cases), bench
 # (tilelab bench: every GPU experiment -> OUT_DIR/data), calibrate (tilelab calibrate ->
-# OUT_DIR/gates.json). A summary table is printed last.
+# OUT_DIR/gates.json), cluster (the Dask cluster's `gpu` tests: a LocalCUDACluster worker per
+# GPU; needs dask-cuda), scale (benchmarks/class_scale.py --gpu with 1 and 2 workers: needs
+# two GPUs; SCALE_STUDENTS learners, 12 by default). A summary table is printed last.
 set -uo pipefail
 out="${1:?usage: gpu_session.sh OUT_DIR}"
 steps="${STEPS:-tests class corpus bench calibrate}"
@@ -42,14 +44,18 @@ for s in $steps; do
              waves latency counters sgemm sgemm_ptxas --out "$out/data" ;;
     calibrate) run_step calibrate "${CALIBRATE_LIMIT:-300}" "$py" -m tilelab.cli calibrate \
              --write "$out/gates.json" --out "$out/data" ;;
+    cluster) run_step cluster "${CLUSTER_LIMIT:-200}" "$py" -m pytest -m gpu -p no:cacheprovider \
+             -o addopts= -rA tests/test_class_cluster.py ;;
+    scale) run_step scale "${SCALE_LIMIT:-540}" "$py" benchmarks/class_scale.py --gpu \
+             --students "${SCALE_STUDENTS:-12}" --workers 1 2 ;;
     corpus) run_step corpus "${CORPUS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_corpus.py ;;
-    *) echo "unknown step $s (tests class corpus bench calibrate)"; exit 2 ;;
+    *) echo "unknown step $s (tests class corpus bench calibrate cluster scale)"; exit 2 ;;
   esac
 done
 echo
 echo "step        result"
 for s in $steps; do printf '%-11s %s\n' "$s" "${status[$s]:-not run}"; done
-for s in tests class corpus; do
+for s in tests class corpus cluster; do
   [ -f "$out/$s.log" ] && echo "$s: $(grep -E '^=+ .*(passed|failed|error|skipped).* =+$' "$out/$s.log" | tail -1)"
 done

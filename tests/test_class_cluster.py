@@ -338,3 +338,25 @@ def test_without_dask_cuda_each_gpu_worker_sees_only_its_own_gpu():
         start.check_workers(client)
         seen = sorted(client.run(visible).values())
     assert seen == ["0", "1"]
+
+
+@pytest.mark.gpu
+def test_each_local_cuda_worker_grades_on_a_gpu_of_its_own():
+    pytest.importorskip("dask_cuda")
+
+    def device() -> str:
+        import pycuda.autoinit  # noqa: F401
+        import pycuda.driver as cuda
+
+        return cuda.Context.get_device().pci_bus_id()
+
+    n = start.gpu_count()
+    with (
+        dask.config.set(start.CONFIG),
+        start.local_cluster(n, gpus=True) as cluster,
+        Client(cluster) as client,
+    ):
+        assert type(cluster).__name__ == "LocalCUDACluster"
+        start.check_workers(client)
+        seen = list(client.run(device).values())
+    assert len(seen) == n and len(set(seen)) == n, seen
