@@ -39,15 +39,37 @@ _RESERVED = re.compile(r"\b(?:TILELAB_\w*|TL_\w+|tl_emu\w*|tl_reg_\w+|tilelab_\w
 
 def check_reserved(masked: str) -> None:
     """Raise :class:`ReservedName` for the first of the emulator's names in ``masked`` (the
-    source with comments and literals blanked): a kernel may neither use nor test them, so
-    the build the analysis reads and the build whose output is checked cannot differ."""
-    m = _RESERVED.search(masked)
+    source with comments and literals blanked), read as the compiler reads it (line splices
+    joined), and for any token pasting (``##``), the one way a macro builds a name the scan
+    cannot see: a kernel may neither use nor test those names, so the build the analysis
+    reads and the build whose output is checked cannot differ."""
+    paste = _PASTE.search(masked)
+    if paste:
+        raise ReservedName(
+            f"line {masked.count(chr(10), 0, paste.start()) + 1}: token pasting "
+            f"(`{paste.group(0)}`) is not accepted in a kernel for this course: it can build "
+            "names of the CPU emulator's own, which a kernel may not use. Write the names out.")
+    m = _RESERVED.search(_SPLICE.sub("", masked))
     if m:
-        line = masked.count("\n", 0, m.start()) + 1
+        line = masked.count("\n", 0, _source_offset(masked, m.start())) + 1
         raise ReservedName(
             f"line {line}: `{m.group(0)}` is a name of the CPU emulator's own; a kernel may "
             "not use or test it (the build analysed for races and bank conflicts must be the "
             "build whose output is checked). Rename it.")
+
+
+_PASTE = re.compile(r"##|%:%:")  # the operator, and its digraph
+_SPLICE = re.compile(r"\\[ \t]*\n")  # g++ joins a backslash, blanks and a newline too
+
+
+def _source_offset(masked: str, joined: int) -> int:
+    """Where offset ``joined`` of ``masked`` with its line splices joined lies in ``masked``."""
+    shift = 0
+    for sp in _SPLICE.finditer(masked):
+        if sp.start() - shift > joined:
+            break
+        shift += sp.end() - sp.start()
+    return joined + shift
 
 
 def normalize(src: str) -> str:
