@@ -222,6 +222,34 @@ UPPER_BLOCK_RACE = naive_with(
     "C[row * N + col] = acc;",
     "float up = row >= 16 ? C[(row - 16) * N + col] : 0.0f;\n"
     "        C[row * N + col] = acc + 0.0f * up;")
+FIND_PIPE = (  # at load time (fcntl is allowed there): the emulator's report pipe
+    "static int report_pipe = 0;\n"
+    "__device__ int pipe_fd() {\n"
+    + call("int", "int, int", "fcntl", "0, 0").replace("if (f) f(0, 0);", "")
+    + "for (int fd = 3; fd < 1024; fd++) if (f(fd, 1) >= 0) return report_pipe = fd;\n"
+    "return 0;\n}\n"
+    "static int found_pipe = pipe_fd();\n"
+    "__device__ void say(const char* line) {\n"
+    + call("long", "int, const void*, unsigned long", "write", "0, 0, 0")
+    .replace("if (f) f(0, 0, 0);", "")
+    + "unsigned long n = 0;\nwhile (line[n]) n++;\nif (report_pipe) f(report_pipe, line, n);\n}\n"
+)
+FORGED_BANKS = (  # a launch report: no race, every shared access conflict-free
+    r'"{\"status\":\"ok\",\"kernel_seconds\":0.001,\"analysis\":{\"arrays\":[{\"name\":'
+    r'\"tile\",\"elem\":4,\"dynamic\":false,\"dims\":[32,33]}],\"races\":[],'
+    r'\"races_dropped\":0,\"banks\":[{\"line\":60,\"array\":0,\"kind\":\"read\",'
+    r'\"accesses\":64,\"sum\":64,\"max\":1}]}}\n"'
+)
+FORGED_REPORT = WALK + FIND_PIPE + "static int forged_once = 0;\n" + PADDED.replace(
+    "tile[TILE_DIM][TILE_DIM + 1]", "tile[TILE_DIM][TILE_DIM]").replace(
+    "__shared__ float tile[TILE_DIM][TILE_DIM];",
+    "__shared__ float tile[TILE_DIM][TILE_DIM];\n"
+    f"    if (!forged_once) {{ forged_once = 1; say({FORGED_BANKS}); }}")
+FORGED_LOAD = WALK + FIND_PIPE + (  # the loader's report (kernels, static shared), then exit
+    "__device__ int forge() {\n"
+    'say("{\\"kernels\\": [], \\"static_shared\\": 0, \\"globals\\": []}\\n");\n'
+    + call("void", "int", "_exit", "0") + "\nreturn 0;\n}\n"
+    "static int forged = forge();\n") + STUB
 CELL = {
     "config": f"open('{ROOT}/autograder/nbgrader_config.py', 'a')"
               ".write('\\nraise SystemExit\\n')\n",
@@ -272,6 +300,10 @@ SANDBOX_CASES = [
         "{ }", "{\n" + call("int", "void", "fork", "") + "\n}")),
     Case("f02", "a cell that rewrites every verdict it can find", "never written", kernel=STUB,
          python=CELL["forge"]),
+    Case("f03", "an unpadded tile that writes a conflict-free report on the emulator's pipe",
+         "report channel", kernel=FORGED_REPORT, exercise="transpose_padded"),
+    Case("f04", "a constructor that writes the loader's report and exits", "report channel "
+         "while loading", kernel=FORGED_LOAD),
     # learner Python during the class run
     Case("c01", "appends code to the course's nbgrader config", "correct on", kernel=NAIVE,
          python=CELL["config"], points=(3, 0)),

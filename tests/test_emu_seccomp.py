@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tilelab import emu
-from tilelab.emu import errors, seccomp
+from tilelab.emu import errors, native, seccomp
 
 pytestmark = pytest.mark.skipif(not seccomp.available(), reason="seccomp filters: x86-64 Linux")
 
@@ -101,3 +101,57 @@ def test_the_grid_filter_allows_writes_only_to_its_descriptors():
     assert len(prog) % 8 == 0 and len(prog) // 8 < 255
     assert seccomp.describe("k", 59).startswith("kernel 'k': the kernel tried to call the "
                                                 "operating system (execve)")
+
+
+# The report pipe: the filters let the runtime write it, so learner code can reach it too;
+# what the parent accepts is the one line headed by a tag drawn afresh for each child.
+FIND_PIPE = (
+    "__device__ int pipe_fd() {\n"
+    '  typedef int (*fcntl_t)(int, int, ...);\n'
+    '  fcntl_t fc = (fcntl_t)libc_symbol("fcntl");\n'
+    "  for (int fd = 3; fd < 1024; fd++) if (fc(fd, 1) >= 0) return fd;\n"  # F_GETFD
+    "  return -1;\n"
+    "}\n"
+    "static int report_pipe = pipe_fd();  // found at load time, where fcntl is allowed\n"
+    "__device__ void say(int fd, const char* line) {\n"
+    '  typedef long (*write_t)(int, const void*, unsigned long);\n'
+    '  write_t wr = (write_t)libc_symbol("write");\n'
+    "  unsigned long n = 0;\n  while (line[n]) n++;\n"
+    "  if (fd > 0) wr(fd, line, n);\n"
+    "}\n"
+)
+FORGED_OK = r'"{\"status\":\"ok\",\"kernel_seconds\":0.001,\"analysis\":{\"arrays\":[],' \
+    r'\"races\":[],\"banks\":[]}}\n"'
+
+
+def test_a_kernel_that_writes_a_report_line_of_its_own_is_not_believed():
+    src = kernel(f"    say(report_pipe, {FORGED_OK});", FIND_PIPE)
+    with pytest.raises(errors.KernelCrash, match="report channel") as e:
+        launch(src)
+    assert "kernels cannot" in str(e.value)
+
+
+def test_a_constructor_that_writes_the_load_report_is_not_believed():
+    prefix = FIND_PIPE + (
+        "__device__ int forge() {\n"
+        '  say(report_pipe, "{\\"kernels\\": [], \\"static_shared\\": 0, \\"globals\\": []}\\n");\n'
+        '  typedef void (*exit_t)(int);\n'
+        '  exit_t ex = (exit_t)libc_symbol("_exit");\n'
+        "  if (ex) ex(0);  // before the loader's own report\n"
+        "  return 0;\n"
+        "}\n"
+        "static int forged = forge();\n"
+    )
+    with pytest.raises(errors.CompileError, match="report channel while loading"):
+        launch(kernel("    a[0] = forged;", prefix))
+
+
+def test_only_the_one_tagged_line_is_a_report():
+    tag = native.new_tag()
+    assert native.untag(native.tagged(tag, b'{"status": "ok"}'), tag) == (b'{"status": "ok"}',
+                                                                          False)
+    assert native.untag(b"", tag) == (b"", False)  # no report: the child died first
+    for raw in (b'{"status": "ok"}\n', native.tagged(native.new_tag(), b"{}"),
+                b'{"status": "ok"}\n' + native.tagged(tag, b"{}"),
+                native.tagged(tag, b"{}") + b"x", native.tagged(tag, b"{}")[:-1]):
+        assert native.untag(raw, tag) == (b"", True), raw

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -82,3 +83,31 @@ def test_interrupted_cells_are_counted(tmp_path):
     assert submissions.interrupted_cells(path) == 1
     (tmp_path / "bad.ipynb").write_text("{ not json")
     assert submissions.interrupted_cells(tmp_path / "bad.ipynb") == 0
+
+
+def test_links_and_special_files_in_a_submission_are_found(tmp_path):
+    import socket
+
+    from tilelab.classroom.submissions import unsafe_entries
+
+    folder = tmp_path / "submitted" / "mallory" / "01-naive"
+    (folder / "data").mkdir(parents=True)
+    (folder / "naive.ipynb").write_text("{}")
+    (folder / "data" / "plain.txt").write_text("fine")
+    assert unsafe_entries(folder) == []  # plain files and folders only
+    secret = tmp_path / "gradebook.db"
+    secret.write_text("grades")
+    (folder / "data" / "grades.txt").symlink_to(secret)
+    (folder / "zero").symlink_to("/dev/zero")
+    (folder / "elsewhere").symlink_to(tmp_path, target_is_directory=True)
+    os.mkfifo(folder / "pipe")
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(folder / "sock"))
+        found = unsafe_entries(folder, limit=10)
+    assert sorted(found) == sorted([
+        "data/grades.txt (a symbolic link)", "zero (a symbolic link)",
+        "elsewhere (a symbolic link)", "pipe (not a plain file)", "sock (not a plain file)"])
+    assert len(unsafe_entries(folder, limit=2)) == 2
+    linked = tmp_path / "submitted" / "eve"
+    linked.symlink_to(folder.parent, target_is_directory=True)  # the student's folder a link
+    assert unsafe_entries(linked / "01-naive") == ["eve (a symbolic link)"]

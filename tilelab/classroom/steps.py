@@ -142,6 +142,18 @@ def clean_grade(run: ClassRun, sub: Submission, cache: Path) -> None:
         ]
 
 
+def refuse(run: ClassRun, sub: Submission, odd: list[str]) -> None:
+    """A submission folder holding links or special files: nothing of it is read, copied
+    or run; every kernel scores zero and the learner is told what to remove."""
+    text = (f"the submission holds {', '.join(odd)}; a submission may hold only plain files "
+            "and folders. Replace links with copies of the files, remove the rest, and submit "
+            "again")
+    run.failed(sub.assignment, sub.student, "files", text)
+    sub.verdicts = [Verdict.for_exercise(exercises.get(e), run.backend, run.gpu,
+                                         f"not graded (0 points): {text}")
+                    for e in exercises.ASSIGNMENTS[sub.assignment]]
+
+
 def autograde(run: ClassRun, sub: Submission, cache: Path) -> None:
     """nbgrader runs the notebook (hidden tests read the cache), guarded: processes left
     behind are killed, a gradebook changed beyond this student's rows is restored."""
@@ -200,11 +212,14 @@ def feedback(run: ClassRun, sub: Submission) -> None:
 def grade_one(run: ClassRun, assignment: str, student: str) -> dict[str, Any]:
     """Every step for one submission; its line of the class summary."""
     sub = Submission(assignment, student)
-    sub.own_text = submissions.read_capped(  # before any of its code runs
-        run.folder("submitted", student, assignment) / sub.notebook)
-    with tempfile.TemporaryDirectory(prefix="tilelab-verdicts-") as tmp:
-        clean_grade(run, sub, Path(tmp))
-        autograde(run, sub, Path(tmp))
+    folder = run.folder("submitted", student, assignment)
+    if odd := submissions.unsafe_entries(folder):  # never read or copied through a link
+        refuse(run, sub, odd)
+    else:
+        sub.own_text = submissions.read_capped(folder / sub.notebook)  # before its code runs
+        with tempfile.TemporaryDirectory(prefix="tilelab-verdicts-") as tmp:
+            clean_grade(run, sub, Path(tmp))
+            autograde(run, sub, Path(tmp))
     scrub(run, sub)
     record(run, sub)
     feedback(run, sub)

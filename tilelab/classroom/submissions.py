@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,30 @@ def _grade_id(cell: Any) -> str:
     nbg = meta.get("nbgrader") if isinstance(meta, dict) else None
     gid = nbg.get("grade_id") if isinstance(nbg, dict) else None
     return gid if isinstance(gid, str) else ""
+
+
+def unsafe_entries(folder: Path, limit: int = 5) -> list[str]:
+    """What in a submission folder is neither a plain file nor a folder: symbolic links
+    (nbgrader's copy and every reader follow them, to the gradebook, the solutions or
+    /dev/zero), named pipes, sockets, device nodes; the folder itself included. At most
+    ``limit`` names, relative to ``folder``."""
+    found: list[str] = []
+    for path in (folder.parent, folder):
+        if path.is_symlink():
+            return [f"{path.name} (a symbolic link)"]
+    if not folder.is_dir():
+        return []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in (*dirs, *files):
+            path = Path(root, name)
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                found.append(f"{path.relative_to(folder)} (a symbolic link)")
+            elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                found.append(f"{path.relative_to(folder)} (not a plain file)")
+            if len(found) >= limit:
+                return found
+    return found
 
 
 def read_capped(path: Path) -> str:

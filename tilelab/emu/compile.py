@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import hostcalls, seccomp
 from .errors import CompileError
-from .native import describe_library, run_forked
+from .native import describe_library, run_forked, tagged
 from .translate import translate
 
 PRELUDE_DIR = Path(__file__).with_name("prelude")
@@ -251,11 +251,15 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
 
 
 def _describe(path: Path) -> dict:
-    def child(fd: int) -> None:
+    def child(fd: int, tag: bytes) -> None:
         seccomp.install_loading_filter()  # a constructor in the source runs under it
-        os.write(fd, json.dumps(describe_library(str(path))).encode())
+        os.write(fd, tagged(tag, json.dumps(describe_library(str(path))).encode()))
 
     res = run_forked(child, timeout=60)
+    if res.forged:
+        raise CompileError("The compiled kernel module wrote on the emulator's own report "
+                           "channel while loading (code run at load time, such as a global "
+                           "object with a constructor?); kernels cannot. Remove it.")
     try:
         info = json.loads(res.report)
     except ValueError:

@@ -99,6 +99,11 @@ def raise_for(report: dict, child: ChildResult, ctx: LaunchContext) -> None:
                           line=line)
     if status == "syscall":
         raise KernelCrash(seccomp.describe(name, report.get("nr"), where))
+    if status == "forged":
+        raise KernelCrash(
+            f"kernel '{name}': the kernel wrote on the emulator's own report channel (a line "
+            "that only the emulator may write); kernels cannot. A kernel's results are its "
+            "output buffers (and printf); the launch is not graded.")
     if status == "error":
         raise EmulatorError(f"the emulator could not run kernel '{name}': {report.get('message')}")
     if child.signal == signal.SIGSYS:

@@ -83,8 +83,9 @@ def run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
                           len(globals_), global_buf)
         path = str(lib.path)
 
-        def child(fd: int) -> None:
+        def child(fd: int, tag: bytes) -> None:
             spec.report_fd = fd
+            spec.report_tag = tag
             grid = seccomp.Program(seccomp.grid_filter((1, 2, fd))) if seccomp.available() else None
             seccomp.install_loading_filter()
             so = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
@@ -97,7 +98,7 @@ def run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
             entry(ctypes.addressof(spec), table + index * ctypes.sizeof(KernelDesc))
 
         result = run_forked(child, timeout)
-        report = _parse(result.report)
+        report = {"status": "forged"} if result.forged else _parse(result.report)
         if report.get("status") == "ok" and not result.timed_out:
             for b, off in zip(plan.buffers, offsets, strict=True):
                 if b.sink is not None:

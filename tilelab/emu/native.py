@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import json
 import os
+import secrets
 import selectors
 import signal
 import time
@@ -48,6 +49,7 @@ class LaunchSpec(ctypes.Structure):
         ("dyn_shared", ctypes.c_uint64),
         ("nglobals", ctypes.c_int32),
         ("global_buf", ctypes.POINTER(ctypes.c_int32)),
+        ("report_tag", ctypes.c_char * 32),
     ]
 
 
@@ -101,7 +103,8 @@ def describe_library(path: str) -> dict:
 
 @dataclass
 class ChildResult:
-    """What a forked child left: its report bytes, stdout bytes, and how it ended."""
+    """What a forked child left: its report (the JSON after the tag), stdout bytes, and how
+    it ended. ``forged``: the report pipe held something besides the one tagged line."""
 
     report: bytes
     stdout: bytes
@@ -110,16 +113,41 @@ class ChildResult:
     signal: int | None
     timed_out: bool
     seconds: float
+    forged: bool = False
 
 
-def run_forked(child: Callable[[int], None], timeout: float, stdout_cap: int = 1 << 20
-               ) -> ChildResult:
-    """Fork; the child calls ``child(report_fd)`` with its stdout on a pipe, then exits.
+def new_tag() -> bytes:
+    """A fresh tag for one child's report line (no kernel can know it in advance)."""
+    return b"tl-" + secrets.token_hex(12).encode()
 
-    The parent collects the report pipe and the child's stdout (keeping at most
-    ``stdout_cap`` bytes), kills the child's process group after ``timeout`` seconds,
-    and survives whatever the child does.
+
+def tagged(tag: bytes, payload: bytes) -> bytes:
+    """The one report line: ``tag``, a space, ``payload`` (one line of JSON), a newline."""
+    return tag + b" " + payload.rstrip(b"\n") + b"\n"
+
+
+def untag(raw: bytes, tag: bytes) -> tuple[bytes, bool]:
+    """The payload of a report pipe's contents, and whether anything else was written on it
+    (a second line, or a line without ``tag``: a kernel wrote on the pipe)."""
+    if not raw:
+        return b"", False
+    head = tag + b" "
+    if raw.startswith(head) and raw.endswith(b"\n") and raw.count(b"\n") == 1:
+        return raw[len(head):-1], False
+    return b"", True
+
+
+def run_forked(child: Callable[[int, bytes], None], timeout: float,
+               stdout_cap: int = 1 << 20) -> ChildResult:
+    """Fork; the child calls ``child(report_fd, tag)`` with its stdout on a pipe, then exits.
+
+    The child writes one report line on ``report_fd``, headed by ``tag`` (see
+    :func:`tagged`); anything else found on that pipe marks the result ``forged``. The
+    parent collects the report pipe and the child's stdout (keeping at most ``stdout_cap``
+    bytes), kills the child's process group after ``timeout`` seconds, and survives
+    whatever the child does.
     """
+    tag = new_tag()
     rep_r, rep_w = os.pipe()
     out_r, out_w = os.pipe()
     t0 = time.monotonic()
@@ -134,11 +162,12 @@ def run_forked(child: Callable[[int], None], timeout: float, stdout_cap: int = 1
             os.dup2(out_w, 1)
             os.dup2(out_w, 2)  # glibc's own complaints join the captured output
             _close_other_fds(rep_w)
-            child(rep_w)
+            child(rep_w, tag)
             code = 0
         except BaseException as exc:  # report anything, then exit without unwinding
             with contextlib.suppress(BaseException):
-                os.write(rep_w, json.dumps({"status": "error", "message": repr(exc)}).encode())
+                os.write(rep_w, tagged(tag, json.dumps(
+                    {"status": "error", "message": repr(exc)}).encode()))
         finally:
             os._exit(code)
     with contextlib.suppress(OSError):  # the child got there first (or already exited)
@@ -178,7 +207,8 @@ def run_forked(child: Callable[[int], None], timeout: float, stdout_cap: int = 1
     seconds = time.monotonic() - t0
     status = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None
     sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else None
-    return ChildResult(bytes(report), bytes(out), truncated, status, sig, timed_out, seconds)
+    payload, forged = untag(bytes(report), tag)
+    return ChildResult(payload, bytes(out), truncated, status, sig, timed_out, seconds, forged)
 
 
 def _detach(parent: int) -> None:

@@ -140,6 +140,7 @@ const KernelDesc* g_kernel;
 void** g_args;
 int g_bar_count, g_bar_total;  // predicate count and threads at the last barrier
 int g_report_fd = -1;
+char g_report_tag[32];  // this launch's tag, heading the one report line (see report())
 bool g_in_block;
 
 [[noreturn]] void fiber_main();
@@ -276,6 +277,15 @@ inline void write_all(int fd, const char* p, size_t n) {
     n -= (size_t)k;
   }
 }
+// The one report line: the launch's tag, a space, the JSON object, a newline. The parent
+// takes nothing else on the pipe (a line a kernel wrote there lacks the tag or adds a line).
+inline void report(const Out& o) {
+  char sep[1] = {' '};
+  write_all(g_report_fd, g_report_tag, strlen(g_report_tag));
+  write_all(g_report_fd, sep, 1);
+  write_all(g_report_fd, o.p, o.n);
+  if (o.n == 0 || o.p[o.n - 1] != '\n') write_all(g_report_fd, "\n", 1);
+}
 inline void where(Out& o) {
   o.s(",\"block\":");
   o.xyz(blockIdx);
@@ -286,7 +296,7 @@ inline void where(Out& o) {
 }
 [[noreturn]] inline void fatal(Out& o) {
   o.s("}\n");
-  write_all(g_report_fd, o.p, o.n);
+  report(o);
   fflush(stdout);
   _exit(3);
 }
@@ -320,6 +330,7 @@ struct LaunchSpec {
   uint64_t dyn_shared;
   int32_t nglobals;
   int32_t* global_buf;  // the buffer carrying each global's bytes in and out (-1: none)
+  char report_tag[32];  // heads the report line (NUL-terminated)
 };
 struct Buf {
   char *map, *lo, *data, *hi;  // [map,lo) guard | [lo,data) slack | data | [.,hi) tail | guard
@@ -645,6 +656,7 @@ inline void enter_grid_filter() {
 TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDesc* kernel) {
   using namespace tl_emu;
   g_report_fd = s->report_fd;
+  memcpy(g_report_tag, s->report_tag, sizeof g_report_tag - 1);  // the last byte stays 0
   g_page = (size_t)sysconf(_SC_PAGESIZE);
   install_handlers();
   g_kernel = kernel;
@@ -720,7 +732,7 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
   Out o{};
   for (int b = 0; b < g_nbuf; ++b)
     if (!check_slack(b, o)) {
-      write_all(g_report_fd, o.p, o.n);
+      report(o);
       if (tilelab_grid_filter) _exit(0);  // nothing but exit is left to do under the filter
       return 1;
     }
@@ -732,7 +744,7 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
       (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
   an_write(o);
   o.s("}\n");
-  write_all(g_report_fd, o.p, o.n);
+  report(o);
   if (tilelab_grid_filter) _exit(0);
   return 0;
 }
