@@ -360,3 +360,26 @@ def test_each_local_cuda_worker_grades_on_a_gpu_of_its_own():
         start.check_workers(client)
         seen = list(client.run(device).values())
     assert len(seen) == n and len(set(seen)) == n, seen
+
+
+def test_a_submission_holding_a_link_sends_a_task_no_file_only_the_links_names(tmp_path):
+    from nbgrader.coursedir import CourseDirectory
+
+    from tilelab.cluster import resume
+    from tilelab.cluster.run import read_submission
+
+    cd = CourseDirectory(root=str(tmp_path))
+    folder = tmp_path / "submitted" / "mallory" / "01-naive"
+    folder.mkdir(parents=True)
+    (folder / "naive.ipynb").write_text("{}")
+    secret = tmp_path / "autograder"
+    secret.mkdir()
+    (secret / "gradebook.db").write_text("every grade")
+    plain = read_submission(cd, "mallory", "01-naive")
+    assert plain.files == {"naive.ipynb": b"{}"} and plain.unsafe == []
+    (folder / "course").symlink_to(secret, target_is_directory=True)
+    sub = read_submission(cd, "mallory", "01-naive")
+    assert sub.files == {} and sub.unsafe == ["course (a symbolic link)"]
+    assert sub.digest != plain.digest  # a rerun sees the change
+    # a link to a folder is never followed by any reader of the cluster's files
+    assert resume.read_tree(folder) == {"naive.ipynb": b"{}"}

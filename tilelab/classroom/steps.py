@@ -209,11 +209,15 @@ def feedback(run: ClassRun, sub: Submission) -> None:
     write_verdicts(folder, sub.student, sub.assignment, sub.verdicts, sub.points, run.award)
 
 
-def grade_one(run: ClassRun, assignment: str, student: str) -> dict[str, Any]:
-    """Every step for one submission; its line of the class summary."""
+def grade_one(run: ClassRun, assignment: str, student: str,
+              unsafe: list[str] | None = None) -> dict[str, Any]:
+    """Every step for one submission; its line of the class summary. ``unsafe``: the links
+    and special files its folder held where they were found before (a cluster task's
+    copy of the folder holds none of them)."""
     sub = Submission(assignment, student)
     folder = run.folder("submitted", student, assignment)
-    if odd := submissions.unsafe_entries(folder):  # never read or copied through a link
+    odd = submissions.unsafe_entries(folder) if unsafe is None else unsafe
+    if odd:  # never read or copied through a link
         refuse(run, sub, odd)
     else:
         sub.own_text = submissions.read_capped(folder / sub.notebook)  # before its code runs

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,14 +34,19 @@ def digest_files(files: Mapping[str, bytes]) -> str:
 
 
 def read_tree(folder: Path, suffixes: Iterable[str] | None = None) -> dict[str, bytes]:
-    """Every regular file under ``folder`` by its relative POSIX path (symlinks left out)."""
+    """Every regular file under ``folder`` by its relative POSIX path: symbolic links (to
+    files or to folders, never followed), pipes, sockets and devices left out."""
     keep = tuple(suffixes) if suffixes else None
     out = {}
-    for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
-        plain = path.is_file() and not path.is_symlink() and "__pycache__" not in path.parts
-        if plain and (keep is None or path.name.endswith(keep)):
-            out[path.relative_to(folder).as_posix()] = path.read_bytes()
-    return out
+    if folder.is_symlink() or not folder.is_dir():
+        return out
+    for root, dirs, names in os.walk(folder, followlinks=False):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in names:
+            path = Path(root, name)
+            if stat.S_ISREG(path.lstat().st_mode) and (keep is None or name.endswith(keep)):
+                out[path.relative_to(folder).as_posix()] = path.read_bytes()
+    return dict(sorted(out.items()))
 
 
 def package_digest() -> str:

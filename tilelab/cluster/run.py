@@ -19,6 +19,7 @@ from typing import Any
 from tilelab import backend as backends
 from tilelab import exercises, settings
 from tilelab.classroom import course as nbcourse
+from tilelab.classroom import submissions
 from tilelab.classroom.progress import Progress
 from tilelab.cluster import resume, start, tasks
 from tilelab.cluster.writer import VERDICT_JSON, Writer
@@ -35,7 +36,13 @@ def _identity(value: Any) -> Any:
 
 
 def read_submission(cd: Any, student: str, assignment: str) -> tasks.Submission:
+    """A submission's files; none where its folder holds links or special files (the task
+    then refuses it, naming them)."""
     folder = Path(cd.format_path(cd.submitted_directory, student, assignment))
+    if unsafe := submissions.unsafe_entries(folder):
+        return tasks.Submission(student, assignment, {},
+                                resume.digest_files({"\0unsafe": "\n".join(unsafe).encode()}),
+                                unsafe)
     files = resume.read_tree(folder)
     return tasks.Submission(student, assignment, files, resume.digest_files(files))
 

@@ -61,6 +61,7 @@ class Submission:
     assignment: str
     files: dict[str, bytes]
     digest: str
+    unsafe: list[str] = field(default_factory=list)  # links, special files: nothing was read
 
 
 @dataclass
@@ -168,7 +169,7 @@ def grade(course: Course, sub: Submission) -> Result:
         with settings.environ(protocol(run)), warnings.catch_warnings():
             warnings.simplefilter("ignore", SAWarning)  # nbgrader's own autoflush warnings
             try:
-                summary = grade_one(run, sub.assignment, sub.student)
+                summary = grade_one(run, sub.assignment, sub.student, sub.unsafe)
             except Exception as exc:  # the grader's own failure: record it, go on
                 run.failed(sub.assignment, sub.student, "internal", f"{type(exc).__name__}: {exc}")
                 summary = {"assignment": sub.assignment, "student": sub.student, "points": {}}
