@@ -334,6 +334,10 @@ SANDBOX_CASES = [
          kernel=NAIVE, edit="big_file", points=(3, 0)),
     Case("d02", "deletes every folder it can name", "correct on", kernel=NAIVE,
          python=CELL["delete"], points=(3, 0)),
+    Case("d03", "its notebook is a link to the solutions' notebook", "symbolic link",
+         kernel=NAIVE, edit="link_notebook"),
+    Case("d04", "a link to the course folder and a named pipe beside its notebook",
+         "symbolic link", kernel=NAIVE, edit="link_course"),
     # gates passed without the lesson
     Case("g01", "a plain transpose as the padded one", "no shared-memory access",
          kernel=NAIVE_TRANSPOSE, exercise="transpose_padded", points=(3, 0)),
@@ -420,10 +424,16 @@ def build(root: Path, port: int) -> None:
             case, root, port)
     write_submissions(root, files)
     for case in CASES:
+        folder = root / "autograder" / "submitted" / case.student / "01-naive"
         if case.edit == "big_file":
-            folder = root / "autograder" / "submitted" / case.student / "01-naive"
             with open(folder / "data.bin", "wb") as f:  # sparse: no disk used
                 f.truncate(BIG)
+        if case.edit == "link_notebook":  # the clean grade would read the reference kernel
+            (folder / "naive.ipynb").unlink()
+            (folder / "naive.ipynb").symlink_to(root / "solutions" / "01-naive" / "naive.ipynb")
+        if case.edit == "link_course":  # nbgrader's copy would bring the gradebook along
+            (folder / "course").symlink_to(root / "autograder", target_is_directory=True)
+            os.mkfifo(folder / "pipe")
     stranger = root / "autograder" / "submitted" / STRANGER / "01-naive"
     stranger.mkdir(parents=True)
     (stranger / "naive.ipynb").write_bytes(files[(GOOD[0], "01-naive")])
