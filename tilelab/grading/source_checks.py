@@ -40,7 +40,9 @@ def validate_source(source: str | bytes) -> str:
         raise SourceRejected("the kernel source is empty; write the kernel in the kernel cell.")
     try:
         source = emu_source.prepare(source)  # what nvcc and g++ read: BOM, CR, \f, \v
-        emu_source.check_reserved(mask(source))
+        masked = mask(source)
+        emu_source.check_reserved(masked)
+        emu_source.check_pasting(masked)
     except (emu_source.SourceTooComplex, emu_source.ReservedName) as exc:
         raise SourceRejected(str(exc)) from None
     _check_includes(source)
