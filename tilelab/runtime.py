@@ -78,9 +78,9 @@ PYCUDA_CACHE = "pycuda"
 def seed_pycuda_cache() -> None:
     """Copy the base caches' PyCUDA builds into a writable PyCUDA cache (PyCUDA writes on
     every miss, so it cannot use a read-only one)."""
-    bases = [Path(p) / PYCUDA_CACHE
-             for p in os.environ.get("TILELAB_CACHE_BASE", "").split(os.pathsep) if p]
-    bases = [b for b in bases if b.is_dir()]
+    from tilelab.emu.compile import base_caches
+
+    bases = [b for b in base_caches(PYCUDA_CACHE) if b.is_dir()]
     if not bases:
         return
     target = Path(os.environ.setdefault(

@@ -177,10 +177,11 @@ def prelude_needs(analysis: bool, lockstep: bool = False) -> PreludeNeeds:
     return needs
 
 
-def base_caches() -> list[Path]:
+def base_caches(part: str = "emu") -> list[Path]:
     """Read-only caches to look in after :func:`cache_dir` (``$TILELAB_CACHE_BASE``: a
-    grading sandbox finds the prelude's probe there, built once per class run)."""
-    return [Path(p) / "emu" for p in os.environ.get("TILELAB_CACHE_BASE", "").split(os.pathsep)
+    grading sandbox finds the prelude's probe there, built once per class run), each at
+    its folder ``part`` (the GPU runtime's PyCUDA builds are beside the emulator's)."""
+    return [Path(p) / part for p in os.environ.get("TILELAB_CACHE_BASE", "").split(os.pathsep)
             if p]
 
 
