@@ -18,6 +18,7 @@ its own (``--workers 1 2`` needs two GPUs). Run from the repository root.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import resource
@@ -92,6 +93,19 @@ def grades(root: Path) -> dict[str, object]:
     return out
 
 
+def per_worker(timings: list[dict]) -> str:
+    """Each worker's first task (it builds the worker's caches) and its later ones."""
+    by: dict[str, list[float]] = {}
+    for t in timings:  # in the order the results arrived
+        by.setdefault(t["worker"], []).append(t["seconds"])
+    first = [s[0] for s in by.values()]
+    rest = sorted(x for s in by.values() for x in s[1:])
+    median = rest[len(rest) // 2] if rest else 0.0
+    return (f"first task on each worker {', '.join(f'{x:.1f}' for x in first)} s, later "
+            f"tasks median {median:.1f} s; tasks per worker "
+            f"{', '.join(str(len(s)) for s in by.values())}")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--students", type=int, default=30, help="learners (2 submissions each)")
@@ -137,6 +151,7 @@ def main() -> int:
                 "cpu_seconds": round(cpu, 1),
                 "cores_busy": round(cpu / wall, 2),
                 "grades": grades(root),
+                "timings": summary["timings"],
             })
             r = runs[-1]
             print(f"{workers} worker(s): {r['submissions']} submissions in "
@@ -146,6 +161,10 @@ def main() -> int:
                   f"running on average; load average {r['load_average'][0]} -> "
                   f"{r['load_average'][1]} on {os.cpu_count()} cores; the run's own processes "
                   f"used {r['cpu_seconds']:.0f} CPU s ({r['cores_busy']:.2f} cores busy)")
+            points = sorted(sum(x for e in g.values() for x in e.values())
+                            for g in r["grades"].values())
+            print(f"  {per_worker(r['timings'])}; points per submission "
+                  f"{dict(collections.Counter(points))}")
     base = runs[0]
     for r in runs[1:]:
         speedup = r["submissions_per_minute"] / base["submissions_per_minute"]

@@ -11,7 +11,8 @@ kernel, the Jupyter kernel that runs a submitted notebook) runs under ``bwrap`` 
 - one fresh private writable folder (``/sandbox``) holding only the one submission, and a
   small private ``/tmp``;
 - the NVIDIA device nodes bound in when the machine has them (a kernel runs on the GPU
-  inside the sandbox);
+  inside the sandbox): the control nodes and the grader's own GPU only
+  (:mod:`tilelab.grading.gpu_nodes`);
 - resource limits (CPU time, memory, processes, file size, open files), a total wall-clock
   budget after which the whole process tree is killed, and capped output.
 
@@ -38,6 +39,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tilelab.grading import gpu_nodes
 
 BWRAP = "bwrap"
 #: The uid and gid a submission runs as, inside the sandbox ("nobody").
@@ -207,7 +210,7 @@ def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, s
     for path in hidden:
         args += ["--tmpfs", path]
     args += ["--proc", "/proc", "--dev", "/dev"]
-    nodes = nvidia_devices()
+    nodes, gpu_env = gpu_nodes.sandbox_gpu(nvidia_devices())
     for node in nodes:
         args += ["--dev-bind", node, node]
     if nodes and os.path.isdir("/sys"):
@@ -218,7 +221,7 @@ def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, s
     for host, inside in writable:
         args += ["--bind", os.fspath(host), inside]
     args += ["--chdir", WORK, "--clearenv"]
-    for k, v in sandbox_env(env).items():
+    for k, v in sandbox_env({**gpu_env, **env}).items():
         args += ["--setenv", k, v]
     return [*args, "--", *argv]
 
