@@ -5,9 +5,11 @@ one kernel each) cycles through five kinds of submission: right (the reference k
 wrong (a wrong result, a missing barrier), slow (uncoalesced, untiled), broken (does not
 compile; a kernel cell that is not a string literal) and hostile (a notebook that patches
 the grader in its own process). Each worker count grades a fresh copy of the class; the
-benchmark prints submissions per minute, the speedup over the first count, whether every
-grade is identical, and from the measured time per kernel what a course of 1,000
-learners x 5 kernels costs on 8 GPUs (one worker each).
+benchmark prints submissions per minute, the speedup over the first count, each worker's
+first task (it builds the worker's caches) and later ones, the median seconds of each
+grading step beside the first count's (which steps slow down when workers share a
+machine), whether every grade is identical, and from the measured time per kernel what a
+course of 1,000 learners x 5 kernels costs on 8 GPUs (one worker each).
 
     python benchmarks/class_scale.py [--students 30] [--workers 1 2] [--gpu]
 
@@ -23,6 +25,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -93,6 +96,25 @@ def grades(root: Path) -> dict[str, object]:
     return out
 
 
+def step_seconds(root: Path, timings: list[dict]) -> dict[str, float]:
+    """Median seconds of each kernel-grading step over the run's verdicts, and of the rest
+    of a task (its notebook run, nbgrader, the course copy): where a slower task lost time."""
+    steps: dict[str, list[float]] = {}
+    task = {(t["student"], t["assignment"]): t["seconds"] for t in timings}
+    rest = []
+    for path in sorted((root / "autograder" / "feedback").glob("*/*/tilelab_verdict.json")):
+        doc = json.loads(path.read_text())
+        spent = 0.0
+        for v in doc.get("verdicts", []):
+            for name, sec in v.get("step_seconds", {}).items():
+                steps.setdefault(name, []).append(sec)
+                spent += sec
+        if (key := (doc["student"], doc["assignment"])) in task:
+            rest.append(task[key] - spent)
+    steps["rest of the task"] = rest
+    return {k: round(statistics.median(v), 3) for k, v in steps.items() if v}
+
+
 def per_worker(timings: list[dict]) -> str:
     """Each worker's first task (it builds the worker's caches) and its later ones."""
     by: dict[str, list[float]] = {}
@@ -152,6 +174,7 @@ def main() -> int:
                 "cores_busy": round(cpu / wall, 2),
                 "grades": grades(root),
                 "timings": summary["timings"],
+                "step_seconds": step_seconds(root, summary["timings"]),
             })
             r = runs[-1]
             print(f"{workers} worker(s): {r['submissions']} submissions in "
@@ -178,6 +201,10 @@ def main() -> int:
         print(f"{r['workers']} workers needed about {need:.2f} of {os.cpu_count()} cores to "
               f"scale fully from {base['workers']} ({base['cores_busy']:.2f} cores busy); "
               f"they got {r['cores_busy']:.2f}")
+    for r in runs[1:]:  # which grading steps slow down beside other workers
+        ratios = ", ".join(f"{k} {v:.2f}/{base['step_seconds'][k]:.2f} s"
+                           for k, v in r["step_seconds"].items() if base["step_seconds"].get(k))
+        print(f"median step seconds, {r['workers']} vs {base['workers']} worker(s): {ratios}")
     same = all(r["grades"] == base["grades"] for r in runs)
     print(f"grades identical in every run: {'yes' if same else 'NO'}")
     # 1,000 learners x 5 kernels on 8 workers, from the measured time per kernel (01-naive

@@ -11,7 +11,8 @@
 # (tilelab bench: every GPU experiment -> OUT_DIR/data), calibrate (tilelab calibrate ->
 # OUT_DIR/gates.json), cluster (the Dask cluster's `gpu` tests: a LocalCUDACluster worker per
 # GPU; needs dask-cuda), scale (benchmarks/class_scale.py --gpu with 1 and 2 workers: needs
-# two GPUs; SCALE_STUDENTS learners, 12 by default). A summary table is printed last.
+# two GPUs; SCALE_STUDENTS learners, 24 by default; every task's time and the median
+# seconds of each grading step in OUT_DIR/scale.json). A summary table is printed last.
 set -uo pipefail
 out="${1:?usage: gpu_session.sh OUT_DIR}"
 steps="${STEPS:-tests class corpus bench calibrate}"
@@ -47,7 +48,7 @@ for s in $steps; do
     cluster) run_step cluster "${CLUSTER_LIMIT:-200}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA tests/test_class_cluster.py ;;
     scale) run_step scale "${SCALE_LIMIT:-540}" "$py" benchmarks/class_scale.py --gpu \
-             --students "${SCALE_STUDENTS:-12}" --workers 1 2 ;;
+             --students "${SCALE_STUDENTS:-24}" --workers 1 2 --json "$out/scale.json" ;;
     corpus) run_step corpus "${CORPUS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_corpus.py ;;
     *) echo "unknown step $s (tests class corpus bench calibrate cluster scale)"; exit 2 ;;

@@ -80,6 +80,19 @@ def test_the_result_channel_holds_only_what_the_command_wrote(tmp_path):
     assert res.channel == b"real"
 
 
+def test_a_sandbox_keeps_the_graders_thread_caps_and_nothing_else_of_its_environment(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")  # as a Dask worker has it
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("GRADER_SECRET", "instructor only")
+    res = run_py("""
+        import os, sys
+        keys = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GRADER_SECRET")
+        os.write(int(sys.argv[1]), repr([os.environ.get(k) for k in keys]).encode())
+    """, tmp_path)
+    assert res.channel == b"['1', '1', None]"
+
+
 def test_the_wall_budget_kills_the_whole_tree(tmp_path):
     res = run_py("""
         import os, time

@@ -34,7 +34,7 @@ def test_nvidia_smi_and_the_driver_name_each_gpu_and_its_device_node(tmp_path):
 
 
 @pytest.mark.parametrize(("visible", "index"), [
-    (None, 0), ("", 0), ("1", 1), ("1,0", 1), ("0,1", 0), (" 1 ", 1),
+    (None, 0), ("", None), ("1", 1), ("1,0", 1), ("0,1", 0), (" 1 ", 1),
     ("GPU-1b3fb574", 1), ("GPU-6ab737fb-805c-2744-bbca-daa7a72673be,1", 0),
     ("2", None), ("MIG-4f6e", None), ("GPU-ffff", None),
 ])
@@ -56,6 +56,10 @@ def test_a_sandbox_gets_the_control_nodes_and_its_own_gpus_node_only(monkeypatch
     assert "/dev/nvidiactl" in bound and "/dev/nvidia-uvm" in bound
     env = {cmd[i + 1]: cmd[i + 2] for i, a in enumerate(cmd) if a == "--setenv"}
     assert env["CUDA_VISIBLE_DEVICES"] == TWO[0].uuid  # never the caller's "0,1"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU for the grader: none inside
+    cmd = sandbox.command(["true"], tmp_path, env={})
+    bound = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--dev-bind"]
+    assert "/dev/nvidiactl" in bound and not {"/dev/nvidia0", "/dev/nvidia2"} & set(bound)
 
 
 def test_several_gpus_that_cannot_be_told_apart_are_all_bound_with_a_warning(

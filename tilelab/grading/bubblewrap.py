@@ -226,6 +226,10 @@ def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, s
     return [*args, "--", *argv]
 
 
+#: Thread-count variables a sandbox inherits from the grader (those Dask's nanny sets).
+THREAD_CAPS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def sandbox_env(extra: Mapping[str, str]) -> dict[str, str]:
     """The environment inside: a fixed minimal one plus ``extra`` (never the caller's)."""
     base = {
@@ -240,8 +244,10 @@ def sandbox_env(extra: Mapping[str, str]) -> dict[str, str]:
         "TILELAB_CACHE": f"{WORK}/.cache",
         "TILELAB_SANDBOXED": "1",
     }
+    # the grader's thread caps too (a Dask worker sets them to 1: one task, one core's
+    # worth of BLAS, not a thread per core in every worker's sandboxes at once)
     for key in ("CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
-                "TILELAB_EMU_TIMEOUT", "TILELAB_EMU_CXX"):
+                "TILELAB_EMU_TIMEOUT", "TILELAB_EMU_CXX", *THREAD_CAPS):
         if os.environ.get(key):
             base[key] = os.environ[key]
     return base | dict(extra)

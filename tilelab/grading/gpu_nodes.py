@@ -8,8 +8,9 @@ wall, so the sandbox gets the device node of the grader's GPU only (``/dev/nvidi
 the shared control nodes); the CUDA driver cannot open a GPU whose node is absent.
 
 The grader's GPU is the first ``CUDA_VISIBLE_DEVICES`` names (an index in PCI bus order,
-as ``nvidia-smi`` counts, or a ``GPU-`` UUID), or GPU 0 where the variable is unset; its
-node's minor number comes from ``/proc/driver/nvidia/gpus/<bus id>/information``.
+as ``nvidia-smi`` counts, or a ``GPU-`` UUID), or GPU 0 where the variable is unset (set
+empty, it leaves the sandbox no GPU, as it leaves CUDA none); its node's minor number
+comes from ``/proc/driver/nvidia/gpus/<bus id>/information``.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def listing(proc: str | Path = PROC) -> list[Gpu]:
 def pick(visible: str | None, gpus: Sequence[Gpu]) -> Gpu | None:
     """The GPU that ``CUDA_VISIBLE_DEVICES=visible`` makes device 0; None where it names
     none of ``gpus`` (a MIG instance, a typo)."""
-    first = (visible or "0").split(",")[0].strip()
+    first = "0" if visible is None else visible.split(",")[0].strip()
     for gpu in gpus:
         if (first.isdigit() and int(first) == gpu.index) or (
             first.startswith("GPU-") and gpu.uuid.startswith(first)
@@ -123,6 +124,8 @@ def sandbox_gpu(nodes: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     if not count:
         return list(nodes), {}
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and not visible.strip():  # set empty: CUDA shows no GPU
+        return [n for n in nodes if not _NODE.match(n)], {}
     gpu = own_gpu(visible)
     if gpu is None:
         if count > 1:

@@ -1,0 +1,40 @@
+"""The class-scale benchmark's own figures: where a task's time went, per worker."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+spec = importlib.util.spec_from_file_location(
+    "class_scale", Path(__file__).resolve().parents[1] / "benchmarks" / "class_scale.py")
+class_scale = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(class_scale)
+
+
+def verdict_file(root: Path, student: str, assignment: str, steps: list[dict]) -> None:
+    folder = root / "autograder" / "feedback" / student / assignment
+    folder.mkdir(parents=True)
+    doc = {"student": student, "assignment": assignment, "points": {},
+           "verdicts": [{"step_seconds": s} for s in steps]}
+    (folder / "tilelab_verdict.json").write_text(json.dumps(doc))
+
+
+def test_step_medians_and_the_rest_of_each_task(tmp_path):
+    verdict_file(tmp_path, "s000", "01-naive", [{"compile_candidate": 1.0, "speed": 2.0}])
+    verdict_file(tmp_path, "s001", "01-naive", [{"compile_candidate": 3.0}])
+    verdict_file(tmp_path, "s002", "01-naive", [])  # a notebook whose kernel was not graded
+    timings = [{"student": "s000", "assignment": "01-naive", "seconds": 5.0, "worker": "a"},
+               {"student": "s001", "assignment": "01-naive", "seconds": 4.0, "worker": "b"},
+               {"student": "s002", "assignment": "01-naive", "seconds": 1.5, "worker": "a"}]
+    got = class_scale.step_seconds(tmp_path, timings)
+    assert got == {"compile_candidate": 2.0, "speed": 2.0, "rest of the task": 1.5}
+
+
+def test_each_workers_first_task_is_told_apart_from_its_later_ones():
+    timings = [{"worker": "a", "seconds": 9.0}, {"worker": "b", "seconds": 8.0},
+               {"worker": "a", "seconds": 3.0}, {"worker": "a", "seconds": 4.0},
+               {"worker": "b", "seconds": 5.0}]
+    assert class_scale.per_worker(timings) == (
+        "first task on each worker 9.0, 8.0 s, later tasks median 4.0 s; "
+        "tasks per worker 3, 2")
