@@ -69,3 +69,12 @@ def test_a_grading_sandbox_starts_with_the_class_runs_pycuda_builds(tmp_path, mo
     assert (mine / "aa.cubin").read_bytes() == b"baseline build"
     assert (mine / "bb.cubin").read_bytes() == b"already here"  # never overwritten
     assert (base / runtime.PYCUDA_CACHE / "aa.cubin").read_bytes() == b"baseline build"
+
+
+def test_the_pycuda_cache_folder_named_is_made_with_no_base_cache(tmp_path, monkeypatch):
+    # the class run's base cache is built into a PYCUDA_CACHE_DIR that does not exist yet,
+    # and PyCUDA makes only its default folder
+    monkeypatch.delenv("TILELAB_CACHE_BASE", raising=False)
+    monkeypatch.setenv("PYCUDA_CACHE_DIR", str(tmp_path / "new" / "pycuda"))
+    runtime.seed_pycuda_cache()
+    assert (tmp_path / "new" / "pycuda").is_dir()

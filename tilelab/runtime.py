@@ -76,15 +76,18 @@ PYCUDA_CACHE = "pycuda"
 
 
 def seed_pycuda_cache() -> None:
-    """Copy the base caches' PyCUDA builds into a writable PyCUDA cache (PyCUDA writes on
-    every miss, so it cannot use a read-only one)."""
+    """Make the PyCUDA cache folder ``$PYCUDA_CACHE_DIR`` names (PyCUDA makes only its
+    default one), and copy the base caches' PyCUDA builds into it (PyCUDA writes on every
+    miss, so it cannot use a read-only cache)."""
     from tilelab.emu.compile import base_caches
 
     bases = [b for b in base_caches(PYCUDA_CACHE) if b.is_dir()]
-    if not bases:
+    if bases:
+        os.environ.setdefault("PYCUDA_CACHE_DIR",
+                              os.path.join(tempfile.gettempdir(), "tilelab-pycuda"))
+    if not os.environ.get("PYCUDA_CACHE_DIR"):
         return
-    target = Path(os.environ.setdefault(
-        "PYCUDA_CACHE_DIR", os.path.join(tempfile.gettempdir(), "tilelab-pycuda")))
+    target = Path(os.environ["PYCUDA_CACHE_DIR"])
     target.mkdir(parents=True, exist_ok=True)
     for base in bases:
         for built in base.iterdir():

@@ -12,7 +12,6 @@ never imports a learner's Python: only the kernel source reaches it.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -354,9 +353,7 @@ SAMPLED_ROWS = 64
 def compile_speed_kernels() -> None:
     """Build, with the GPU runtime, every kernel a speed run compiles besides the
     submission (baselines, kernels it must beat): run once per class run into a base cache
-    (see :func:`tilelab.runtime.seed_pycuda_cache`)."""
-    if os.environ.get("PYCUDA_CACHE_DIR"):  # PyCUDA makes only its default cache folder
-        os.makedirs(os.environ["PYCUDA_CACHE_DIR"], exist_ok=True)
+    (see :func:`tilelab.runtime.seed_pycuda_cache`, which makes its folder)."""
     rt = get_runtime("gpu")
     for ex in exercises.EXERCISES.values():
         for ref in (ex.baseline, ex.must_beat):
