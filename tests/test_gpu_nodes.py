@@ -33,6 +33,25 @@ def test_nvidia_smi_and_the_driver_name_each_gpu_and_its_device_node(tmp_path):
     assert gpu_nodes.minor_number("0000:18:00.0", tmp_path) is None  # no such GPU
 
 
+def test_the_gpu_count_and_listing_read_nvidia_smi_through_one_runner(tmp_path, monkeypatch):
+    from tilelab.cluster import start
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n"
+                   'if [ "$1" = "-L" ]; then printf "GPU 0: H200 (UUID: a)\\nGPU 1: H200 '
+                   '(UUID: b)\\n"; else printf "%s" "$SMI_CSV"; fi\n')
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("SMI_CSV", SMI)
+    info = tmp_path / "proc" / "0000:2a:00.0" / "information"
+    info.parent.mkdir(parents=True)
+    info.write_text("Device Minor: \t 0\n")
+    assert start.gpu_count() == 2
+    assert gpu_nodes.listing(tmp_path / "proc") == [TWO[1]]  # GPU 0 has no /proc entry
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    assert start.gpu_count() == 0 and gpu_nodes.listing(tmp_path / "proc") == []
+
+
 @pytest.mark.parametrize(("visible", "index"), [
     (None, 0), ("", None), ("1", 1), ("1,0", 1), ("0,1", 0), (" 1 ", 1),
     ("GPU-1b3fb574", 1), ("GPU-6ab737fb-805c-2744-bbca-daa7a72673be,1", 0),

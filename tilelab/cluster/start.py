@@ -11,13 +11,13 @@ nothing: the scheduler runs the task again elsewhere. A task whose worker dies
 from __future__ import annotations
 
 import contextlib
-import shutil
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import dask
 from distributed import Client, LocalCluster
+
+from tilelab.grading import gpu_nodes
 
 #: Worker deaths a task may cause and still be run again (Dask's ``allowed-failures``).
 ALLOWED_FAILURES = 1
@@ -40,14 +40,7 @@ class ClusterError(RuntimeError):
 
 def gpu_count() -> int:
     """GPUs on this machine (``nvidia-smi -L``); 0 without a driver."""
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=False
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 0
+    out = gpu_nodes.nvidia_smi("-L", timeout=30)
     return sum(line.startswith("GPU ") for line in out.splitlines())
 
 

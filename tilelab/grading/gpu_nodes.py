@@ -62,18 +62,21 @@ def minor_number(bus_id: str, proc: str | Path = PROC) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def listing(proc: str | Path = PROC) -> list[Gpu]:
-    """Every GPU of this machine; empty where ``nvidia-smi`` cannot say."""
+def nvidia_smi(*args: str, timeout: float = 60) -> str:
+    """What ``nvidia-smi args`` prints; "" where there is no driver or it fails."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        return []
+        return ""
     try:
-        text = subprocess.run(
-            [smi, "--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=60, check=False,
-        ).stdout
+        return subprocess.run([smi, *args], capture_output=True, text=True, timeout=timeout,
+                              check=False).stdout
     except (OSError, subprocess.SubprocessError):
-        return []
+        return ""
+
+
+def listing(proc: str | Path = PROC) -> list[Gpu]:
+    """Every GPU of this machine; empty where ``nvidia-smi`` cannot say."""
+    text = nvidia_smi("--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader")
     gpus = []
     for index, uuid, bus in parse_smi(text):
         minor = minor_number(bus, proc)
