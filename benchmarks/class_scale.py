@@ -87,23 +87,26 @@ def cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def grades(root: Path) -> dict[str, object]:
-    """(student, assignment) -> points, from each submission's verdict file."""
-    out = {}
-    for path in sorted((root / "autograder" / "feedback").glob("*/*/tilelab_verdict.json")):
-        doc = json.loads(path.read_text())
-        out[f"{doc['student']}/{doc['assignment']}"] = doc["points"]
-    return out
+def verdict_docs(root: Path) -> list[dict]:
+    """Each graded submission's verdict file (points, verdicts, step times)."""
+    from tilelab.cluster.writer import VERDICT_JSON
+
+    return [json.loads(path.read_text()) for path in
+            sorted((root / "autograder" / "feedback").glob(f"*/*/{VERDICT_JSON}"))]
 
 
-def step_seconds(root: Path, timings: list[dict]) -> dict[str, float]:
+def grades(docs: list[dict]) -> dict[str, object]:
+    """(student, assignment) -> points."""
+    return {f"{d['student']}/{d['assignment']}": d["points"] for d in docs}
+
+
+def step_seconds(docs: list[dict], timings: list[dict]) -> dict[str, float]:
     """Median seconds of each kernel-grading step over the run's verdicts, and of the rest
     of a task (its notebook run, nbgrader, the course copy): where a slower task lost time."""
     steps: dict[str, list[float]] = {}
     task = {(t["student"], t["assignment"]): t["seconds"] for t in timings}
     rest = []
-    for path in sorted((root / "autograder" / "feedback").glob("*/*/tilelab_verdict.json")):
-        doc = json.loads(path.read_text())
+    for doc in docs:
         spent = 0.0
         for v in doc.get("verdicts", []):
             for name, sec in v.get("step_seconds", {}).items():
@@ -121,8 +124,8 @@ def per_worker(timings: list[dict]) -> str:
     for t in timings:  # in the order the results arrived
         by.setdefault(t["worker"], []).append(t["seconds"])
     first = [s[0] for s in by.values()]
-    rest = sorted(x for s in by.values() for x in s[1:])
-    median = rest[len(rest) // 2] if rest else 0.0
+    rest = [x for s in by.values() for x in s[1:]]
+    median = statistics.median(rest) if rest else 0.0
     return (f"first task on each worker {', '.join(f'{x:.1f}' for x in first)} s, later "
             f"tasks median {median:.1f} s; tasks per worker "
             f"{', '.join(str(len(s)) for s in by.values())}")
@@ -172,9 +175,9 @@ def main() -> int:
                 "load_average": [round(load0, 1), round(os.getloadavg()[0], 1)],
                 "cpu_seconds": round(cpu, 1),
                 "cores_busy": round(cpu / wall, 2),
-                "grades": grades(root),
+                "grades": grades(docs := verdict_docs(root)),
                 "timings": summary["timings"],
-                "step_seconds": step_seconds(root, summary["timings"]),
+                "step_seconds": step_seconds(docs, summary["timings"]),
             })
             r = runs[-1]
             print(f"{workers} worker(s): {r['submissions']} submissions in "

@@ -27,7 +27,7 @@ def test_step_medians_and_the_rest_of_each_task(tmp_path):
     timings = [{"student": "s000", "assignment": "01-naive", "seconds": 5.0, "worker": "a"},
                {"student": "s001", "assignment": "01-naive", "seconds": 4.0, "worker": "b"},
                {"student": "s002", "assignment": "01-naive", "seconds": 1.5, "worker": "a"}]
-    got = class_scale.step_seconds(tmp_path, timings)
+    got = class_scale.step_seconds(class_scale.verdict_docs(tmp_path), timings)
     assert got == {"compile_candidate": 2.0, "speed": 2.0, "rest of the task": 1.5}
 
 
