@@ -6,10 +6,12 @@ wrong (a wrong result, a missing barrier), slow (uncoalesced, untiled), broken (
 compile; a kernel cell that is not a string literal) and hostile (a notebook that patches
 the grader in its own process). Each worker count grades a fresh copy of the class; the
 benchmark prints submissions per minute, the speedup over the first count, each worker's
-first task (it builds the worker's caches) and later ones, the median seconds of each
-grading step beside the first count's (which steps slow down when workers share a
-machine), whether every grade is identical, and from the measured time per kernel what a
-course of 1,000 learners x 5 kernels costs on 8 GPUs (one worker each).
+first task (it builds the worker's caches) and later ones, the cluster's start and each
+worker's time in tasks and idle, how much slower a task is beside other workers, the
+median seconds of each grading step beside the first count's (which steps slow down
+when workers share a machine), whether every grade is identical, and from the measured
+time per kernel what a course of 1,000 learners x 5 kernels costs on 8 GPUs (one worker
+each).
 
     python benchmarks/class_scale.py [--students 30] [--workers 1 2] [--gpu]
 
@@ -118,6 +120,17 @@ def step_seconds(docs: list[dict], timings: list[dict]) -> dict[str, float]:
     return {k: round(statistics.median(v), 3) for k, v in steps.items() if v}
 
 
+def busy(timings: list[dict], grading: float, start: float) -> str:
+    """The cluster's start, and each worker's seconds in tasks and not in them (between
+    tasks: the result's trip and the next task's; after its last one: the others' tail)."""
+    by: dict[str, float] = {}
+    for t in timings:
+        by[t["worker"]] = by.get(t["worker"], 0.0) + t["seconds"]
+    return (f"cluster start {start:.1f} s; per worker: in tasks "
+            f"{', '.join(f'{x:.1f}' for x in by.values())} s, idle "
+            f"{', '.join(f'{grading - start - x:.1f}' for x in by.values())} s")
+
+
 def per_worker(timings: list[dict]) -> str:
     """Each worker's first task (it builds the worker's caches) and its later ones."""
     by: dict[str, list[float]] = {}
@@ -173,6 +186,7 @@ def main() -> int:
                 "in_flight": round(sum(t["seconds"] for t in summary["timings"])
                                    / timing["wall_seconds"], 2),
                 "load_average": [round(load0, 1), round(os.getloadavg()[0], 1)],
+                "cluster_start_seconds": summary.get("cluster_start_seconds", 0.0),
                 "cpu_seconds": round(cpu, 1),
                 "cores_busy": round(cpu / wall, 2),
                 "grades": grades(docs := verdict_docs(root)),
@@ -191,6 +205,7 @@ def main() -> int:
                             for g in r["grades"].values())
             print(f"  {per_worker(r['timings'])}; points per submission "
                   f"{dict(collections.Counter(points))}")
+            print(f"  {busy(r['timings'], r['grading_seconds'], r['cluster_start_seconds'])}")
     base = runs[0]
     for r in runs[1:]:
         speedup = r["submissions_per_minute"] / base["submissions_per_minute"]
@@ -204,6 +219,11 @@ def main() -> int:
         print(f"{r['workers']} workers needed about {need:.2f} of {os.cpu_count()} cores to "
               f"scale fully from {base['workers']} ({base['cores_busy']:.2f} cores busy); "
               f"they got {r['cores_busy']:.2f}")
+    for r in runs[1:]:  # the speedup's two losses: slower tasks, idle workers
+        own, base_own = (sum(t["seconds"] for t in x["timings"]) for x in (r, base))
+        print(f"tasks' own time, {r['workers']} vs {base['workers']} worker(s): {own:.1f} / "
+              f"{base_own:.1f} s = {own / base_own:.3f}x (a task beside other workers is "
+              f"that much slower)")
     for r in runs[1:]:  # which grading steps slow down beside other workers
         ratios = ", ".join(f"{k} {v:.2f}/{base['step_seconds'][k]:.2f} s"
                            for k, v in r["step_seconds"].items() if base["step_seconds"].get(k))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import os
 import shutil
@@ -81,7 +82,9 @@ def test_two_workers_give_exactly_the_grades_of_one(tmp_path):
     build_course(one)
     shutil.copytree(one, two)
     serial = classroom.grade_class(one, backend="emu", progress=False)
+    begun = time.time()
     parallel = grade_class_on_cluster(two, backend="emu", workers=2, progress=False)
+    ended = time.time()
     assert serial["failures"] == [] and parallel["failures"] == [], parallel["failures"]
     assert parallel["workers"] == 2 and parallel["graded"] == len(serial["submissions"])
     assert points_in_gradebook(two) == points_in_gradebook(one) == expected_points(EMU)
@@ -94,8 +97,17 @@ def test_two_workers_give_exactly_the_grades_of_one(tmp_path):
             assert (two / "autograder" / "autograded" / student / a / f"{nb}.ipynb").is_file()
     timing = parallel["timing"]
     assert timing["tasks"] == parallel["graded"] and timing["task_seconds_mean"] > 0
+    assert 0 < parallel["cluster_start_seconds"] < parallel["wall_seconds"]
     assert len(parallel["timings"]) == len(serial["submissions"])
     assert all(t["worker"].startswith("tcp://") for t in parallel["timings"])
+    by_worker: dict[str, list[dict]] = {}
+    for t in parallel["timings"]:
+        by_worker.setdefault(t["worker"], []).append(t)
+    for ts in by_worker.values():  # one task at a time on each worker, within the run
+        ts.sort(key=lambda t: t["started"])
+        assert begun < ts[0]["started"] and ts[-1]["started"] + ts[-1]["seconds"] < ended
+        assert all(a["started"] + a["seconds"] <= b["started"] + 0.01
+                   for a, b in itertools.pairwise(ts))
 
 
 def small_class(root: Path, students: list[str], assignment: str = "01-naive") -> None:

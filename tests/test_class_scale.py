@@ -38,3 +38,10 @@ def test_each_workers_first_task_is_told_apart_from_its_later_ones():
     assert class_scale.per_worker(timings) == (
         "first task on each worker 9.0, 8.0 s, later tasks median 4.0 s; "
         "tasks per worker 3, 2")
+
+
+def test_each_workers_idle_time_is_the_grading_time_less_the_start_and_its_tasks():
+    timings = [{"worker": "a", "seconds": 9.0}, {"worker": "b", "seconds": 8.0},
+               {"worker": "a", "seconds": 3.0}, {"worker": "b", "seconds": 5.0}]
+    assert class_scale.busy(timings, grading=20.0, start=4.0) == (
+        "cluster start 4.0 s; per worker: in tasks 12.0, 13.0 s, idle 4.0, 3.0 s")

@@ -148,8 +148,10 @@ def _dispatch(
     from distributed import as_completed
     from distributed.scheduler import KilledWorker
 
+    opened = time.monotonic()
     with start.open_client(workers, scheduler, gpus=chosen == "gpu" and not scheduler) as client:
         summary["workers"] = len(client.nthreads())
+        summary["cluster_start_seconds"] = round(time.monotonic() - opened, 2)
         deaths = start.allowed_failures(client) + 1
         course_future = client.submit(_identity, course, key="tilelab-course", pure=False)
         pending = list(reversed(todo))
@@ -169,7 +171,8 @@ def _dispatch(
         submit_more(ac)
         for fut in ac:
             sub = futures.pop(fut)
-            try:
+            submit_more(ac)  # the freed worker starts its next task while this one's result
+            try:  # travels here
                 result = fut.result()
             except KilledWorker:
                 result = tasks.zero_result(course, sub, KILLED.format(n=deaths), chosen or "gpu")
@@ -177,7 +180,6 @@ def _dispatch(
                 why = f"not graded (0 points): internal grader error: {type(exc).__name__}: {exc}"
                 result = tasks.zero_result(course, sub, why, chosen or "gpu")
             fut.release()
-            submit_more(ac)
             try:
                 writer.record(result)
             except Exception as exc:
@@ -192,6 +194,7 @@ def _dispatch(
             summary["timings"].append({
                 "student": sub.student, "assignment": sub.assignment,
                 "seconds": round(result.seconds, 2), "worker": result.worker,
+                "started": round(result.started, 3),
             })
             summary["graded"] += 1
             if result.gpu:

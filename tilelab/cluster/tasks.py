@@ -83,6 +83,7 @@ class Result:
     backend: str = ""
     gpu: str | None = None
     seconds: float = 0.0
+    started: float = 0.0  # when the task began on its worker (seconds since the epoch)
     worker: str = ""
 
 
@@ -149,7 +150,7 @@ def where() -> str:
 
 def grade(course: Course, sub: Submission) -> Result:
     """Grade one submission in a private copy of the course; see the module's docstring."""
-    start = time.monotonic()
+    start, started = time.monotonic(), time.time()
     chosen = course.backend or backends.active()
     gpu = backends.gpu_probe()[1] if chosen == "gpu" else None
     with tempfile.TemporaryDirectory(prefix="tilelab-task-") as tmp:
@@ -182,6 +183,7 @@ def grade(course: Course, sub: Submission) -> Result:
             failures=run.failures,
             backend=chosen,
             gpu=gpu,
+            started=started,
             worker=where(),
         )
         _read_gradebook(cd, result)
