@@ -120,22 +120,27 @@ def step_seconds(docs: list[dict], timings: list[dict]) -> dict[str, float]:
     return {k: round(statistics.median(v), 3) for k, v in steps.items() if v}
 
 
-def busy(timings: list[dict], grading: float, start: float) -> str:
-    """The cluster's start, and each worker's seconds in tasks and not in them (between
-    tasks: the result's trip and the next task's; after its last one: the others' tail)."""
-    by: dict[str, float] = {}
+def by_worker(timings: list[dict]) -> dict[str, list[float]]:
+    """Each worker's task seconds, in the order the results arrived."""
+    by: dict[str, list[float]] = {}
     for t in timings:
-        by[t["worker"]] = by.get(t["worker"], 0.0) + t["seconds"]
+        by.setdefault(t["worker"], []).append(t["seconds"])
+    return by
+
+
+def busy(timings: list[dict], grading: float, start: float) -> str:
+    """The cluster's start, and each worker's seconds in tasks and not in them (before its
+    first task: the course's trip; between tasks: dispatch; after its last one: the
+    others' tail)."""
+    spent = [sum(s) for s in by_worker(timings).values()]
     return (f"cluster start {start:.1f} s; per worker: in tasks "
-            f"{', '.join(f'{x:.1f}' for x in by.values())} s, idle "
-            f"{', '.join(f'{grading - start - x:.1f}' for x in by.values())} s")
+            f"{', '.join(f'{x:.1f}' for x in spent)} s, idle "
+            f"{', '.join(f'{grading - start - x:.1f}' for x in spent)} s")
 
 
 def per_worker(timings: list[dict]) -> str:
     """Each worker's first task (it builds the worker's caches) and its later ones."""
-    by: dict[str, list[float]] = {}
-    for t in timings:  # in the order the results arrived
-        by.setdefault(t["worker"], []).append(t["seconds"])
+    by = by_worker(timings)
     first = [s[0] for s in by.values()]
     rest = [x for s in by.values() for x in s[1:]]
     median = statistics.median(rest) if rest else 0.0
@@ -182,9 +187,9 @@ def main() -> int:
                 "submissions_per_minute": timing["submissions_per_minute"],
                 "task_seconds_mean": timing["task_seconds_mean"],
                 "failures": len(summary["failures"]),
+                "task_seconds": round(own := sum(t["seconds"] for t in summary["timings"]), 2),
                 # tasks running at once, on average: the cluster's side of the speedup
-                "in_flight": round(sum(t["seconds"] for t in summary["timings"])
-                                   / timing["wall_seconds"], 2),
+                "in_flight": round(own / timing["wall_seconds"], 2),
                 "load_average": [round(load0, 1), round(os.getloadavg()[0], 1)],
                 "cluster_start_seconds": summary.get("cluster_start_seconds", 0.0),
                 "cpu_seconds": round(cpu, 1),
@@ -220,7 +225,7 @@ def main() -> int:
               f"scale fully from {base['workers']} ({base['cores_busy']:.2f} cores busy); "
               f"they got {r['cores_busy']:.2f}")
     for r in runs[1:]:  # the speedup's two losses: slower tasks, idle workers
-        own, base_own = (sum(t["seconds"] for t in x["timings"]) for x in (r, base))
+        own, base_own = r["task_seconds"], base["task_seconds"]
         print(f"tasks' own time, {r['workers']} vs {base['workers']} worker(s): {own:.1f} / "
               f"{base_own:.1f} s = {own / base_own:.3f}x (a task beside other workers is "
               f"that much slower)")

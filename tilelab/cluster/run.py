@@ -171,8 +171,9 @@ def _dispatch(
         submit_more(ac)
         for fut in ac:
             sub = futures.pop(fut)
-            submit_more(ac)  # the freed worker starts its next task while this one's result
-            try:  # travels here
+            # the freed worker starts its next task while this one's result travels here
+            submit_more(ac)
+            try:
                 result = fut.result()
             except KilledWorker:
                 result = tasks.zero_result(course, sub, KILLED.format(n=deaths), chosen or "gpu")
