@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tilelab import exercises
+from tilelab.catalog import exercises
 
 
 def main() -> None:

@@ -58,7 +58,7 @@ def build_class(root: Path, students: int) -> int:
     """A copy of the course with ``students`` learners' submissions; returns how many."""
     import test_classroom as tc
 
-    from tilelab import exercises
+    from tilelab.catalog import exercises
 
     tc.copy_course(root)
     files = {}

@@ -17,8 +17,8 @@ import uuid
 from pathlib import Path
 
 from tilelab import classroom
+from tilelab.catalog.reference import KERNELS
 from tilelab.grading import sandbox as grade
-from tilelab.reference import KERNELS
 
 
 def per_submission(n: int, backend: str) -> None:

@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from tilelab import backend
+from tilelab.device import backend
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

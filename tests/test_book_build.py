@@ -15,7 +15,8 @@ import pytest
 import yaml
 from support.book_build import Build, build_book, toc_docnames
 
-from tilelab import classroom, exercises, publish
+from tilelab import classroom, publish
+from tilelab.catalog import exercises
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "tests" / "data" / "book"

@@ -169,7 +169,7 @@ def test_a_notebook_kernel_runs_sandboxed_over_ipc(tmp_path):
     import nbformat
     from nbclient import NotebookClient
 
-    from tilelab.classroom.kernels import SandboxedKernelManager
+    from tilelab.classroom.jupyter_sandbox import SandboxedKernelManager
 
     secret = tmp_path / "gradebook.db"
     secret.write_text("instructor only")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilelab.catalog.problems import MATMUL, TRANSPOSE
+from tilelab.catalog.reference import KERNELS
 from tilelab.grading.correctness import POISON_BITS, compare, poisoned
-from tilelab.problems import MATMUL, TRANSPOSE
-from tilelab.reference import KERNELS
 
 LAUNCH32 = KERNELS["tiled32"].launch
 

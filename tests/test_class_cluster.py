@@ -38,7 +38,8 @@ from test_classroom import (
     write_submissions,
 )
 
-from tilelab import classroom, exercises
+from tilelab import classroom
+from tilelab.catalog import exercises
 from tilelab.classroom.progress import Progress
 from tilelab.cluster import resume, start
 from tilelab.cluster.run import grade_class_on_cluster

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from tilelab import classroom, exercises
+from tilelab import classroom
+from tilelab.catalog import exercises
 from tilelab.classroom import course
 from tilelab.grading import bubblewrap
 

@@ -28,10 +28,11 @@ from test_classroom import (
     write_submissions,
 )
 
-from tilelab import classroom, exercises
+from tilelab import classroom
+from tilelab.catalog import exercises
+from tilelab.catalog.reference import KERNELS, tiled_without_barrier
 from tilelab.grading import bubblewrap, scoring
 from tilelab.grading.sandbox import grade_source
-from tilelab.reference import KERNELS, tiled_without_barrier
 
 pytestmark = [
     pytest.mark.slow,

@@ -11,10 +11,10 @@ import re
 
 import pytest
 
-from tilelab import exercises
-from tilelab.diagnosis import CAUSES
+from tilelab.catalog import exercises
+from tilelab.catalog.variants import only_kernel
+from tilelab.grading.diagnosis import CAUSES
 from tilelab.grading.sandbox import grade_source
-from tilelab.variants import only_kernel
 
 pytestmark = pytest.mark.slow
 

@@ -13,10 +13,12 @@ import json
 import numpy as np
 import pytest
 
-from tilelab import emu, exercises, traffic
+from tilelab import emu
+from tilelab.catalog import exercises
+from tilelab.catalog.reference import KERNELS, kernel_file, slow_but_right
 from tilelab.emu.traffic import Totals
+from tilelab.grading import traffic
 from tilelab.grading.sandbox import grade_source
-from tilelab.reference import KERNELS, kernel_file, slow_but_right
 
 M, N, K = 64, 96, 128  # rectangular, multiples of 32
 ROWS, COLS = 64, 96

@@ -6,11 +6,11 @@ import warnings
 
 import pytest
 
-from tilelab import exercises
+from tilelab.catalog import exercises
+from tilelab.catalog.reference import KERNELS, slow_but_right, tiled_without_barrier
+from tilelab.catalog.variants import VARIANTS
 from tilelab.grading import scoring
 from tilelab.grading.sandbox import grade_source
-from tilelab.reference import KERNELS, slow_but_right, tiled_without_barrier
-from tilelab.variants import VARIANTS
 
 pytestmark = pytest.mark.gpu
 
@@ -72,8 +72,8 @@ def test_memcheck_flags_an_out_of_bounds_store():
 
 
 def test_the_class_runs_base_cache_holds_every_speed_runs_course_build():
+    from tilelab.device.runtime import PYCUDA_CACHE
     from tilelab.grading import sandbox
-    from tilelab.runtime import PYCUDA_CACHE
 
     if sandbox.bwrap.problem() is not None:
         pytest.skip(f"no sandbox here: {sandbox.bwrap.problem()}")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tilelab.catalog.reference import KERNELS
+from tilelab.device.runtime import get_runtime
 from tilelab.grading.correctness import launch
-from tilelab.reference import KERNELS
-from tilelab.runtime import get_runtime
 
 pytestmark = pytest.mark.gpu
 

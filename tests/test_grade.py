@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from tilelab import cli, exercises
+from tilelab import cli
+from tilelab.catalog import exercises
+from tilelab.catalog.reference import KERNELS, tiled_without_barrier
 from tilelab.grading import pipeline, scoring
 from tilelab.grading.sandbox import grade_source
-from tilelab.reference import KERNELS, tiled_without_barrier
 
 pytestmark = pytest.mark.slow
 
@@ -119,7 +120,7 @@ def test_a_class_runs_cached_verdict_is_returned_only_for_the_same_source(tmp_pa
 
 @pytest.mark.parametrize("exercise_id", list(exercises.EXERCISES))
 def test_slow_but_right_kernels_keep_their_correctness_points(exercise_id):
-    from tilelab.reference import slow_but_right
+    from tilelab.catalog.reference import slow_but_right
 
     ex = exercises.get(exercise_id)
     v = emu(exercise_id, slow_but_right(exercise_id))

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tilelab import exercises
+from tilelab.catalog import exercises
+from tilelab.catalog.variants import VARIANTS
 from tilelab.grading.pipeline import count_traffic, lesson_gate
 from tilelab.grading.verdict import Verdict
-from tilelab.variants import VARIANTS
 
 
 def gpu_verdict(exercise_id: str, source: str, speedup: float) -> Verdict:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tilelab import model
+from tilelab.experiments import perfmodel as model
 
 DATA = Path(__file__).resolve().parents[1] / "book" / "data"
 

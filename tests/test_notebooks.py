@@ -20,7 +20,8 @@ import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 from nbgrader.validator import Validator
 
-from tilelab import classroom, exercises, publish
+from tilelab import classroom, publish
+from tilelab.catalog import exercises
 from tilelab.grading.sandbox import grade_source
 
 REPO = Path(__file__).resolve().parents[1]

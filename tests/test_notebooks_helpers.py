@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tilelab import exercises, notebook
+from tilelab import notebook
+from tilelab.catalog import exercises
+from tilelab.catalog.reference import KERNELS, tiled_without_barrier
 from tilelab.grading import scoring
 from tilelab.grading.verdict import Verdict
-from tilelab.reference import KERNELS, tiled_without_barrier
 
 
 def verdict(exercise_id: str = "naive", **kw) -> Verdict:

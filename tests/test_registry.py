@@ -7,8 +7,9 @@ import re
 
 import pytest
 
-from tilelab import cli, exercises
-from tilelab.reference import KERNELS, kernel_file, tiled_without_barrier
+from tilelab import cli
+from tilelab.catalog import exercises
+from tilelab.catalog.reference import KERNELS, kernel_file, tiled_without_barrier
 
 
 def test_every_exercise_is_consistent():
@@ -117,8 +118,8 @@ CUT_SHORT = {  # a kernel correct on every small shape, wrong past a bound it ha
 def test_a_kernel_that_hard_codes_a_bound_fails_a_graded_shape(old, new):
     import numpy as np
 
+    from tilelab.device.runtime import get_runtime
     from tilelab.grading.correctness import check_function
-    from tilelab.runtime import get_runtime
 
     ex = exercises.get("tiled")
     src = ex.reference.source()
@@ -151,9 +152,9 @@ def test_emulator_reports_the_kernel_files_line_numbers(key, store):
     import numpy as np
 
     from tilelab import emu
+    from tilelab.catalog.problems import MATMUL
+    from tilelab.device.runtime import get_runtime
     from tilelab.grading.correctness import launch
-    from tilelab.problems import MATMUL
-    from tilelab.runtime import get_runtime
 
     k = KERNELS[key]
     fn = emu.SourceModule(k.source(), analysis=True).get_function(k.name)

@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-from tilelab import runtime
+from tilelab.device import runtime
 from tilelab.grading import limits, sandbox
 
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tilelab import exercises
+from tilelab.catalog import exercises
 from tilelab.grading import scoring
 from tilelab.grading.verdict import Verdict
 

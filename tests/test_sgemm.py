@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tilelab import sgemm
+from tilelab.catalog.problems import MATMUL
+from tilelab.device.runtime import get_runtime
+from tilelab.experiments import road as sgemm
 from tilelab.grading.correctness import check_function, launch
-from tilelab.problems import MATMUL
-from tilelab.runtime import get_runtime
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -81,7 +81,7 @@ def test_ptxas_rows_without_a_gpu():
 def test_cublas_is_fp32_and_row_major(rng):
     import pycuda.autoinit  # noqa: F401
 
-    from tilelab.cublas import FP32_TOLERANCE, Cublas, relative_error
+    from tilelab.experiments.cublas import FP32_TOLERANCE, Cublas, relative_error
 
     rt = get_runtime("gpu")
     m, n, k = 300, 200, 2048  # rectangular: a transposed call would fail the check

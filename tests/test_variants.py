@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tilelab import exercises
+from tilelab.catalog import exercises
+from tilelab.catalog.reference import slow_but_right
+from tilelab.catalog.variants import VARIANTS
 from tilelab.experiments.calibration import COLUMNS, rows, table
 from tilelab.grading.sandbox import grade_source
-from tilelab.reference import slow_but_right
-from tilelab.variants import VARIANTS
 
 ALL = [(e, v) for e, vs in VARIANTS.items() for v in vs]
 

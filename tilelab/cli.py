@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from tilelab import exercises, settings
+from tilelab import settings
+from tilelab.catalog import exercises
 from tilelab.grading import gates
 
 
@@ -135,8 +136,8 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
 def cmd_bench(a: argparse.Namespace) -> int:
     from tilelab import experiments
+    from tilelab.device.runtime import get_runtime
     from tilelab.experiments import runner
-    from tilelab.runtime import get_runtime
 
     names = a.experiments or list(experiments.EXPERIMENTS)
     try:
@@ -152,7 +153,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
 
 def cmd_backend(a: argparse.Namespace) -> int:
-    from tilelab.runtime import get_runtime
+    from tilelab.device.runtime import get_runtime
 
     print(get_runtime().describe())
     return 0

@@ -8,7 +8,9 @@ sends back a verdict, the emulator's analysis included; this module only prints 
 
 from __future__ import annotations
 
-from tilelab import backend, exercises, settings
+from tilelab import settings
+from tilelab.catalog import exercises
+from tilelab.device import backend
 from tilelab.grading import scoring
 from tilelab.grading.sandbox import grade_source
 from tilelab.grading.verdict import Verdict

@@ -325,7 +325,7 @@ def warp_reads(path: Path, ty: int = 5, k: int = 9) -> None:
     from matplotlib import colormaps
     from matplotlib.colors import ListedColormap
 
-    from tilelab.model import bank_passes
+    from tilelab.experiments.perfmodel import bank_passes
 
     cmap = ListedColormap(colormaps["hsv"](np.linspace(0, 1, BANKS, endpoint=False)))
     idx = np.arange(32)[:, None] * 32 + np.arange(32)[None, :]

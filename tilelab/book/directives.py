@@ -97,7 +97,7 @@ class MeasuredTable(_BookDirective):
                 heads, cells, numeric = tables.transpose(heads, cells, numeric)
         except (Missing, DataError) as exc:
             return self.fail(exc, f"Table of {experiment}")
-        table = _table(heads, cells, numeric)
+        table = build_table(heads, cells, numeric)
         caption = self.caption_nodes()
         if caption and isinstance(caption[0], nodes.caption):
             table.insert(0, nodes.title("", "", *caption[0].children))
@@ -105,7 +105,7 @@ class MeasuredTable(_BookDirective):
         return [table]
 
 
-def _table(heads: list[str], cells: list[list[str]], numeric: list[bool]) -> nodes.table:
+def build_table(heads: list[str], cells: list[list[str]], numeric: list[bool]) -> nodes.table:
     table = nodes.table(classes=["tl-table"])
     group = nodes.tgroup(cols=len(heads))
     table += group
@@ -265,7 +265,7 @@ class TilingTrace(_BookDirective):
         for ph in worked.phases(0, 0):
             cells.append([f"t = {ph.t}", _mat(ph.a_tile), _mat(ph.b_tile),
                           "  ".join(str(v) for v in ph.partial.ravel())])
-        return [_table(heads, cells, [False] * len(heads))]
+        return [build_table(heads, cells, [False] * len(heads))]
 
 
 class ReuseTable(_BookDirective):
@@ -284,7 +284,7 @@ class ReuseTable(_BookDirective):
                               f"{r['factor']}×"])
         except ValueError as exc:
             return self.fail(DataError(f"reuse-table sizes: {exc}"), "Table")
-        return [_table(heads, cells, [True] * len(heads))]
+        return [build_table(heads, cells, [True] * len(heads))]
 
 
 def excerpt(text: str, start: str | None = None, max_lines: int | None = None) -> str:

@@ -9,7 +9,7 @@ from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
 
 from tilelab import __version__
-from tilelab.book import mathml, provenance, registry
+from tilelab.book import exercise_table, mathml, provenance
 from tilelab.book.directives import DIRECTIVES
 from tilelab.book.roles import ROLES
 
@@ -47,7 +47,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("tilelab_data_dir", "book/data", "env", [str])
     app.add_config_value("tilelab_strict", False, "env", [bool, str])
     for name, directive in {**DIRECTIVES, "provenance": provenance.Provenance,
-                          "exercise-table": registry.ExerciseTable}.items():
+                          "exercise-table": exercise_table.ExerciseTable}.items():
         app.add_directive(name, directive)
     for name, role in ROLES.items():
         app.add_role(name, role())

@@ -24,7 +24,8 @@ from nbgrader.utils import temp_attrs
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-from tilelab import exercises, publish
+from tilelab import publish
+from tilelab.catalog import exercises
 from tilelab.grading import scoring
 from tilelab.grading.verdict import Verdict
 
@@ -74,7 +75,7 @@ def open_api(course_root: str | Path, cell_timeout: int | None = None,
     """nbgrader's Python API on this course (with a per-cell time limit, if given: during
     ``tilelab grade`` it replaces the config file's limit, which a manual
     ``nbgrader autograde`` keeps). The course config is read here, once; ``sandboxed``:
-    every notebook's kernel runs in a bubblewrap sandbox (:mod:`tilelab.classroom.kernels`);
+    every notebook's kernel runs in a bubblewrap sandbox (:mod:`tilelab.classroom.jupyter_sandbox`);
     ``gradebook``: a SQLite file of its own, in place of the configured one, with
     ``course_root`` as the root (a private copy of the course)."""
     _alembic_on_path()
@@ -86,7 +87,7 @@ def open_api(course_root: str | Path, cell_timeout: int | None = None,
         config.Execute.timeout = cell_timeout
         config.ExecutePreprocessor.timeout = cell_timeout
     if sandboxed:
-        from tilelab.classroom.kernels import sandbox_autograde
+        from tilelab.classroom.jupyter_sandbox import sandbox_autograde
 
         sandbox_autograde(config)
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)

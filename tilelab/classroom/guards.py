@@ -1,7 +1,7 @@
 """What keeps one submission's Python from reaching anyone else's grade during a class run.
 
 A class run runs each notebook's kernel in a bubblewrap sandbox (see
-:mod:`tilelab.classroom.kernels`): it sees a read-only copy of its own submission and
+:mod:`tilelab.classroom.jupyter_sandbox`): it sees a read-only copy of its own submission and
 nothing else of the course, so no submission can be changed (and the grader never copies
 one back nor deletes one). These guards remain for what a sandbox leaves (and for
 ``--no-sandbox``):

@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tilelab import backend as backends
-from tilelab import exercises, settings
+from tilelab import settings
+from tilelab.catalog import exercises
 from tilelab.classroom import course
 from tilelab.classroom.progress import Progress
 from tilelab.classroom.steps import ClassRun, grade_one, protocol
+from tilelab.device import backend as backends
 from tilelab.grading import bubblewrap
 
 NO_SANDBOX_WARNING = (

@@ -23,7 +23,8 @@ from typing import Any
 
 from nbgrader.apps.api import NbGraderAPI
 
-from tilelab import exercises, settings
+from tilelab import settings
+from tilelab.catalog import exercises
 from tilelab.classroom import course, guards, submissions
 from tilelab.grading import scoring
 from tilelab.grading.cache import cache_verdict

@@ -16,7 +16,7 @@ from typing import Any
 
 import nbformat
 
-from tilelab import exercises
+from tilelab.catalog import exercises
 from tilelab.classroom.course import kernel_cell_id
 
 SOLUTION_MARKERS = ("BEGIN SOLUTION", "END SOLUTION")

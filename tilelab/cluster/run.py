@@ -16,13 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tilelab import backend as backends
-from tilelab import exercises, settings
+from tilelab import settings
+from tilelab.catalog import exercises
 from tilelab.classroom import course as nbcourse
 from tilelab.classroom import submissions
 from tilelab.classroom.progress import Progress
 from tilelab.cluster import resume, start, tasks
 from tilelab.cluster.writer import VERDICT_JSON, Writer
+from tilelab.device import backend as backends
 
 KILLED = (
     "not graded (0 points): the grading worker died {n} times while running this submission "

@@ -28,11 +28,12 @@ from nbgrader.apps.api import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
 from sqlalchemy.exc import SAWarning
 
-from tilelab import backend as backends
-from tilelab import exercises, settings
+from tilelab import settings
+from tilelab.catalog import exercises
 from tilelab.classroom import course as nbcourse
 from tilelab.classroom.steps import ClassRun, grade_one, protocol, write_verdicts
 from tilelab.cluster import resume
+from tilelab.device import backend as backends
 from tilelab.grading import scoring
 from tilelab.grading.verdict import Verdict
 

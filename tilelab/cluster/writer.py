@@ -20,7 +20,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.coursedir import CourseDirectory
 from sqlalchemy.exc import SAWarning
 
-from tilelab import exercises
+from tilelab.catalog import exercises
 from tilelab.classroom import course as nbcourse
 from tilelab.classroom.steps import VERDICT_FILE
 from tilelab.cluster.tasks import Result

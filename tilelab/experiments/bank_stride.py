@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tilelab.bench import time_interleaved
+from tilelab.catalog.reference import kernel_file
+from tilelab.device.bench import time_interleaved
+from tilelab.device.runtime import Runtime, get_runtime
 from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD
-from tilelab.reference import kernel_file
-from tilelab.runtime import Runtime, get_runtime
 
 STRIDES = (1, 2, 4, 8, 16, 32, 33)
 

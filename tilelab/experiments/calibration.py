@@ -1,6 +1,6 @@
 """Speed gates placed from variants: ``tilelab calibrate`` and ``calibration.json``.
 
-For each exercise, every variant (:mod:`tilelab.variants`: correct kernels that must pass
+For each exercise, every variant (:mod:`tilelab.catalog.variants`: correct kernels that must pass
 the gate, lesson-skipping ones that must fail it) is timed against the gate's baseline,
 interleaved on this GPU. The gate is placed between the slowest must-pass and the fastest
 must-fail (at their geometric mean), so each side clears it by the same factor, the
@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from tilelab import exercises
-from tilelab.bench import prepared_launch, time_interleaved
+from tilelab.catalog import exercises
+from tilelab.catalog.variants import VARIANTS
+from tilelab.device.bench import prepared_launch, time_interleaved
+from tilelab.device.runtime import Runtime, get_runtime
 from tilelab.experiments import provenance
 from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD
-from tilelab.runtime import Runtime, get_runtime
-from tilelab.variants import VARIANTS
 
 SEPARATION = 1.10  # slowest must-pass / fastest must-fail: at least ~5% margin each side
 COLUMNS = {"exercise": "", "key": "", "variant": "", "must": "", "origin": "", "shape": "",
@@ -70,7 +70,7 @@ def place(ex: exercises.Exercise, speedups: dict[str, float]) -> dict[str, Any]:
             f"{ex.id}: no gate separates the variants on this GPU: the slowest that must pass "
             f"({variants[slow].label}, {speedups[slow]:.2f}x) is not {SEPARATION:g}x the "
             f"fastest that must fail ({variants[fast].label}, {speedups[fast]:.2f}x). Keep the "
-            "default gate, or revise the exercise's variants (tilelab/variants.py)."
+            "default gate, or revise the exercise's variants (tilelab/catalog/variants.py)."
         )
     return out
 

@@ -3,8 +3,8 @@
 The ``counters`` experiment runs this module as a child under ``ncu``: the child launches
 each kernel once, and ncu counts, per launch, the shared-memory and L1 data-path
 wavefronts, global load requests and sectors, instructions, DRAM bytes and the SM clock.
-:mod:`tilelab.model` predicts the same counts from each kernel's geometry; this file is
-its check. Clocks are left alone (``--clock-control none``).
+:mod:`tilelab.experiments.perfmodel` predicts the same counts from each kernel's geometry;
+this file is its check. Clocks are left alone (``--clock-control none``).
 """
 
 from __future__ import annotations
@@ -46,10 +46,10 @@ CASES = (
 
 def child(cases: tuple[tuple[str, int], ...] = CASES) -> None:
     """Launch each case once (the process ncu profiles)."""
-    from tilelab.bench import prepared_launch
-    from tilelab.problems import MATMUL
-    from tilelab.reference import KERNELS
-    from tilelab.runtime import get_runtime
+    from tilelab.catalog.problems import MATMUL
+    from tilelab.catalog.reference import KERNELS
+    from tilelab.device.bench import prepared_launch
+    from tilelab.device.runtime import get_runtime
 
     rt = get_runtime("gpu")
     rng = np.random.default_rng(0)

@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from tilelab.bench import time_interleaved
+from tilelab.catalog.reference import kernel_file
+from tilelab.device.bench import time_interleaved
+from tilelab.device.runtime import Runtime
 from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD, time_ladder
-from tilelab.reference import kernel_file
-from tilelab.runtime import Runtime
 
 COPY_N = 8192
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tilelab.bench import time_interleaved
+from tilelab.catalog.reference import kernel_file
+from tilelab.device.bench import time_interleaved
+from tilelab.device.runtime import Runtime
 from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD, simple_launches
-from tilelab.reference import kernel_file
-from tilelab.runtime import Runtime
 
 
 def run(rt: Runtime, out: Path, sizes: tuple[int, ...] = (1 << 22, 1 << 26)) -> Path:

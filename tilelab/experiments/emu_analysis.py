@@ -8,12 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from tilelab import emu, traffic
+from tilelab import emu
+from tilelab.catalog.reference import KERNELS
+from tilelab.device.runtime import Runtime, get_runtime
 from tilelab.experiments.datafile import write
 from tilelab.experiments.racecheck import variants
+from tilelab.grading import traffic
 from tilelab.grading.correctness import launch
-from tilelab.reference import KERNELS
-from tilelab.runtime import Runtime, get_runtime
 
 #: The kernels whose shared accesses the book reads bank-conflict degrees of.
 BANK_KERNELS = (
@@ -67,7 +68,7 @@ def bank_rows(rng: np.random.Generator) -> list[dict[str, Any]]:
 
 
 def traffic_rows(rng: np.random.Generator) -> list[dict[str, Any]]:
-    """Each kernel's global traffic figures (tilelab.traffic.summary)."""
+    """Each kernel's global traffic figures (tilelab.grading.traffic.summary)."""
     rows = []
     for key in TRAFFIC_KERNELS:
         k = KERNELS[key]

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from tilelab.bench import REPEAT, WARMUP, Timing, prepared_launch, time_interleaved
-from tilelab.problems import Shape
-from tilelab.reference import KERNELS
-from tilelab.runtime import Runtime
+from tilelab.catalog.problems import Shape
+from tilelab.catalog.reference import KERNELS
+from tilelab.device.bench import REPEAT, WARMUP, Timing, prepared_launch, time_interleaved
+from tilelab.device.runtime import Runtime
 
 #: How the timed experiments measure (the ``method`` of their provenance).
 METHOD = (

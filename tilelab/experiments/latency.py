@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tilelab.bench import time_interleaved
+from tilelab.catalog.reference import kernel_file
+from tilelab.device.bench import time_interleaved
+from tilelab.device.runtime import Runtime
 from tilelab.experiments.datafile import write
 from tilelab.experiments.microbench import device_attr
-from tilelab.reference import kernel_file
-from tilelab.runtime import Runtime
 
 
 def run(rt: Runtime, out: Path) -> Path:

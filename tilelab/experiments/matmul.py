@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from tilelab.bench import REPEAT, WARMUP
+from tilelab.catalog.problems import MATMUL
+from tilelab.catalog.reference import KERNELS
+from tilelab.device.bench import REPEAT, WARMUP
+from tilelab.device.runtime import Runtime
 from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD, time_ladder
-from tilelab.problems import MATMUL
-from tilelab.reference import KERNELS
-from tilelab.runtime import Runtime
 
 #: The course's matmul ladder, in the order the book climbs it.
 LADDER = [

@@ -1,11 +1,11 @@
 """``model.json``: what limits each kernel, predicted from the other data files
-(:mod:`tilelab.model`); no GPU, no new measurement."""
+(:mod:`tilelab.experiments.perfmodel`); no GPU, no new measurement."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tilelab import model
+from tilelab.experiments import perfmodel as model
 
 
 def run(rt: object, out: Path) -> Path:

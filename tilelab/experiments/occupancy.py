@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
+from tilelab.catalog.reference import KERNELS
+from tilelab.device.runtime import Runtime
 from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD, compile_kernel
-from tilelab.reference import KERNELS
-from tilelab.runtime import Runtime
 
 #: The kernels whose resources the book compares.
 KERNEL_KEYS = (

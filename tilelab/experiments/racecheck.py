@@ -7,11 +7,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from tilelab.catalog.problems import MATMUL
+from tilelab.catalog.reference import KERNELS, tiled_without_barrier
+from tilelab.device.runtime import Runtime
 from tilelab.experiments.datafile import write
 from tilelab.grading import sanitizer
-from tilelab.problems import MATMUL
-from tilelab.reference import KERNELS, tiled_without_barrier
-from tilelab.runtime import Runtime
 
 
 def variants() -> dict[str, str]:

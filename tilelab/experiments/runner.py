@@ -6,8 +6,8 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+from tilelab.device.runtime import get_runtime
 from tilelab.experiments import EXPERIMENTS, check_names
-from tilelab.runtime import get_runtime
 
 
 def run(names: list[str], out: Path, rt: Any = None) -> list[Path]:

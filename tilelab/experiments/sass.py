@@ -8,11 +8,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from tilelab.catalog.reference import KERNELS
+from tilelab.device.runtime import Runtime
 from tilelab.experiments.datafile import write
-from tilelab.reference import KERNELS
-from tilelab.runtime import Runtime
 
-_OPCODE = re.compile(r"^\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\d\s+)?([A-Z0-9_.]+)", re.M)
+OPCODE = re.compile(r"^\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\d\s+)?([A-Z0-9_.]+)", re.M)
 
 
 def run(rt: Runtime | None, out: Path, arch: str = "sm_90") -> Path:
@@ -22,8 +22,8 @@ def run(rt: Runtime | None, out: Path, arch: str = "sm_90") -> Path:
     rows = []
     for key in ("naive", "tiled16", "tiled32", "tiled32_padded", "tiled32_at",
                 "tiled32_at_padded"):
-        text = _sass_of(KERNELS[key].source(), arch)
-        ops = _OPCODE.findall(text)
+        text = sass_of(KERNELS[key].source(), arch)
+        ops = OPCODE.findall(text)
         lds = [o for o in ops if o.startswith("LDS")]
         excerpt = [ln.strip() for ln in text.splitlines() if "LDS" in ln or "FFMA" in ln][:12]
         rows.append(
@@ -58,7 +58,7 @@ def run(rt: Runtime | None, out: Path, arch: str = "sm_90") -> Path:
     )
 
 
-def _sass_of(source: str, arch: str) -> str:
+def sass_of(source: str, arch: str) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         cu, cubin = Path(tmp, "k.cu"), Path(tmp, "k.cubin")
         cu.write_text('extern "C" {\n' + source + "\n}\n", encoding="utf-8")

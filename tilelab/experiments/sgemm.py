@@ -1,16 +1,17 @@
 """``sgemm.json``: the road to cuBLAS on a GPU. Every step of chapter 6, the tunable
 configurations of its last step and cuBLAS, checked against float64 and timed
-interleaved at N = 1024, 2048, 4096 (the kernels and the cuBLAS call: :mod:`tilelab.sgemm`)."""
+interleaved at N = 1024, 2048, 4096 (the kernels and the cuBLAS call:
+:mod:`tilelab.experiments.road`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tilelab import sgemm as road
-from tilelab.bench import REPEAT
+from tilelab.device.bench import REPEAT
+from tilelab.device.runtime import Runtime
+from tilelab.experiments import road
 from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD
-from tilelab.runtime import Runtime
 
 
 def run(rt: Runtime, out: Path) -> Path:
@@ -26,7 +27,7 @@ def run(rt: Runtime, out: Path) -> Path:
         "called through ctypes on PyCUDA's buffers, math mode CUBLAS_DEFAULT_MATH) on the "
         "same inputs, timed interleaved. rel_error is the Frobenius-norm error against "
         "float64; TF32 (10 mantissa bits instead of 23) would fail "
-        "tilelab.cublas.FP32_TOLERANCE. The FP32 peak is "
+        "tilelab.experiments.cublas.FP32_TOLERANCE. The FP32 peak is "
         f"{peak['sm_count']} SMs x {peak['fp32_lanes_per_sm']} FP32 lanes x 2 FLOP x "
         f"{peak['clock_khz'] / 1e3:.0f} MHz, from the device's attributes.",
         {

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tilelab import sgemm as road
+from tilelab.device.runtime import Runtime
+from tilelab.experiments import road
 from tilelab.experiments.datafile import write
-from tilelab.runtime import Runtime
 
 
 def run(rt: Runtime | None, out: Path) -> Path:

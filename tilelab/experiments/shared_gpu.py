@@ -17,10 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tilelab import exercises
+from tilelab.catalog import exercises
+from tilelab.catalog.variants import VARIANTS
 from tilelab.experiments.datafile import write
 from tilelab.grading.sandbox import grade_source
-from tilelab.variants import VARIANTS
 
 EXERCISE = "tiled"
 KEYS = ("k16", "naive")  # the slowest must-pass and the fastest must-fail (calibration.json)

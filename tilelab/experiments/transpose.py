@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
+from tilelab.catalog.reference import KERNELS
+from tilelab.device.runtime import Runtime
 from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD, time_ladder
-from tilelab.reference import KERNELS
-from tilelab.runtime import Runtime
 
 #: The transpose ladder, in the order the book climbs it.
 LADDER = ["copy", "transpose_naive", "transpose_shared", "transpose_padded"]

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from tilelab.diagnosis import POISON_BITS, RTOL, Attempt, diagnose
-from tilelab.problems import Launch, Problem, Shape
-from tilelab.runtime import Runtime
+from tilelab.catalog.problems import Launch, Problem, Shape
+from tilelab.device.runtime import Runtime
+from tilelab.grading.diagnosis import POISON_BITS, RTOL, Attempt, diagnose
 
 __all__ = ["POISON_BITS", "RTOL", "ShapeResult", "check_function", "compare", "launch"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tilelab import exercises
+from tilelab.catalog import exercises
 
 
 class GatesError(ValueError):

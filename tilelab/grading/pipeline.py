@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from tilelab import exercises, traffic
-from tilelab.bench import prepared_launch, time_interleaved
-from tilelab.diagnosis import diagnose, telling
-from tilelab.exercises import Exercise
-from tilelab.grading import scoring
+from tilelab.catalog import exercises
+from tilelab.catalog.exercises import Exercise
+from tilelab.device.bench import prepared_launch, time_interleaved
+from tilelab.device.runtime import Runtime, get_runtime
+from tilelab.grading import scoring, traffic
 from tilelab.grading.correctness import (
     ShapeResult,
     check_function,
@@ -32,10 +32,10 @@ from tilelab.grading.correctness import (
     fmt_shape,
     launch,
 )
+from tilelab.grading.diagnosis import diagnose, telling
 from tilelab.grading.sanitizer import run_sanitizers
 from tilelab.grading.source_checks import SourceRejected, check_signature, validate_source
 from tilelab.grading.verdict import Verdict
-from tilelab.runtime import Runtime, get_runtime
 
 
 @dataclass
@@ -353,7 +353,7 @@ SAMPLED_ROWS = 64
 def compile_speed_kernels() -> None:
     """Build, with the GPU runtime, every kernel a speed run compiles besides the
     submission (baselines, kernels it must beat): run once per class run into a base cache
-    (see :func:`tilelab.runtime.seed_pycuda_cache`, which makes its folder)."""
+    (see :func:`tilelab.device.runtime.seed_pycuda_cache`, which makes its folder)."""
     rt = get_runtime("gpu")
     for ex in exercises.EXERCISES.values():
         for ref in (ex.baseline, ex.must_beat):

@@ -24,12 +24,14 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from tilelab import backend, exercises, settings
+from tilelab import settings
+from tilelab.catalog import exercises
+from tilelab.device import backend
+from tilelab.device.runtime import PYCUDA_CACHE
 from tilelab.grading import bubblewrap as bwrap
 from tilelab.grading.cache import cached_verdict
 from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT
 from tilelab.grading.verdict import Verdict
-from tilelab.runtime import PYCUDA_CACHE
 
 OUTPUT_LIMIT = 64 * 1024  # of the child's stderr, read back for a crash report
 

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tilelab.exercises import Exercise
+    from tilelab.catalog.exercises import Exercise
 
 
 @dataclass
@@ -33,7 +33,8 @@ class Verdict:
     bank_degree: float | None = None
     max_bank_degree: float | None = None
     races: int | None = None
-    traffic: dict[str, Any] | None = None  # emulator: global traffic (tilelab.traffic.summary)
+    #: the emulator's global traffic (:func:`tilelab.grading.traffic.summary`)
+    traffic: dict[str, Any] | None = None
     #: the emulator's race and bank-conflict analysis of one launch at the problem's
     #: ``analysis_shape`` (``at``, ``summary`` and the report's data; or ``error``)
     analysis: dict[str, Any] | None = None

@@ -47,9 +47,9 @@ def launch_once(exercise_id: str, source_path: str) -> None:
     """One launch at the problem's ``sanitize_shape``: what compute-sanitizer inspects."""
     import numpy as np
 
-    from tilelab import exercises
+    from tilelab.catalog import exercises
+    from tilelab.device.runtime import get_runtime
     from tilelab.grading.correctness import launch
-    from tilelab.runtime import get_runtime
 
     ex = exercises.get(exercise_id)
     rt = get_runtime("gpu")

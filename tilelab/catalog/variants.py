@@ -17,8 +17,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tilelab import exercises
-from tilelab.reference import KERNELS, slow_but_right
+from tilelab.catalog import exercises
+from tilelab.catalog.reference import KERNELS, slow_but_right
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tilelab.problems import Launch, Problem, Shape
+from tilelab.catalog.problems import Launch, Problem, Shape
 
 POISON_BITS = np.uint32(0x7FC0DEAD)  # the checker's marked NaN: no arithmetic produces it
 RTOL = 1e-5  # per element, relative to sum_k |A_ik| |B_kj|; float32 sums land near 1e-7

@@ -7,15 +7,15 @@ from sphinx.util.docutils import SphinxDirective
 
 from tilelab.book import context
 from tilelab.book.data import DataError
+from tilelab.book.directives import build_table
+from tilelab.catalog import exercises
 
 HEADS = ["exercise (assignment: kernel)", "speed gate on a GPU", "on the emulator",
          "points (correct + speed)"]
 
 
 def rows() -> list[list[str]]:
-    """One row per exercise of :mod:`tilelab.exercises` (policy, not measurements)."""
-    from tilelab import exercises
-
+    """One row per exercise of :mod:`tilelab.catalog.exercises` (policy, not measurements)."""
     out = []
     for ex in exercises.EXERCISES.values():
         d = ex.to_dict()
@@ -34,12 +34,10 @@ class ExerciseTable(SphinxDirective):
     """The graded exercises, their default gates and points."""
 
     def run(self) -> list[nodes.Node]:
-        from tilelab.book.directives import _table
-
         try:
             cells = rows()
         except Exception as exc:  # the registry is another module: say what broke
             context.report(self.env, DataError(f"exercise registry: {exc}"),
                            self.get_location())
             return []
-        return [_table(HEADS, cells, [False] * len(HEADS))]
+        return [build_table(HEADS, cells, [False] * len(HEADS))]

@@ -3,15 +3,15 @@
 Notebooks, the grader, the command line and the book all read these specs. Speed gates
 are defaults for a fresh course; ``tilelab calibrate`` re-derives them on the grading GPU
 between the slowest correct variant and the fastest lesson-skipping one
-(:mod:`tilelab.variants`).
+(:mod:`tilelab.catalog.variants`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from tilelab.problems import Launch, Problem, Shape
-from tilelab.reference import KERNELS, KernelRef
+from tilelab.catalog.problems import Launch, Problem, Shape
+from tilelab.catalog.reference import KERNELS, KernelRef
 
 # The GPU the default gates were calibrated on (`tilelab calibrate`): the grading GPU. A
 # speed verdict on any other GPU is advisory.

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from tilelab.problems import COPY, MATMUL, TRANSPOSE, Launch, Problem
+from tilelab.catalog.problems import COPY, MATMUL, TRANSPOSE, Launch, Problem
 
 
 def kernel_file(name: str) -> str:

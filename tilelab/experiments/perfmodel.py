@@ -314,8 +314,8 @@ def experiment(out: Path, data: Path | None = None) -> Path:
     rates, rate_rows = rates_from(data)
     rows = rate_rows + kernel_rows(data, rates)
     method = ("model: DRAM bytes, L1/shared data-path wavefronts and issue slots counted "
-              "from each kernel's geometry (tilelab.model); predicted time = the largest "
-              "of the three on the busiest SM; ratio = predicted / measured")
+              "from each kernel's geometry (tilelab.experiments.perfmodel); predicted time = "
+              "the largest of the three on the busiest SM; ratio = predicted / measured")
     prov = provenance.collect(method, gpu=False)
     prov.pop("backend", None)
     prov.pop("compiler", None)

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from tilelab.catalog.problems import Problem, Shape
 from tilelab.emu.report import AnalysisReport
 from tilelab.emu.traffic import COALESCED_SECTORS, SECTOR, Totals, TrafficLine
-from tilelab.problems import Problem, Shape
 
 UNCOALESCED = 2 * COALESCED_SECTORS  # more sectors per request than this: call it out
 

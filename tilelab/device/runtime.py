@@ -5,7 +5,7 @@ Both backends expose the same call signatures (``SourceModule(src).get_function(
 ``memcpy_htod``/``memcpy_dtoh``), so a notebook, the grader and the benchmarks run one
 code path; ``rt.driver`` is ``pycuda.driver`` or the emulator's stand-in for it (events,
 streams, function attributes) and ``rt.gpuarray`` ``pycuda.gpuarray`` or its basics.
-``get_runtime()`` picks the backend (see :mod:`tilelab.backend`).
+``get_runtime()`` picks the backend (see :mod:`tilelab.device.backend`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tilelab import backend
+from tilelab.device import backend
 
 
 @dataclass(frozen=True)

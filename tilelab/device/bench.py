@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tilelab.problems import Launch, Problem, Shape
-from tilelab.runtime import Runtime
+from tilelab.catalog.problems import Launch, Problem, Shape
+from tilelab.device.runtime import Runtime
 
 WARMUP = 5
 REPEAT = 20

@@ -22,9 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from tilelab.bench import WARMUP, time_interleaved
-from tilelab.problems import MATMUL, Launch
-from tilelab.reference import KERNELS, KernelRef
+from tilelab.catalog.problems import MATMUL, Launch
+from tilelab.catalog.reference import KERNELS, KernelRef
+from tilelab.device.bench import WARMUP, time_interleaved
+from tilelab.experiments.cublas import Cublas, library_path, package_version, relative_error
+from tilelab.experiments.sass import OPCODE, sass_of
+from tilelab.grading.correctness import check_function
 
 # The ladder in teaching order: where the course stopped, then each step of the chapter.
 LADDER = ("naive", "tiled32", "regblock_1d", "regblock", "vec4", "warptile", "dbuf")
@@ -167,9 +170,7 @@ def sass_counts(source: str, arch: str = "sm_90") -> dict[str, Any]:
     (the CUDA toolkit's; None otherwise): the FMAs per shared-load instruction, as built."""
     if not shutil.which("cuobjdump"):
         return {"lds": None, "lds_128": None, "ffma": None, "ffma_per_lds": None}
-    from tilelab.experiments.sass import _OPCODE, _sass_of
-
-    ops = _OPCODE.findall(_sass_of(source, arch))
+    ops = OPCODE.findall(sass_of(source, arch))
     lds = [o for o in ops if o.startswith("LDS")]
     ffma = sum(o.startswith("FFMA") for o in ops)
     return {
@@ -237,8 +238,6 @@ def ptxas_rows(data_dir: Path) -> tuple[list[dict[str, Any]], str]:
 
 def _check_small(rt, refs: dict[str, KernelRef]) -> list[str]:
     """Every kernel at the small shapes (non-multiples, rectangular, 1x1x1); failures."""
-    from tilelab.grading.correctness import check_function
-
     rng = np.random.default_rng()
     bad = []
     for key, ref in refs.items():
@@ -253,8 +252,6 @@ def _check_small(rt, refs: dict[str, KernelRef]) -> list[str]:
 def measure(rt, n: int, refs: dict[str, KernelRef], repeat: int = REPEAT) -> list[dict[str, Any]]:
     """Time every kernel and cuBLAS at N x N x N on one set of inputs, interleaved."""
     import pycuda.driver as cuda
-
-    from tilelab.cublas import Cublas, relative_error
 
     rng = np.random.default_rng()
     inputs = MATMUL.make_inputs((n, n, n), rng)
@@ -304,8 +301,6 @@ def measure(rt, n: int, refs: dict[str, KernelRef], repeat: int = REPEAT) -> lis
 def run_gpu(rt, sizes: tuple[int, ...] = (1024, 2048, 4096)) -> dict[str, Any]:
     """Check, time and compare everything; the rows and what the run learned."""
     import pycuda.driver as cuda
-
-    from tilelab.cublas import library_path, package_version
 
     refs = kernel_refs()
     bad = _check_small(rt, refs)
