@@ -17,7 +17,7 @@ import json
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -296,7 +296,7 @@ def write_verdicts(
     doc = {
         "student": student,
         "assignment": assignment,
-        "graded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "graded_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "award_speed_without_gpu": award_without_gpu,
         "points": points,
         "verdicts": [v.to_dict() for v in verdicts],
