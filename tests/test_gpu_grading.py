@@ -73,14 +73,15 @@ def test_memcheck_flags_an_out_of_bounds_store():
 
 def test_the_class_runs_base_cache_holds_every_speed_runs_course_build():
     from tilelab.device.runtime import PYCUDA_CACHE
-    from tilelab.grading import sandbox
+    from tilelab.grading import basecache
+    from tilelab.grading import bubblewrap as bwrap
 
-    if sandbox.bwrap.problem() is not None:
-        pytest.skip(f"no sandbox here: {sandbox.bwrap.problem()}")
-    sandbox._base_cache.cache_clear()
+    if bwrap.problem() is not None:
+        pytest.skip(f"no sandbox here: {bwrap.problem()}")
+    basecache.base_cache.cache_clear()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a part that could not be built fails here, saying why
-        base = sandbox._base_cache("gpu")
+        base = basecache.base_cache("gpu")
     assert base is not None
     sources = {ref.source() for ex in exercises.EXERCISES.values()
                for ref in (ex.baseline, ex.must_beat) if ref is not None}
