@@ -144,6 +144,10 @@ def _grade_sandboxed(ex: exercises.Exercise, chosen: str, data: bytes, timeout: 
     return Verdict.for_exercise(ex, chosen, message=_death(res.returncode or 0, tail))
 
 
+#: Where a sandbox sees the base cache (see :mod:`tilelab.grading.basecache`).
+BASE_CACHE = basecache.BASE
+
+
 def _too_long(timeout: float) -> str:
     return (f"grading took longer than {timeout:g} s and was stopped "
             "(an endless loop in the kernel, or a barrier some threads never reach?)")
