@@ -98,13 +98,18 @@ def test_only_the_emulators_builds_come_back_from_a_check(tmp_path, cache):
     (made / "prelude-xyz.json").write_text("{}")  # the base cache's, not a build
     (made / "notes.txt").write_text("not a build")
     os.symlink("/etc/passwd", made / f"{'c' * 40}.json")
+    cubins = tmp_path / "work" / ".cache" / "pycuda"
+    cubins.mkdir()
+    (cubins / f"{'d' * 32}.cubin").write_bytes(b"a cubin PyCUDA wrote")
+    os.symlink(tmp_path / "elsewhere.cubin", cubins / f"{'e' * 32}.cubin")  # a base's, linked
     own = basecache.own_cache()
     own.mkdir(parents=True)
     (own / f"{good}.json").write_text('{"already": 1}')
-    assert basecache.keep_builds(tmp_path / "work") == 2
+    assert basecache.keep_builds(tmp_path / "work") == 3
     assert sorted(p.name for p in own.iterdir()) == sorted(
         [f"{good}.so", f"{good}.json", f"ptxas-{'b' * 40}.json"])
     assert json.loads((own / f"{good}.json").read_text()) == {"already": 1}  # kept
+    assert [p.name for p in basecache.own_cache("pycuda").iterdir()] == [f"{'d' * 32}.cubin"]
 
 
 @pytest.mark.parametrize("variable", ["TILELAB_CLASS_GRADING", "TILELAB_VERDICT_CACHE",

@@ -47,7 +47,10 @@ OWN = "/opt/tilelab-own-cache"
 EMU_DIR = Path(tilelab.__file__).parent / "emu"
 #: A build of the emulator's, as :func:`tilelab.emu.compile.build` and the register report
 #: name it: only these come back from a learner's check into the learner's cache.
-_BUILD_NAME = re.compile(r"^(?:[0-9a-f]{40}\.(?:so|json)|ptxas-[0-9a-f]{40}\.json)$")
+_BUILD_NAME = {
+    "emu": re.compile(r"^(?:[0-9a-f]{40}\.(?:so|json)|ptxas-[0-9a-f]{40}\.json)$"),
+    PYCUDA_CACHE: re.compile(r"^[0-9a-f]{32}\.cubin$"),  # PyCUDA's compiler cache
+}
 _BUILD_LIMIT = 64 << 20  # bytes: no build of a kernel comes near it
 
 _WARM_EMULATOR = "from tilelab.emu.compile import prelude_needs as p; p(False); p(True)"
@@ -84,11 +87,11 @@ def _identity(tool: str) -> str:
     return f"{os.path.realpath(found)} {st.st_size} {st.st_mtime_ns}"
 
 
-def own_cache() -> Path:
-    """The learner's own emulator compile cache, as :func:`tilelab.emu.compile.cache_dir`
-    finds it outside a sandbox."""
+def own_cache(part: str = "emu") -> Path:
+    """The learner's own compile cache ``part``: the emulator's, as
+    :func:`tilelab.emu.compile.cache_dir` finds it outside a sandbox, or PyCUDA's beside it."""
     base = os.environ.get("TILELAB_CACHE")
-    return Path(base) / "emu" if base else Path.home() / ".cache" / "tilelab" / "emu"
+    return (Path(base) if base else Path.home() / ".cache" / "tilelab") / part
 
 
 def _nvcc_version() -> str:
@@ -165,35 +168,47 @@ def own_builds_allowed() -> bool:
 
 def binds(backend_name: str, own: bool) -> tuple[list[tuple[str, str]], dict[str, str]]:
     """The read-only binds and environment that give a grading sandbox its caches: the
-    base cache, and with ``own`` the learner's own compile cache after it."""
+    base cache, and with ``own`` the learner's own compile caches after it (the
+    emulator's, and on a GPU PyCUDA's, kept in the sandbox's folder for :func:`keep_builds`)."""
     read_only, bases = [], []
     base = base_cache(backend_name)
     if base is not None:
         read_only.append((str(base), BASE))
         bases.append(BASE)
-    if own and own_cache().is_dir():
-        read_only.append((str(own_cache()), f"{OWN}/emu"))
+    if own:
+        for part in _BUILD_NAME:
+            if own_cache(part).is_dir():
+                read_only.append((str(own_cache(part)), f"{OWN}/{part}"))
         bases.append(OWN)
-    return read_only, ({"TILELAB_CACHE_BASE": os.pathsep.join(bases)} if bases else {})
+    env = {"TILELAB_CACHE_BASE": os.pathsep.join(bases)} if bases else {}
+    if backend_name == "gpu":
+        env["PYCUDA_CACHE_DIR"] = f"{bwrap.WORK}/.cache/{PYCUDA_CACHE}"
+    return read_only, env
 
 
 def keep_builds(work: Path) -> int:
-    """Copy the emulator's builds a learner's own check made in its sandbox folder ``work``
-    into the learner's compile cache (once the sandbox is gone): regular files named as the
-    emulator names its builds, none over 64 MiB, none already there. How many came back."""
-    made = work / ".cache" / "emu"
-    try:
-        entries = list(os.scandir(made))
-    except OSError:
-        return 0
-    target = own_cache()
+    """Copy the builds a learner's own check made in its sandbox folder ``work`` into the
+    learner's compile caches (once the sandbox is gone): regular files named as the
+    emulator and PyCUDA name their builds, none over 64 MiB, none already there (a link
+    to a base's build is not one). How many came back."""
+    kept = 0
+    for part, name in _BUILD_NAME.items():
+        try:
+            entries = list(os.scandir(work / ".cache" / part))
+        except OSError:
+            continue
+        kept += _keep(entries, name, own_cache(part))
+    return kept
+
+
+def _keep(entries: list[os.DirEntry], name: re.Pattern, target: Path) -> int:
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError:
         return 0
     kept = 0
     for entry in entries:
-        if not _BUILD_NAME.match(entry.name) or not entry.is_file(follow_symlinks=False):
+        if not name.match(entry.name) or not entry.is_file(follow_symlinks=False):
             continue
         if entry.stat(follow_symlinks=False).st_size > _BUILD_LIMIT:
             continue
