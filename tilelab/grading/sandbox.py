@@ -24,7 +24,7 @@ from collections.abc import Callable
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.device import backend
-from tilelab.grading import basecache
+from tilelab.grading import basecache, gpulock
 from tilelab.grading import bubblewrap as bwrap
 from tilelab.grading.cache import cached_verdict
 from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT
@@ -125,6 +125,9 @@ def _grade_sandboxed(ex: exercises.Exercise, chosen: str, data: bytes, timeout: 
     file the submission could write)."""
     own = basecache.own_builds_allowed()
     read_only, env = basecache.binds(chosen, own)
+    if chosen == "gpu":  # a class run's lock of this GPU, shared with its other tasks
+        lock_binds, lock_env = gpulock.sandbox_binds()
+        read_only, env = read_only + lock_binds, env | lock_env
     with bwrap.private_folder(prefix="tilelab-grade-") as work:
         (work / "kernel.cu").write_bytes(data)
         cmd = command(f"{bwrap.WORK}/kernel.cu", f"fd:{bwrap.CHANNEL}")
