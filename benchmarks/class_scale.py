@@ -1,4 +1,4 @@
-"""A synthetic class graded on a Dask cluster of 1 and then 2 workers (or more).
+"""A synthetic class graded by 1 worker (this process) and then a Dask cluster of 2 (or more).
 
 The class (``--students`` learners, each submitting assignments 01-naive and 02-tiled,
 one kernel each) cycles through five kinds of submission: right (the reference kernel),
@@ -13,7 +13,7 @@ when workers share a machine), whether every grade is identical, and from the me
 time per kernel what a course of 1,000 learners x 5 kernels costs on 8 GPUs (one worker
 each).
 
-    python benchmarks/class_scale.py [--students 30] [--workers 1 2] [--gpu]
+    python benchmarks/class_scale.py [--students 30] [--workers 1 2] [--gpu] [--dask]
 
 Without ``--gpu`` the workers grade on the CPU emulator; with it each worker gets a GPU of
 its own (``--workers 1 2`` needs two GPUs). Run from the repository root.
@@ -39,9 +39,9 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 HOSTILE = (
     'KERNEL = r"""__global__ void {name}(const float* A, const float* B, float* C,'
     ' int M, int N, int K) {{ }}"""\n'
-    "import tilelab.grade\n"
-    "from tilelab.verdict import Verdict\n"
-    "tilelab.grade.grade_source = lambda e, s, **k: Verdict(e, 'emu', correct=True,"
+    "import tilelab.notebook\n"
+    "from tilelab.grading.verdict import Verdict\n"
+    "tilelab.notebook.grade_source = lambda e, s, **k: Verdict(e, 'emu', correct=True,"
     " speed_passed=True, points_correct=3, points_speed=2)\n"
 )
 KINDS = {  # kind -> exercise -> a fixture's stem, "solution", or a whole cell
@@ -91,10 +91,10 @@ def cpu_seconds() -> float:
 
 def verdict_docs(root: Path) -> list[dict]:
     """Each graded submission's verdict file (points, verdicts, step times)."""
-    from tilelab.cluster.writer import VERDICT_JSON
+    from tilelab.classroom.steps import VERDICT_FILE
 
     return [json.loads(path.read_text()) for path in
-            sorted((root / "autograder" / "feedback").glob(f"*/*/{VERDICT_JSON}"))]
+            sorted((root / "autograder" / "feedback").glob(f"*/*/{VERDICT_FILE}.json"))]
 
 
 def grades(docs: list[dict]) -> dict[str, object]:
@@ -155,9 +155,13 @@ def main() -> int:
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     p.add_argument("--gpu", action="store_true", help="one worker per GPU, speed measured")
     p.add_argument("--json", help="also write the figures to this file")
+    p.add_argument("--dask", action="store_true",
+                   help="1 worker on a Dask cluster too (default: 1 worker is this process)")
     a = p.parse_args()
 
-    from tilelab.cluster.run import grade_class_on_cluster
+    from tilelab.classroom import grade_class
+    from tilelab.classroom.inline import inline
+    from tilelab.cluster.run import on_dask
 
     backend = "gpu" if a.gpu else "emu"
     runs = []
@@ -173,9 +177,8 @@ def main() -> int:
             load0 = os.getloadavg()[0]
             cpu0 = cpu_seconds()
             t0 = time.monotonic()
-            summary = grade_class_on_cluster(
-                root, backend=backend, workers=workers, progress=False
-            )
+            executor = on_dask(workers, gpus=a.gpu) if workers > 1 or a.dask else inline
+            summary = grade_class(root, backend=backend, progress=False, run_tasks=executor)
             wall = time.monotonic() - t0
             cpu = cpu_seconds() - cpu0  # the cluster's processes have ended: all counted
             timing = summary["timing"]

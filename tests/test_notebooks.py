@@ -177,7 +177,7 @@ def test_setup_cell_names_the_url_in_config(folder, assignment):
     found = publish.notebook_setup_cell(notebook_path(folder, assignment))
     assert found == publish.setup_cell(publish.repository_url(REPO)), (
         f"{folder}/{assignment}: the set-up cell disagrees with _config.yml's repository url; "
-        "run  python -m tilelab.classroom release  and commit the notebooks"
+        "run  tilelab release  and commit the notebooks"
     )
 
 

@@ -71,39 +71,54 @@ def cmd_check(a: argparse.Namespace) -> int:
 
 def cmd_grade(a: argparse.Namespace) -> int:
     from tilelab import classroom
+    from tilelab.classroom import summary as class_summary
+    from tilelab.classroom.inline import inline
     from tilelab.classroom.run import NO_SANDBOX_WARNING
+    from tilelab.device import backend as backends
     from tilelab.grading import bubblewrap
 
+    if a.workers < 1:
+        print(f"tilelab grade: --workers must be at least 1 (got {a.workers})", file=sys.stderr)
+        return 2
     if a.no_sandbox:
         print(f"tilelab grade: WARNING: {NO_SANDBOX_WARNING}", file=sys.stderr)
-    else:
+    elif not a.scheduler:  # tasks run on this machine: it needs the sandbox
         why = bubblewrap.problem()
         if why:
             print(f"tilelab grade: refusing to grade a class without a sandbox: {why} "
                   "(--no-sandbox grades anyway, with the instructor's rights)", file=sys.stderr)
             return 2
-    common = {
-        "assignments": a.assignment or None,
-        "students": a.student or None,
-        "backend": a.backend,
-        "award_speed_without_gpu": a.award_speed_without_gpu,
-        "progress": not a.quiet,
-        "gates": gates.load(a.gates) if a.gates else None,
-        "sandboxed": not a.no_sandbox,
-    }
-    if a.workers < 1:
-        print(f"tilelab grade: --workers must be at least 1 (got {a.workers})", file=sys.stderr)
-        return 2
-    from tilelab.cluster.start import ClusterError
+    # on a remote cluster each worker uses its own backend unless one is named
+    backend = a.backend if a.scheduler else (a.backend or backends.active())
+    errors: tuple[type[Exception], ...] = ()
+    if a.workers == 1 and not a.scheduler:
+        run_tasks = inline
+    else:
+        from tilelab.cluster.run import on_dask
+        from tilelab.cluster.start import ClusterError
 
+        run_tasks, errors = on_dask(a.workers, a.scheduler, gpus=backend == "gpu"
+                                    and not a.scheduler), (ClusterError,)
     try:
         summary = classroom.grade_class(
-            Path(a.course), workers=a.workers, scheduler=a.scheduler, force=a.force, **common
+            Path(a.course),
+            assignments=a.assignment or None,
+            students=a.student or None,
+            backend=backend,
+            award_speed_without_gpu=a.award_speed_without_gpu,
+            progress=not a.quiet,
+            gates=gates.load(a.gates) if a.gates else None,
+            force=a.force,
+            sandboxed=not a.no_sandbox,
+            run_tasks=run_tasks,
         )
-    except ClusterError as exc:
+    except errors as exc:
         print(f"tilelab grade: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(summary, indent=1, default=str))
+    if a.json:
+        print(json.dumps(summary, indent=1, default=str))
+    else:
+        print(class_summary.table(summary))
     return 0
 
 
@@ -200,8 +215,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--force",
         action="store_true",
-        help="on a cluster, regrade submissions already graded from the same files and inputs",
+        help="regrade submissions already graded from the same files and inputs",
     )
+    s.add_argument("--json", action="store_true",
+                   help="print the whole summary as JSON instead of the short table")
     s.add_argument(
         "--no-sandbox",
         action="store_true",

@@ -2,7 +2,7 @@
 
 One place names the course's public repository: ``repository: url`` in ``_config.yml``
 (the book's launch buttons read it too). An empty value means "not published yet". The
-release step (``python -m tilelab.classroom release``) writes the set-up cell rendered
+release step (``tilelab release``) writes the set-up cell rendered
 from it into every source notebook before nbgrader releases them, so the notebooks, the
 book and the configuration cannot disagree (a test compares them).
 """

@@ -26,6 +26,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from tilelab import publish
 from tilelab.catalog import exercises
+from tilelab.classroom.jupyter_sandbox import sandbox_autograde
 from tilelab.grading import scoring
 from tilelab.grading.verdict import Verdict
 
@@ -87,8 +88,6 @@ def open_api(course_root: str | Path, cell_timeout: int | None = None,
         config.Execute.timeout = cell_timeout
         config.ExecutePreprocessor.timeout = cell_timeout
     if sandboxed:
-        from tilelab.classroom.jupyter_sandbox import sandbox_autograde
-
         sandbox_autograde(config)
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
 

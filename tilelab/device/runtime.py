@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from tilelab import emu
 from tilelab.device import backend
+from tilelab.emu.compile import base_caches
 
 
 @dataclass(frozen=True)
@@ -79,8 +81,6 @@ def seed_pycuda_cache() -> None:
     """Make the PyCUDA cache folder ``$PYCUDA_CACHE_DIR`` names (PyCUDA makes only its
     default one), and link the base caches' PyCUDA builds into it (PyCUDA writes on every
     miss, so it cannot use a read-only cache itself)."""
-    from tilelab.emu.compile import base_caches
-
     bases = [b for b in base_caches(PYCUDA_CACHE) if b.is_dir()]
     if bases:
         os.environ.setdefault("PYCUDA_CACHE_DIR",
@@ -122,8 +122,6 @@ def _gpu_runtime() -> Runtime:
 
 
 def _emu_runtime() -> Runtime:
-    from tilelab import emu
-
     return Runtime(
         name="emu",
         SourceModule=emu.SourceModule,

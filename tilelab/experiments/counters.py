@@ -18,6 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
+from tilelab.catalog.problems import MATMUL
+from tilelab.catalog.reference import KERNELS
+from tilelab.device.bench import prepared_launch
+from tilelab.device.runtime import get_runtime
+from tilelab.experiments.datafile import write
+
 METRICS = (
     "gpu__time_duration.sum",
     "sm__cycles_elapsed.avg.per_second",
@@ -46,11 +52,6 @@ CASES = (
 
 def child(cases: tuple[tuple[str, int], ...] = CASES) -> None:
     """Launch each case once (the process ncu profiles)."""
-    from tilelab.catalog.problems import MATMUL
-    from tilelab.catalog.reference import KERNELS
-    from tilelab.device.bench import prepared_launch
-    from tilelab.device.runtime import get_runtime
-
     rt = get_runtime("gpu")
     rng = np.random.default_rng(0)
     keep: list = []
@@ -93,8 +94,6 @@ def parse(text: str) -> list[dict[str, float]]:
 
 def run(rt, out: Path) -> Path:
     """Profile every case under ncu and write ``counters.json``."""
-    from tilelab.experiments.datafile import write
-
     ncu = shutil.which("ncu")
     if ncu is None:
         raise RuntimeError("the counters experiment needs Nsight Compute's ncu on PATH")

@@ -23,6 +23,7 @@ from tilelab.catalog import exercises
 from tilelab.catalog.exercises import Exercise
 from tilelab.device.bench import prepared_launch, time_interleaved
 from tilelab.device.runtime import Runtime, get_runtime
+from tilelab.emu import errors
 from tilelab.grading import gpulock, scoring, traffic
 from tilelab.grading.correctness import (
     ShapeResult,
@@ -63,8 +64,6 @@ def compile_errors(rt: Runtime) -> tuple[type[BaseException], ...]:
         import pycuda.driver as cuda
 
         return (cuda.CompileError,)
-    from tilelab.emu import errors
-
     return (errors.CompileError, errors.UnsupportedConstruct)
 
 
@@ -73,8 +72,6 @@ def launch_errors(rt: Runtime) -> tuple[type[BaseException], ...]:
         import pycuda.driver as cuda
 
         return (cuda.Error, TypeError, ValueError)
-    from tilelab.emu import errors
-
     return (errors.EmulatorError, TypeError, ValueError)
 
 
