@@ -38,6 +38,16 @@ def reference(exercise_id: str) -> str:
     return ex.reference.source().replace(ex.reference.name + "(", ex.kernel + "(")
 
 
+def test_pycudas_folder_is_the_runtimes_and_a_checks_process_never_loads_the_emulator():
+    from tilelab.device import runtime
+
+    assert basecache.PYCUDA_CACHE == runtime.PYCUDA_CACHE
+    code = "import sys, tilelab.grading.sandbox; print('tilelab.emu' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.stdout.strip() == "False"
+
+
 def test_the_key_changes_with_the_backend_and_the_emulators_sources(tmp_path, monkeypatch):
     assert basecache.key("emu") == basecache.key("emu")
     assert basecache.key("emu") != basecache.key("gpu")

@@ -36,9 +36,11 @@ import platformdirs
 import tilelab
 from tilelab import settings
 from tilelab.catalog import exercises
-from tilelab.device.runtime import PYCUDA_CACHE
 from tilelab.grading import bubblewrap as bwrap
 
+#: PyCUDA's builds' folder in a cache: :data:`tilelab.device.runtime.PYCUDA_CACHE` (not
+#: imported here: the runtime loads the emulator, which a check's own process never needs)
+PYCUDA_CACHE = "pycuda"
 #: Where a sandbox sees the base cache, and the learner's own compile cache.
 BASE = "/opt/tilelab-cache"
 OWN = "/opt/tilelab-own-cache"
