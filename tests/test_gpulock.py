@@ -143,3 +143,24 @@ def test_a_grading_sandbox_takes_the_graders_lock_and_cannot_remove_it(lock, tmp
         res = bwrap.run([sys.executable, "-c", code], work, read_only=read_only, env=env,
                         limits=bwrap.Limits(wall_seconds=60))
     assert res.stdout.decode().split()[0] == "alone", res.stderr.decode()[-2000:]
+
+
+@pytest.mark.slow
+def test_the_workers_of_one_gpu_share_its_lock_and_see_only_it(tmp_path):
+    pytest.importorskip("distributed")
+    import dask
+    from distributed import Client
+
+    from tilelab.cluster import start
+
+    def seen() -> tuple[str, str]:
+        return os.environ["CUDA_VISIBLE_DEVICES"], os.environ[gpulock.ENV]
+
+    with (dask.config.set(start.CONFIG),
+          start.per_gpu_cluster([0], 2, tmp_path / "locks") as cluster,
+          Client(cluster) as client):
+        client.wait_for_workers(2, timeout=120)
+        got = client.run(seen)
+    assert len(got) == 2
+    assert set(got.values()) == {("0", str(tmp_path / "locks" / "gpu-0"))}
+    assert sorted(os.listdir(tmp_path / "locks" / "gpu-0")) == ["gpu", "turn"]
