@@ -41,8 +41,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tilelab import settings
+
 #: The environment variable naming this GPU's lock folder (unset: no lock is taken).
-ENV = "TILELAB_GPU_LOCK"
+ENV = settings.GPU_LOCK.name
 #: Where a grading sandbox sees the lock folder.
 INSIDE = "/opt/tilelab-gpu-lock"
 #: Seconds a task waits for the lock before it gives up.
@@ -58,7 +60,7 @@ class GpuBusy(RuntimeError):
 
 def folder() -> Path | None:
     """This GPU's lock folder, from ``TILELAB_GPU_LOCK`` (None: no lock)."""
-    value = os.environ.get(ENV, "").strip()
+    value = settings.GPU_LOCK.get()
     return Path(value) if value else None
 
 
