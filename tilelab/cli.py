@@ -91,14 +91,15 @@ def cmd_grade(a: argparse.Namespace) -> int:
     # on a remote cluster each worker uses its own backend unless one is named
     backend = a.backend if a.scheduler else (a.backend or backends.active())
     errors: tuple[type[Exception], ...] = ()
-    if a.workers == 1 and not a.scheduler:
+    if a.workers == 1 and not a.scheduler and (a.tasks_per_gpu == 1 or backend != "gpu"):
         run_tasks = inline
     else:
         from tilelab.cluster.run import on_dask
         from tilelab.cluster.start import ClusterError
 
         run_tasks, errors = on_dask(a.workers, a.scheduler, gpus=backend == "gpu"
-                                    and not a.scheduler), (ClusterError,)
+                                    and not a.scheduler, tasks_per_gpu=a.tasks_per_gpu), (
+                                        ClusterError,)
     try:
         summary = classroom.grade_class(
             Path(a.course),
@@ -206,6 +207,14 @@ def parser() -> argparse.ArgumentParser:
         default=1,
         help="grade on a local Dask cluster of N workers (one per GPU on a GPU machine, "
         "emulator workers without one); 1 (default): one submission after another, no Dask",
+    )
+    s.add_argument(
+        "--tasks-per-gpu",
+        type=int,
+        default=1,
+        metavar="N",
+        help="on a GPU machine, grade N submissions at once on each GPU (their compile, "
+        "correctness, sanitizer and notebook runs overlap; each timed step has the GPU alone)",
     )
     s.add_argument(
         "--scheduler",

@@ -119,8 +119,14 @@ BOOK_STRICT: Variable[bool | None] = Variable(
     "TILELAB_BOOK_STRICT", "", lambda t: _flag(t) if t else None, "1/true/yes or 0/false/no",
     "a book build where every missing measured value is a warning")
 
+GPU_LOCK: Variable[str | None] = Variable(
+    "TILELAB_GPU_LOCK", "", _optional, "a folder",
+    "the lock folder of the GPU a class run's grading tasks share (tilelab.grading.gpulock): "
+    "untimed work holds it shared, a timed step alone; set by the class run per GPU")
+
 ALL: tuple[Variable, ...] = (BACKEND, GRADE_TIMEOUT, CELL_TIMEOUT, AWARD_SPEED_WITHOUT_GPU,
-                             CLASS_GRADING, VERDICT_CACHE, SANDBOXED, BOOK_DATA, BOOK_STRICT)
+                             CLASS_GRADING, VERDICT_CACHE, SANDBOXED, BOOK_DATA, BOOK_STRICT,
+                             GPU_LOCK)
 EMULATOR_VARIABLES = ("TILELAB_EMU_TIMEOUT", "TILELAB_EMU_CXX", "TILELAB_CACHE",
                       "TILELAB_CACHE_BASE")
 

@@ -24,7 +24,7 @@ from tilelab.catalog.exercises import Exercise
 from tilelab.device.bench import prepared_launch, time_interleaved
 from tilelab.device.runtime import Runtime, get_runtime
 from tilelab.emu import errors
-from tilelab.grading import scoring, traffic
+from tilelab.grading import gpulock, scoring, traffic
 from tilelab.grading.correctness import (
     ShapeResult,
     check_function,
@@ -34,7 +34,7 @@ from tilelab.grading.correctness import (
     launch,
 )
 from tilelab.grading.diagnosis import diagnose, telling
-from tilelab.grading.sanitizer import run_sanitizers
+from tilelab.grading.sanitizer import Sanitizers
 from tilelab.grading.source_checks import SourceRejected, check_signature, validate_source
 from tilelab.grading.verdict import Verdict
 
@@ -52,6 +52,7 @@ class Run:
     fn: Any = None
     launched: bool = True  # False once a launch failed (the kernel did not run to its end)
     report: Any = None  # the emulator's analysis, once run (for a diagnosis or the gates)
+    sanitizing: Any = None  # the sanitizer's tools while they run (see `sanitizer`)
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
 
 
@@ -208,13 +209,29 @@ def _analyse(run: Run, v: Verdict) -> Any | None:
 
 
 def sanitizer(run: Run, v: Verdict) -> bool:
-    """On a GPU: compute-sanitizer's racecheck and memcheck over one launch."""
+    """On a GPU: compute-sanitizer's racecheck and memcheck over one launch each, started
+    here, both at once; :func:`sanitizer_verdict` reads them (the emulator counts the
+    lesson's traffic on the CPU meanwhile)."""
     if not (v.correct and run.rt.name == "gpu" and run.sanitize):
         return True
-    v.sanitizer = run_sanitizers(run.ex.id, run.text)
+    run.sanitizing = (Sanitizers(run.ex.id, run.text), v.traffic, len(v.messages))
+    return True
+
+
+def sanitizer_verdict(run: Run, v: Verdict) -> bool:
+    """The sanitizer's findings, before anything is timed: a problem fails the kernel, and
+    what was done meanwhile for a kernel thought correct is taken back (the verdict is the
+    one the steps in turn would give)."""
+    if run.sanitizing is None:
+        return True
+    tools, traffic_before, messages_before = run.sanitizing
+    run.sanitizing = None
+    v.sanitizer = tools.results()
     problems = [r["summary"] for r in v.sanitizer.values() if r.get("errors")]
     if problems:
         v.correct = False
+        v.traffic = traffic_before
+        del v.messages[messages_before:]
         v.messages.extend(problems)
     return True
 
@@ -313,7 +330,12 @@ def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random
         other = rt.SourceModule(ex.must_beat.source()).get_function(ex.must_beat.name)
         runs["lesson-skipping"] = prepared_launch(rt, other, ex.problem, ex.must_beat.launch,
                                                   shape, inputs, keep)
-    t = time_interleaved(runs)
+    try:
+        with gpulock.exclusive():  # the GPU alone while kernels are timed (a class run's lock)
+            t = time_interleaved(runs)
+    except gpulock.GpuBusy as exc:
+        v.messages.append(f"speed was not measured: {exc}; grade it again")
+        return
     got = rt.from_device(keep[0][ex.problem.output], ex.problem.output_shape(shape),
                          np.float32)
     checked = sampled_compare(ex, shape, inputs, got, rng)
@@ -372,7 +394,8 @@ def sampled_compare(ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
 
 #: The grader, in order.
 STEPS: tuple[Step, ...] = (
-    validate, compile_candidate, correctness, analysis, sanitizer, lesson_traffic, speed,
+    validate, compile_candidate, correctness, analysis, sanitizer, lesson_traffic,
+    sanitizer_verdict, speed,
 )
 
 
@@ -391,12 +414,16 @@ def evaluate(
     rt = get_runtime(backend_name)
     v = Verdict.for_exercise(ex, rt.name, rt.device_name if rt.name == "gpu" else None)
     run = Run(ex, rt, source, speed=speed, sanitize=sanitize)
-    for step in STEPS:
-        t0 = time.perf_counter()
-        go_on = step(run, v)
-        v.step_seconds[step.__name__] = round(time.perf_counter() - t0, 4)
-        if not go_on:
-            break
+    try:
+        for step in STEPS:
+            t0 = time.perf_counter()
+            go_on = step(run, v)
+            v.step_seconds[step.__name__] = round(time.perf_counter() - t0, 4)
+            if not go_on:
+                break
+    finally:
+        if run.sanitizing is not None:  # a step failed while the sanitizer ran
+            run.sanitizing[0].stop()
     p = scoring.points(v)
     v.points_correct, v.points_speed = p.correct, p.speed
     return v

@@ -10,12 +10,14 @@ kernel at the problem's ``sanitize_shape`` on the GPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
 import sys
 import traceback
 
+from tilelab.grading import gpulock
 from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT
 
 
@@ -67,9 +69,11 @@ def grade(a: argparse.Namespace) -> dict:
 
     with open(a.source, "rb") as f:
         source = f.read()
-    try:
-        verdict = evaluate(a.exercise, source, a.backend, speed=not a.no_speed,
-                           sanitize=not a.no_sanitize, gate=a.gate)
+    try:  # on a GPU a class run shares with other tasks: its lock, held shared (and alone
+        # while the speed step times), from before CUDA starts
+        with gpulock.shared() if a.backend != "emu" else contextlib.nullcontext():
+            verdict = evaluate(a.exercise, source, a.backend, speed=not a.no_speed,
+                               sanitize=not a.no_sanitize, gate=a.gate)
     except Exception as exc:  # never crash silently
         verdict = Verdict(exercise=a.exercise, backend=a.backend or "?",
                           error=f"{type(exc).__name__}: {exc}")
