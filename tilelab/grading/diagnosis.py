@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilelab.catalog.problems import Launch, Problem, Shape
+from tilelab.emu.report import Race
 
 POISON_BITS = np.uint32(0x7FC0DEAD)  # the checker's marked NaN: no arithmetic produces it
 RTOL = 1e-5  # per element, relative to sum_k |A_ik| |B_kj|; float32 sums land near 1e-7
@@ -189,7 +190,7 @@ def _swapped_fits(a: Attempt, problem: Problem, launch: Launch) -> bool:
 
 
 def diagnose(problem: Problem, launch: Launch, a: Attempt, *, tiled: bool = False,
-             races: Sequence[str] | None = None, rerun_differs: bool = False,
+             races: Sequence[Race] | None = None, rerun_differs: bool = False,
              passed: Sequence[Shape] = (), failed: Sequence[Attempt] = ()) -> Diagnosis:
     """The cause of ``a``'s wrong elements. ``races``: what the emulator's analysis found
     (None: not run); ``passed``: the shapes that pass; ``failed``: every failing attempt."""
@@ -202,9 +203,7 @@ def diagnose(problem: Problem, launch: Launch, a: Attempt, *, tiled: bool = Fals
                          "thread reads shared memory another thread has not finished writing "
                          "(or overwrites it too early); check both __syncthreads() calls.")
     if races:
-        return Diagnosis("race", f"the emulator's analysis found {races[0]}. A __syncthreads() "
-                         "must separate every write of a shared element from the reads of "
-                         "it by other threads (and those reads from the next write).")
+        return race_diagnosis(races)
     if unwritten[bad].all():
         if unwritten.all():
             return Diagnosis("never written", f"no element of {what} was stored: is the "
@@ -265,6 +264,16 @@ def diagnose(problem: Problem, launch: Launch, a: Attempt, *, tiled: bool = Fals
     return Diagnosis("indexing", f"{share:.0f}% of {what} is wrong, inside the matrix too, and "
                      "no race was found: check the row and column formulas and each index "
                      f"expression ({_index_hint(problem)}).")
+
+
+def race_diagnosis(races: Sequence[Race]) -> Diagnosis:
+    """One race and the one barrier that orders them all: ``__syncthreads()`` when any race
+    is between threads of different warps (it orders the lanes of a warp too),
+    ``__syncwarp()`` only when every race is confined to one warp."""
+    cross = [r for r in races if not r.same_warp]
+    shown = (cross or list(races))[0]
+    return Diagnosis("race", f"the emulator's analysis found {shown.describe(fix=False)}; "
+                     f"{shown.fix}.")
 
 
 def _tiles(problem: Problem, launch: Launch) -> tuple[int, ...]:

@@ -145,7 +145,7 @@ def diagnosed(run: Run, v: Verdict, results: list[ShapeResult]) -> str:
     races = None
     if run.rt.name == "emu" and tiled:
         run.report = _analyse(run, v)
-        races = [r.describe() for r in run.report.races] if run.report is not None else None
+        races = list(run.report.races) if run.report is not None else None
     worst = telling([r.attempt for r in results if r.attempt is not None], ex.launch)
     res = next(r for r in results if r.attempt is worst)
     passed = [r.shape for r in results if r.ok]
