@@ -32,7 +32,7 @@ from tilelab.grading.correctness import (
     fmt_shape,
     launch,
 )
-from tilelab.grading.diagnosis import diagnose, telling
+from tilelab.grading.diagnosis import diagnose, out_of_bounds, telling
 from tilelab.grading.sanitizer import run_sanitizers
 from tilelab.grading.source_checks import SourceRejected, check_signature, validate_source
 from tilelab.grading.verdict import Verdict
@@ -125,7 +125,9 @@ def correctness(run: Run, v: Verdict) -> bool:
         try:
             res = check_function(rt, run.fn, ex.problem, ex.launch, shape, run.rng)
         except launch_errors(rt) as exc:
-            v.messages.append(f"shape {shape}: the launch failed: {_one_line(exc, 1500)}")
+            why = out_of_bounds(ex.problem, ex.launch, shape, exc, run.text)
+            v.messages.append(f"shape {shape}: the launch failed: {_one_line(exc, 1500)}"
+                              + (f" Likely cause: {why}" if why else ""))
             v.shapes.append({"shape": list(shape), "ok": False, "message": str(exc)[:1500]})
             v.correct, run.launched = False, False
             return True
@@ -152,7 +154,7 @@ def diagnosed(run: Run, v: Verdict, results: list[ShapeResult]) -> str:
     failed = [r.attempt for r in results if not r.ok and r.attempt is not None]
     rerun = res.cause.startswith("race") and races is None  # the GPU's second run differed
     why = diagnose(ex.problem, ex.launch, worst, tiled=tiled, races=races, rerun_differs=rerun,
-                   passed=passed, failed=failed)
+                   passed=passed, failed=failed, source=run.text)
     others = f" Wrong at {len(failed)} of {len(results)} shapes" + (
         f"; correct at {', '.join(str(s) for s in passed)}." if passed else ".")
     explain(res, ex.problem, ex.launch, why, others)
