@@ -295,10 +295,9 @@ def bank_gate(ex: Exercise, v: Verdict) -> None:
     skipped = traffic.skipped_lesson(v.traffic or {}, ex.reuses_tiles)
     v.speed_passed = v.bank_degree <= ex.max_bank_degree and skipped is None
     v.messages.append(
-        f"no GPU: graded by the emulator's bank-conflict degree, {v.bank_degree:.2f} on the "
-        f"worst shared-memory access line (gate <= {ex.max_bank_degree:g}), and its global "
-        "traffic" + (f": it fails because {skipped}" if skipped else "")
-        + "; speed was not measured"
+        f"no GPU: graded by the emulator's {scoring.bank_degree_text(v)} (gate <= "
+        f"{ex.max_bank_degree:g}), and its global traffic"
+        + (f": it fails because {skipped}" if skipped else "") + "; speed was not measured"
     )
 
 
