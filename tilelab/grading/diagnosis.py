@@ -21,6 +21,7 @@ import numpy as np
 from tilelab.catalog.problems import Launch, Problem, Shape
 from tilelab.emu.report import Race
 from tilelab.grading.kernel_lines import Kernel
+from tilelab.grading.limits import emu_launch_seconds
 
 POISON_BITS = np.uint32(0x7FC0DEAD)  # the checker's marked NaN: no arithmetic produces it
 RTOL = 1e-5  # per element, relative to sum_k |A_ik| |B_kj|; float32 sums land near 1e-7
@@ -28,7 +29,7 @@ RTOL = 1e-5  # per element, relative to sum_k |A_ik| |B_kj|; float32 sums land n
 CAUSES = ("never written", "never initialised", "swapped row/column", "partial tile dropped",
           "boundary", "out of bounds", "race", "stale shared data", "off-by-one", "missing term",
           "one term only", "accumulator reset", "start value", "int truncation", "tile index",
-          "misplaced rows", "loop stops early", "indexing")
+          "misplaced rows", "loop stops early", "timed out", "indexing")
 
 
 @dataclass
@@ -448,6 +449,21 @@ def _misplaced(a: Attempt) -> str | None:
         if ok.mean() >= 0.9 and moved.any():
             return name
     return None
+
+
+def launch_failure(problem: Problem, launch: Launch, shape: Shape, exc: BaseException,
+                   source: str = "") -> Diagnosis | None:
+    """Why a launch failed, where the error itself does not say it all: an access out of
+    bounds (:func:`out_of_bounds`), or a kernel stopped at the emulator's time limit."""
+    if type(exc).__name__ == "KernelTimeout":
+        kern, limit = Kernel(source), emu_launch_seconds(problem, shape)
+        allowed = f"{limit:g} s" if limit else "the time limit"
+        return Diagnosis("timed out", f"at this shape the grader allows {allowed}, many times "
+                         "what the course's kernels need there: a loop never ends (its counter "
+                         "does not advance, or its condition never becomes false), or a thread "
+                         "waits for a value another thread never sets"
+                         + kern.at(kern.stuck_loop()) + ".")
+    return out_of_bounds(problem, launch, shape, exc, source)
 
 
 def out_of_bounds(problem: Problem, launch: Launch, shape: Shape, exc: BaseException,

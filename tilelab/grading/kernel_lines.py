@@ -106,6 +106,17 @@ class Kernel:
                     return n
         return None
 
+    def stuck_loop(self) -> int | None:
+        """A ``for`` whose step cannot advance its counter (``k += 0``, ``k *= 1``, another
+        variable stepped, no step at all)."""
+        rx = re.compile(r"\bfor\s*\(\s*(?:int\s+)?(\w+)\s*=[^;]*;[^;]*;([^)]*)\)")
+        for n, code in enumerate(self.lines, 1):
+            m = rx.search(code)
+            if m and (not re.search(rf"\b{m.group(1)}\b", m.group(2))
+                      or re.search(r"[+-]=\s*0\b|\*=\s*1\b|/=\s*1\b", m.group(2))):
+                return n
+        return None
+
     def loop_before(self, line: int | None) -> int | None:
         """The ``for`` loop nearest above ``line``."""
         return self.last_before(_FOR, line) if line else None

@@ -32,7 +32,7 @@ from tilelab.grading.correctness import (
     fmt_shape,
     launch,
 )
-from tilelab.grading.diagnosis import diagnose, out_of_bounds, telling
+from tilelab.grading.diagnosis import diagnose, launch_failure, telling
 from tilelab.grading.sanitizer import run_sanitizers
 from tilelab.grading.source_checks import SourceRejected, check_signature, validate_source
 from tilelab.grading.verdict import Verdict
@@ -125,7 +125,7 @@ def correctness(run: Run, v: Verdict) -> bool:
         try:
             res = check_function(rt, run.fn, ex.problem, ex.launch, shape, run.rng)
         except launch_errors(rt) as exc:
-            why = out_of_bounds(ex.problem, ex.launch, shape, exc, run.text)
+            why = launch_failure(ex.problem, ex.launch, shape, exc, run.text)
             v.messages.append(f"shape {shape}: the launch failed: {_one_line(exc, 1500)}"
                               + (f" Likely cause: {why}" if why else ""))
             v.shapes.append({"shape": list(shape), "ok": False, "message": str(exc)[:1500]})
