@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tilelab import notebook
@@ -58,9 +60,15 @@ def test_check_prints_a_verdict_and_the_bank_analysis(monkeypatch, capsys):
     monkeypatch.setenv("TILELAB_BACKEND", "emu")
     notebook.check("transpose_shared", KERNELS["transpose_shared"].source())
     out = capsys.readouterr().out
-    assert "Backend: CPU emulator" in out and "correctness: PASS" in out
+    assert "on CPU emulator" in out and "correctness: PASS" in out
+    assert "Backend:" not in out  # the report's first line names the backend, once
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert len(lines) == len(set(lines)), out  # each line printed once
     assert "speed: not measured" in out
     assert "Bank conflicts" in out and "32.00" in out  # the column read of a [32][32] tile
+    # one name and one number for the degree a bank gate judges, with its line
+    assert "Kernel-wide average" not in out
+    assert re.search(r"Worst-line bank-conflict degree 32\.00 \(line \d+: tile, read\)", out)
 
 
 @pytest.mark.slow
@@ -83,6 +91,8 @@ def test_check_explains_a_wrong_kernel_without_raising(
     notebook.check(exercise_id, source)
     out = capsys.readouterr().out
     assert "correctness: FAIL" in out and says in out
+    if says == "RACES":  # one barrier named, the same in the diagnosis and the table
+        assert "put __syncthreads()" in out and "__syncwarp" not in out
 
 
 def test_check_is_skipped_while_a_class_is_graded(monkeypatch, capsys):
@@ -108,7 +118,7 @@ def test_bank_conflict_gate_decides_on_the_emulator_even_when_awarding(monkeypat
     ok = verdict("transpose_padded", speed_passed=True, bank_degree=1.0, max_bank_degree=1.1)
     bad = verdict("transpose_padded", speed_passed=False, bank_degree=16.5, max_bank_degree=1.1)
     notebook.assert_speed(ok)
-    with pytest.raises(AssertionError, match=r"bank-conflict degree: 16\.50"):
+    with pytest.raises(AssertionError, match=r"worst-line bank-conflict degree 16\.50"):
         notebook.assert_speed(bad)
     assert scoring.points(bad, award=True).speed == 0
 

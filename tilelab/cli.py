@@ -12,6 +12,19 @@ from tilelab.catalog import exercises
 from tilelab.grading import gates
 
 
+def no_gpu(cmd: str, what: str, instead: str) -> int | None:
+    """Where no GPU is usable: say so on one line (what needs it, why there is none, what to
+    do instead) and return the exit status 2; None where a GPU is usable."""
+    from tilelab.device import backend
+
+    ok, why = backend.gpu_probe()
+    if ok:
+        return None
+    print(f"tilelab {cmd}: {what} cannot run here: it needs a CUDA GPU and PyCUDA, and none "
+          f"is usable ({why}). Run it on a machine with a GPU; {instead}", file=sys.stderr)
+    return 2
+
+
 def cmd_list(a: argparse.Namespace) -> int:
     data = [e.to_dict() for e in exercises.EXERCISES.values()]
     if a.json:
@@ -38,6 +51,11 @@ def cmd_check(a: argparse.Namespace) -> int:
     if not path.is_file():
         print(f"tilelab check: no such file: {path}", file=sys.stderr)
         return 2
+    if a.backend == "gpu" and (
+        code := no_gpu("check", "--backend gpu",
+                       "or check on the CPU emulator: --backend emu (correctness, races, bank "
+                       "conflicts and traffic; no speed)")):
+        return code
     gate = gates.load(a.gates).get(a.exercise) if a.gates else None
     v = grade_source(
         a.exercise, path.read_bytes(), backend_name=a.backend, speed=not a.no_speed, gate=gate
@@ -134,6 +152,9 @@ def cmd_release(a: argparse.Namespace) -> int:
 def cmd_calibrate(a: argparse.Namespace) -> int:
     from tilelab.experiments.calibration import calibrate, table, write_data
 
+    if code := no_gpu("calibrate", "calibrating the speed gates (it times kernels)",
+                      "without one, grade with the default gates (no --gates)."):
+        return code
     doc = calibrate()
     data = write_data(doc, Path(a.out))
     print(table(doc))
@@ -159,6 +180,12 @@ def cmd_bench(a: argparse.Namespace) -> int:
     try:
         experiments.check_names(names)
         gpu = any(experiments.needs_gpu(n) for n in names)
+        cpu = [n for n in experiments.EXPERIMENTS if not experiments.needs_gpu(n)]
+        if gpu and (code := no_gpu(  # before anything runs: one line, no traceback
+                "bench", "the GPU experiments "
+                + ", ".join(n for n in names if experiments.needs_gpu(n)),
+                "these run without one: " + (", ".join(cpu) or "none") + ".")):
+            return code
         rt = get_runtime("gpu") if gpu else None  # a missing GPU: BackendError, one line
         for path in runner.run(names, Path(a.out), rt):
             print(f"wrote {path}")

@@ -63,14 +63,14 @@ def setup() -> None:
 def check(exercise_id: str, source: str) -> None:
     """Grade ``source`` like the hidden tests do and print a verdict a learner can act on."""
     ex = exercises.get(exercise_id)
-    print(backend_line())
-    try:
+    try:  # the report's first line names the backend; each line is printed once
         if settings.CLASS_GRADING.get():
             print("(the visible check is skipped during class grading: the hidden tests grade it)")
             return
         verdict = grade_source(ex.id, source)
         print(scoring.report(verdict, settings.AWARD_SPEED_WITHOUT_GPU.get()))
     except Exception as exc:  # the check must explain, never raise
+        print(backend_line())
         print(f"The check could not run: {type(exc).__name__}: {exc}")
         return
     if verdict.speed_measured and verdict.gpu and verdict.gpu.strip() != exercises.GRADING_GPU:

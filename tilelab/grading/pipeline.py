@@ -33,7 +33,7 @@ from tilelab.grading.correctness import (
     fmt_shape,
     launch,
 )
-from tilelab.grading.diagnosis import diagnose, telling
+from tilelab.grading.diagnosis import diagnose, launch_failure, telling
 from tilelab.grading.sanitizer import Sanitizers
 from tilelab.grading.source_checks import SourceRejected, check_signature, validate_source
 from tilelab.grading.verdict import Verdict
@@ -123,7 +123,9 @@ def correctness(run: Run, v: Verdict) -> bool:
         try:
             res = check_function(rt, run.fn, ex.problem, ex.launch, shape, run.rng)
         except launch_errors(rt) as exc:
-            v.messages.append(f"shape {shape}: the launch failed: {_one_line(exc, 1500)}")
+            why = launch_failure(ex.problem, ex.launch, shape, exc, run.text)
+            v.messages.append(f"shape {shape}: the launch failed: {_one_line(exc, 1500)}"
+                              + (f" Likely cause: {why}" if why else ""))
             v.shapes.append({"shape": list(shape), "ok": False, "message": str(exc)[:1500]})
             v.correct, run.launched = False, False
             return True
@@ -143,14 +145,14 @@ def diagnosed(run: Run, v: Verdict, results: list[ShapeResult]) -> str:
     races = None
     if run.rt.name == "emu" and tiled:
         run.report = _analyse(run, v)
-        races = [r.describe() for r in run.report.races] if run.report is not None else None
+        races = list(run.report.races) if run.report is not None else None
     worst = telling([r.attempt for r in results if r.attempt is not None], ex.launch)
     res = next(r for r in results if r.attempt is worst)
     passed = [r.shape for r in results if r.ok]
     failed = [r.attempt for r in results if not r.ok and r.attempt is not None]
     rerun = res.cause.startswith("race") and races is None  # the GPU's second run differed
     why = diagnose(ex.problem, ex.launch, worst, tiled=tiled, races=races, rerun_differs=rerun,
-                   passed=passed, failed=failed)
+                   passed=passed, failed=failed, source=run.text)
     others = f" Wrong at {len(failed)} of {len(results)} shapes" + (
         f"; correct at {', '.join(str(s) for s in passed)}." if passed else ".")
     explain(res, ex.problem, ex.launch, why, others)
@@ -307,10 +309,9 @@ def bank_gate(ex: Exercise, v: Verdict) -> None:
     skipped = traffic.skipped_lesson(v.traffic or {}, ex.reuses_tiles)
     v.speed_passed = v.bank_degree <= ex.max_bank_degree and skipped is None
     v.messages.append(
-        f"no GPU: graded by the emulator's bank-conflict degree, {v.bank_degree:.2f} on the "
-        f"worst shared-memory access line (gate <= {ex.max_bank_degree:g}), and its global "
-        "traffic" + (f": it fails because {skipped}" if skipped else "")
-        + "; speed was not measured"
+        f"no GPU: graded by the emulator's {scoring.bank_degree_text(v)} (gate <= "
+        f"{ex.max_bank_degree:g}), and its global traffic"
+        + (f": it fails because {skipped}" if skipped else "") + "; speed was not measured"
     )
 
 

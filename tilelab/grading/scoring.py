@@ -16,6 +16,23 @@ from dataclasses import dataclass
 from tilelab import settings
 from tilelab.grading.verdict import Verdict
 
+#: The one name of the number a bank-conflict gate judges (``Verdict.bank_degree``): the
+#: highest average degree of any one shared-memory access line.
+BANK_DEGREE = "worst-line bank-conflict degree"
+
+
+def worst_bank_line(v: Verdict) -> dict | None:
+    """The access line whose degree is ``v.bank_degree`` (from the emulator's analysis)."""
+    lines = (v.analysis or {}).get("bank_lines") or []
+    return max(lines, key=lambda b: b["avg_degree"], default=None)
+
+
+def bank_degree_text(v: Verdict) -> str:
+    """``worst-line bank-conflict degree 32.00 (line 16: As, write)``."""
+    worst = worst_bank_line(v)
+    where = f" (line {worst['line']}: {worst['array']}, {worst['kind']})" if worst else ""
+    return f"{BANK_DEGREE} {v.bank_degree:.2f}{where}"
+
 
 @dataclass(frozen=True)
 class Points:
@@ -60,8 +77,8 @@ def speed_status(v: Verdict, award: bool = False) -> tuple[bool, str]:
         )
     if speed_judged(v):
         return bool(v.speed_passed), (
-            f"speed not measured (no GPU); graded by the emulator's bank-conflict degree: "
-            f"{v.bank_degree:.2f} (gate <= {v.max_bank_degree:g})"
+            f"speed not measured (no GPU); graded by the emulator's {bank_degree_text(v)} "
+            f"(gate <= {v.max_bank_degree:g})"
         )
     if award:
         name = settings.AWARD_SPEED_WITHOUT_GPU.name
@@ -87,8 +104,8 @@ def report(v: Verdict, award: bool = False) -> str:
         )
     elif v.bank_degree is not None and v.max_bank_degree is not None:
         lines.append(
-            f"  bank conflicts: {'PASS' if v.speed_passed else 'FAIL'}  average degree "
-            f"{v.bank_degree:.2f} (gate <= {v.max_bank_degree:g})  {of_speed}"
+            f"  bank conflicts: {'PASS' if v.speed_passed else 'FAIL'}  {bank_degree_text(v)} "
+            f"(gate <= {v.max_bank_degree:g})  {of_speed}"
         )
     elif p.speed:
         lines.append(f"  speed: not measured (no GPU); awarded by the instructor  {of_speed}")
@@ -105,7 +122,11 @@ def analysis_text(v: Verdict) -> str:
         return ""
     if a.get("error"):
         return f"(no shared-memory analysis: {a['error']})"
-    return f"At {a['at']}: {a['summary']}"
+    table = [ln for ln in str(a["summary"]).splitlines()
+             if not ln.startswith("Kernel-wide average degree")]
+    if v.bank_degree is not None:  # the gate's number, under its one name
+        table.append(bank_degree_text(v)[0].upper() + bank_degree_text(v)[1:])
+    return f"At {a['at']}: " + "\n".join(table)
 
 
 def lost(v: Verdict, award: bool = False) -> str:
