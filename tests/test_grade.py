@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +186,99 @@ def test_a_naive_kernel_as_the_padded_matmul_earns_no_speed_points():
     src = KERNELS["naive"].source().replace("matmul_naive(", "matmul_tiled_at(")
     v = grade_source("matmul_at_padded", src, backend_name="gpu", sanitize=False)
     assert v.correct and not v.speed_passed, v.report()
+
+
+# ------------------------------------------------ speed runs that cannot be replayed
+
+SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
+
+
+def _checked_run(exercise_id: str, source: str, shape: tuple, repeat: int = 3):
+    """The graded speed run's launches (rotation, poison, per-launch checks) of ``source``
+    beside the exercise's baseline, on the emulator at a small shape."""
+    import numpy as np
+
+    from tilelab.device.bench import Timed, time_checked
+    from tilelab.device.runtime import get_runtime
+    from tilelab.grading.diagnosis import POISON_BITS
+    from tilelab.grading.pipeline import launch_check
+
+    ex = exercises.get(exercise_id)
+    rt = get_runtime("emu")
+    rng = np.random.default_rng(5)
+    kernels = {
+        "candidate": Timed(rt.SourceModule(source).get_function(ex.kernel), ex.launch),
+        "baseline": Timed(rt.SourceModule(ex.baseline.source()).get_function(ex.baseline.name),
+                          ex.baseline.launch),
+    }
+    return time_checked(rt, kernels, ex.problem, shape, rng, launch_check(ex, shape, rng),
+                        POISON_BITS, warmup=1, repeat=repeat)
+
+
+@pytest.mark.parametrize("exercise_id,shape", [("tiled", (64, 96, 64)),
+                                               ("transpose_padded", (64, 96))])
+def test_every_checked_launch_of_the_reference_is_right_and_timed(exercise_id, shape):
+    t = _checked_run(exercise_id, exercises.get(exercise_id).reference.source(), shape)
+    assert len(t["candidate"].samples_ms) == 3 and len(t["baseline"].samples_ms) == 3
+
+
+@pytest.mark.parametrize("fixture,exercise_id,shape", [
+    ("tiled-replay_memo", "tiled", (64, 96, 64)),
+    ("transpose_padded-replay_skip_tiles", "transpose_padded", (64, 96)),
+])
+def test_a_kernel_that_keeps_results_between_launches_fails_a_checked_launch(
+        fixture, exercise_id, shape):
+    """Right at its first launch, so the correctness step passes it; a later launch finds
+    its memo (on a GPU when the rotated buffers come round again, at launch 4; the
+    emulator may hand a kernel the same addresses sooner) and returns at once."""
+    from tilelab.device.bench import BUFFER_GROUPS, WrongLaunch
+
+    src = (SUBMISSIONS / f"{fixture}.cu").read_text()
+    with pytest.raises(WrongLaunch) as caught:
+        _checked_run(exercise_id, src, shape)
+    assert caught.value.label == "candidate" and 1 <= caught.value.index <= BUFFER_GROUPS
+    assert "never written" in caught.value.reason
+
+
+def test_a_kernel_that_computes_only_into_the_poison_does_the_whole_work_every_launch():
+    """``if (C[i] == C[i]) return;`` skipped every launch after the first when the poison
+    was written once; refilled before each launch, it computes every time, so it is timed
+    as what it is (an untiled product) and every launch is right."""
+    src = (SUBMISSIONS / "tiled-replay_poison_check.cu").read_text()
+    t = _checked_run("tiled", src, (64, 96, 64))
+    assert len(t["candidate"].samples_ms) == 3
+
+
+def test_each_launch_gets_inputs_no_other_launch_saw():
+    import numpy as np
+
+    from tilelab.catalog.problems import MATMUL
+    from tilelab.device.bench import InputSets
+
+    sets = InputSets(MATMUL.make_inputs, (48, 40, 36), np.random.default_rng(1), 25)
+    firsts = [sets[i]["A"] for i in range(len(sets))]
+    for i, a in enumerate(firsts):
+        assert a.shape == (48, 36) and a.dtype == np.float32
+        for b in firsts[i + 1:]:
+            assert not np.array_equal(a, b)
+            # not the same rows shifted either (no output rebuilt from an earlier one)
+            assert not any(np.array_equal(a[s:], b[:-s]) for s in range(1, 48))
+
+
+def test_a_wrong_timed_launch_earns_nothing_and_says_why():
+    import numpy as np
+
+    from tilelab.device.bench import WrongLaunch
+    from tilelab.grading import pipeline
+
+    ex = exercises.get("tiled")
+    msg = pipeline.wrong_launch_message(ex, WrongLaunch("candidate", 3, 25, "12 of 99 "
+                                                        "elements of C were never written."))
+    assert "launch 4 of 25" in msg and "never written" in msg and "no points" in msg
+    check = pipeline.launch_check(ex, (40, 40, 40), np.random.default_rng(0))
+    inputs = ex.problem.make_inputs((40, 40, 40), np.random.default_rng(0))
+    right = (inputs["A"].astype(np.float64) @ inputs["B"]).astype(np.float32)
+    assert check(inputs, right) is None
+    earlier = ex.problem.make_inputs((40, 40, 40), np.random.default_rng(1))
+    stale = (earlier["A"].astype(np.float64) @ earlier["B"]).astype(np.float32)
+    assert "sampled rows" in check(inputs, stale)  # an earlier launch's answer

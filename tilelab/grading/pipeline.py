@@ -21,7 +21,7 @@ import numpy as np
 
 from tilelab.catalog import exercises
 from tilelab.catalog.exercises import Exercise
-from tilelab.device.bench import prepared_launch, time_interleaved
+from tilelab.device.bench import Timed, WrongLaunch, time_checked
 from tilelab.device.runtime import Runtime, get_runtime
 from tilelab.grading import scoring, traffic
 from tilelab.grading.correctness import (
@@ -32,7 +32,7 @@ from tilelab.grading.correctness import (
     fmt_shape,
     launch,
 )
-from tilelab.grading.diagnosis import diagnose, telling
+from tilelab.grading.diagnosis import POISON_BITS, diagnose, telling
 from tilelab.grading.sanitizer import run_sanitizers
 from tilelab.grading.source_checks import SourceRejected, check_signature, validate_source
 from tilelab.grading.verdict import Verdict
@@ -302,29 +302,21 @@ def bank_gate(ex: Exercise, v: Verdict) -> None:
 
 def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random.Generator) -> None:
     """The candidate and the gate's baseline (and a lesson-skipping kernel, where the
-    exercise names one), timed interleaved on this GPU; then what the timed runs wrote is
-    checked: a wrong speed run earns nothing at all."""
-    base = rt.SourceModule(ex.baseline.source()).get_function(ex.baseline.name)
-    shape = ex.speed_shape
-    inputs = ex.problem.make_inputs(shape, rng)
-    keep: list = []
-    runs = {
-        "candidate": prepared_launch(rt, fn, ex.problem, ex.launch, shape, inputs, keep),
-        "baseline": prepared_launch(rt, base, ex.problem, ex.baseline.launch, shape, inputs, keep),
-    }
+    exercise names one), timed interleaved on this GPU so that no launch can replay another
+    (:func:`tilelab.device.bench.time_checked`): every timed launch gets new inputs, fresh
+    poison and its output checked; one wrong launch and the kernel earns nothing at all."""
+    kernels = {"candidate": Timed(fn, ex.launch), "baseline": _timed(rt, ex.baseline)}
     if ex.must_beat is not None:
-        other = rt.SourceModule(ex.must_beat.source()).get_function(ex.must_beat.name)
-        runs["lesson-skipping"] = prepared_launch(rt, other, ex.problem, ex.must_beat.launch,
-                                                  shape, inputs, keep)
-    t = time_interleaved(runs)
-    got = rt.from_device(keep[0][ex.problem.output], ex.problem.output_shape(shape),
-                         np.float32)
-    checked = sampled_compare(ex, shape, inputs, got, rng)
-    if not checked.ok:
+        kernels["lesson-skipping"] = _timed(rt, ex.must_beat)
+    shape = ex.speed_shape
+    try:
+        t = time_checked(rt, kernels, ex.problem, shape, rng, launch_check(ex, shape, rng),
+                         POISON_BITS)
+    except WrongLaunch as exc:
+        if exc.label != "candidate":
+            raise RuntimeError(f"the grader's own {exc.label} kernel went wrong: {exc}") from None
         v.correct = False
-        v.messages.append(f"the speed run's output is wrong (checked against float64 on "
-                          f"sampled rows): {checked.message}. A kernel must be right at every "
-                          "size it runs at; no points.")
+        v.messages.append(wrong_launch_message(ex, exc))
         return
     v.speed_measured = True
     v.candidate_ms = t["candidate"].median_ms
@@ -347,6 +339,43 @@ def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random
             )
 
 
+def _timed(rt: Runtime, ref: Any) -> Timed:
+    return Timed(rt.SourceModule(ref.source()).get_function(ref.name), ref.launch)
+
+
+def wrong_launch_message(ex: Exercise, exc: WrongLaunch) -> str:
+    """Why a speed run with a wrong launch earns nothing."""
+    return (
+        f"the speed run's launch {exc.index + 1} of {exc.total} at "
+        f"{fmt_shape(ex.problem, ex.speed_shape)} computed a wrong result: {exc.reason} "
+        "Every timed launch gets inputs no launch before it saw, an output refilled with NaN "
+        "and buffers at new addresses, and its output is checked against float64 on "
+        "sampled rows. A kernel must compute its whole output at every launch: one that "
+        "returns early when its output already holds a value, keeps results from an earlier "
+        "launch (in __device__ variables, keyed on pointers or sizes), or is wrong at this "
+        "size earns no points."
+    )
+
+
+#: output rows compared with float64 after each timed launch (all rows are checked for the
+#: NaN poison); the correctness step already compared every element at every graded shape
+ROWS_PER_LAUNCH = 8
+
+
+def launch_check(ex: Exercise, shape: tuple, rng: np.random.Generator) -> Any:
+    """The check of one timed launch's output (see :func:`tilelab.device.bench.time_checked`)."""
+
+    def check(inputs: dict[str, np.ndarray], got: np.ndarray) -> str | None:
+        unwritten = int(np.count_nonzero(got.view(np.uint32) == POISON_BITS))
+        if unwritten:
+            return (f"{unwritten} of {got.size} elements of {ex.problem.output} were never "
+                    "written (still the NaN poison filled in before this launch).")
+        res = sampled_compare(ex, shape, inputs, got, rng, ROWS_PER_LAUNCH)
+        return None if res.ok else f"on {ROWS_PER_LAUNCH} sampled rows, {res.message}"
+
+    return check
+
+
 SAMPLED_ROWS = 64
 
 
@@ -362,15 +391,21 @@ def compile_speed_kernels() -> None:
 
 
 def sampled_compare(ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
-                    got: np.ndarray, rng: np.random.Generator) -> Any:
-    """Compare ``got`` with the float64 reference on a sample of output rows (all of them
-    for a problem whose reference is cheap)."""
-    if ex.problem.name != "matmul" or shape[0] <= SAMPLED_ROWS:
+                    got: np.ndarray, rng: np.random.Generator,
+                    rows: int = SAMPLED_ROWS) -> Any:
+    """Compare ``got`` with the float64 reference on ``rows`` output rows drawn at random
+    (all of them when there are no more): a matmul's rows of C are A's rows, a
+    transpose's rows of ``out`` are ``in``'s columns."""
+    n = ex.problem.output_shape(shape)[0]
+    if n <= rows:
         return compare(ex.problem, shape, inputs, got, ex.launch)
-    rows = np.sort(rng.choice(shape[0], SAMPLED_ROWS, replace=False))
-    first = ex.problem.arg_order[0]  # A: its rows are C's rows
-    sub = dict(inputs, **{first: inputs[first][rows]})
-    return compare(ex.problem, (SAMPLED_ROWS, *shape[1:]), sub, got[rows], ex.launch)
+    pick = np.sort(rng.choice(n, rows, replace=False))
+    if ex.problem.name == "transpose":
+        sub, sub_shape = {"in": inputs["in"][:, pick]}, (shape[0], rows)
+    else:
+        first = ex.problem.arg_order[0]  # A: its rows are C's rows
+        sub, sub_shape = dict(inputs, **{first: inputs[first][pick]}), (rows, *shape[1:])
+    return compare(ex.problem, sub_shape, sub, got[pick], ex.launch)
 
 
 #: The grader, in order.
