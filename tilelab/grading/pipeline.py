@@ -261,7 +261,8 @@ def lesson_gate(ex: Exercise, v: Verdict) -> None:
 
 
 def speed(run: Run, v: Verdict) -> bool:
-    """The speed gate: measured on a GPU, or the emulated bank-conflict degree, or neither."""
+    """The speed gate, measured on a GPU; on the emulator speed and the lesson are not
+    measured (its analysis, run in the kernel's own process, is feedback, never points)."""
     ex, rt = run.ex, run.rt
     if not v.correct:
         return True
@@ -269,35 +270,34 @@ def speed(run: Run, v: Verdict) -> bool:
     if rt.name == "gpu" and run.speed:
         measure_speed(rt, run.fn, ex, v, run.rng)
         lesson_gate(ex, v)
-    elif ex.max_bank_degree is not None and rt.name == "emu":
-        bank_gate(ex, v)
     elif rt.name == "gpu":
         v.messages.append("speed was not measured (not asked for): correctness only")
     else:
-        v.messages.append("speed was not measured: no GPU here (correctness only)")
+        v.messages.append(
+            f"speed and lesson points: {scoring.NOT_MEASURED} (the CPU emulator has no "
+            "meaningful time, and its analysis runs in the kernel's own process, so it is "
+            "feedback, not points)"
+        )
+        analysis_feedback(ex, v)
     return True
 
 
-def bank_gate(ex: Exercise, v: Verdict) -> None:
-    """On the emulator, a padding exercise's speed points: the worst conflicted access line
-    of the shared tile (extra conflict-free accesses cannot dilute it) and its global
-    traffic; none without any shared-memory access (the lesson is the padded tile)."""
-    if v.bank_degree is None:
-        v.speed_passed = False
-        v.messages.append(
-            "no GPU: graded by the emulator's bank-conflict degree, but the kernel makes no "
-            "shared-memory access: this exercise grades a padded shared-memory tile, so it "
-            "earns no speed points"
-        )
-        return
+def analysis_feedback(ex: Exercise, v: Verdict) -> None:
+    """On the emulator, what its analysis says of the lesson, as feedback: the worst
+    conflicted shared access line and whether the global traffic skips the lesson."""
     skipped = traffic.skipped_lesson(v.traffic or {}, ex.reuses_tiles)
-    v.speed_passed = v.bank_degree <= ex.max_bank_degree and skipped is None
-    v.messages.append(
-        f"no GPU: graded by the emulator's bank-conflict degree, {v.bank_degree:.2f} on the "
-        f"worst shared-memory access line (gate <= {ex.max_bank_degree:g}), and its global "
-        "traffic" + (f": it fails because {skipped}" if skipped else "")
-        + "; speed was not measured"
-    )
+    if ex.max_bank_degree is not None:
+        if v.bank_degree is None:
+            v.messages.append("feedback: the kernel makes no shared-memory access, and this "
+                              "exercise is about a padded shared-memory tile")
+        else:
+            v.messages.append(
+                f"feedback: the emulator's bank-conflict degree is {v.bank_degree:.2f} on the "
+                f"worst shared-memory access line (a padded tile: <= {ex.max_bank_degree:g}); "
+                "on a GPU the lesson is graded by the GPU's own counters")
+    if skipped:
+        v.messages.append(f"feedback: on a GPU this kernel would lose its speed points: "
+                          f"{skipped}")
 
 
 def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random.Generator) -> None:
