@@ -35,6 +35,7 @@ from tilelab.grading.correctness import (
 from tilelab.grading.diagnosis import POISON_BITS, diagnose, telling
 from tilelab.grading.sanitizer import run_sanitizers
 from tilelab.grading.source_checks import SourceRejected, check_signature, validate_source
+from tilelab.grading.subset import check_subset
 from tilelab.grading.verdict import Verdict
 
 
@@ -99,10 +100,12 @@ def compile_kernel(rt: Runtime, source: str, name: str, v: Verdict, **kw: Any) -
 
 
 def validate(run: Run, v: Verdict) -> bool:
-    """Refuse a source no compiler should see: size, encoding, includes, signature."""
+    """Refuse a source no compiler should see: size, encoding, includes, signature, and
+    anything outside the graded subset of CUDA C (:mod:`tilelab.grading.subset`)."""
     try:
         run.text = validate_source(run.source)
         check_signature(run.text, run.ex.kernel, run.ex.signature)
+        check_subset(run.text)
     except SourceRejected as exc:
         v.messages.append(str(exc))
         return False
