@@ -23,7 +23,7 @@ from tilelab.catalog import exercises
 from tilelab.catalog.exercises import Exercise
 from tilelab.device.bench import Timed, WrongLaunch, time_checked
 from tilelab.device.runtime import Runtime, get_runtime
-from tilelab.grading import scoring, traffic
+from tilelab.grading import counters, scoring, traffic
 from tilelab.grading.correctness import (
     ShapeResult,
     check_function,
@@ -226,16 +226,12 @@ def sanitizer(run: Run, v: Verdict) -> bool:
 
 
 def lesson_traffic(run: Run, v: Verdict) -> bool:
-    """On a GPU, the global traffic of the same source counted by the emulator's analysis,
-    so that a speed gate is passed only with the lesson: a kernel with no tile that walks a
-    column can be fast on a GPU with large caches, and its time alone cannot tell."""
+    """On a GPU, the emulator's count of the same source's global traffic: feedback beside
+    the GPU's own counters (it decides nothing there: the lesson is graded from those)."""
     if not (v.correct and run.rt.name == "gpu" and run.speed):
         return True
     counted = count_traffic(run.ex, run.text, run.rng)
-    if isinstance(counted, str):
-        v.messages.append(f"the emulator could not count this kernel's global traffic "
-                          f"({counted}): its speed is judged by time alone")
-    else:
+    if isinstance(counted, dict):
         v.traffic = counted
     return True
 
@@ -254,9 +250,28 @@ def count_traffic(ex: Exercise, text: str, rng: np.random.Generator) -> dict[str
     return traffic.summary(fn.last_report.analysis, ex.problem, shape)
 
 
-def lesson_gate(ex: Exercise, v: Verdict) -> None:
-    """Take the speed points back from a fast kernel whose traffic skips the lesson."""
-    skipped = traffic.skipped_lesson(v.traffic or {}, ex.reuses_tiles)
+def lesson_gate(run: Run, v: Verdict) -> None:
+    """On a GPU, take the speed points back from a fast kernel whose own counters (Nsight
+    Compute, the timed nvcc build at the speed shape) show it skips the lesson; where the
+    counters cannot be read, the lesson is not measured and earns nothing."""
+    ex = run.ex
+    if not v.speed_passed:
+        return
+    try:
+        v.counters = counters.figures(ex, counters.measure(ex.id, run.text))
+    except counters.CountersUnavailable as exc:
+        v.counters = {"error": str(exc)}
+        v.speed_passed = False
+        v.messages.append(f"speed: {v.speedup:.2f}x is over the gate, but the lesson was not "
+                          f"measured: {exc}")
+        return
+    v.messages.append(counters.describe(v.counters, v.traffic, v.bank_degree))
+    judge_lesson(ex, v)
+
+
+def judge_lesson(ex: Exercise, v: Verdict) -> None:
+    """The speed points go with the lesson, judged from the counters in ``v.counters``."""
+    skipped = counters.skipped_lesson(ex, v.counters or {})
     if v.speed_passed and skipped:
         v.speed_passed = False
         v.messages.append(f"speed: {v.speedup:.2f}x is over the gate, but {skipped}; the "
@@ -272,7 +287,7 @@ def speed(run: Run, v: Verdict) -> bool:
     v.messages.append(f"correct on {len(ex.shapes)} shapes with fresh random inputs")
     if rt.name == "gpu" and run.speed:
         measure_speed(rt, run.fn, ex, v, run.rng)
-        lesson_gate(ex, v)
+        lesson_gate(run, v)
     elif rt.name == "gpu":
         v.messages.append("speed was not measured (not asked for): correctness only")
     else:
