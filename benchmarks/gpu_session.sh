@@ -12,10 +12,13 @@
 # OUT_DIR/gates.json), cluster (the Dask cluster's `gpu` tests: a LocalCUDACluster worker per
 # GPU; needs dask-cuda), scale (benchmarks/class_scale.py --gpu with 1 and 2 workers: needs
 # two GPUs; SCALE_STUDENTS learners, 24 by default; every task's time and the median
-# seconds of each grading step in OUT_DIR/scale.json). A summary table is printed last.
+# seconds of each grading step in OUT_DIR/scale.json), hostile (tilelab check on the GPU of
+# each replaying and lesson-skipping kernel of tests/fixtures/submissions, then the `gpu`
+# tests of the replay-proof speed run and of the counters, which print ncu's time per
+# kernel; OUT_DIR/hostile.json holds each verdict). A summary table is printed last.
 set -uo pipefail
 out="${1:?usage: gpu_session.sh OUT_DIR}"
-steps="${STEPS:-tests class corpus bench calibrate}"
+steps="${STEPS:-tests hostile class corpus bench calibrate}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
@@ -51,7 +54,11 @@ for s in $steps; do
              --students "${SCALE_STUDENTS:-24}" --workers 1 2 --json "$out/scale.json" ;;
     corpus) run_step corpus "${CORPUS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_corpus.py ;;
-    *) echo "unknown step $s (tests class corpus bench calibrate cluster scale)"; exit 2 ;;
+    hostile) run_step hostile "${HOSTILE_LIMIT:-590}" bash -c "\"\$1\" benchmarks/hostile_gpu.py \
+             --json \"\$2/hostile.json\"; \"\$1\" -m pytest -m gpu -p no:cacheprovider \
+             -o addopts= -rA -s tests/test_gpu_grading.py tests/test_lesson_gate.py \
+             tests/test_grade.py -k 'replay or speed_run or ncu or counters'" _ "$py" "$out" ;;
+    *) echo "unknown step $s (tests hostile class corpus bench calibrate cluster scale)"; exit 2 ;;
   esac
 done
 echo
