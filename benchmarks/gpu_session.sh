@@ -57,7 +57,7 @@ for s in $steps; do
     hostile) run_step hostile "${HOSTILE_LIMIT:-590}" bash -c "\"\$1\" benchmarks/hostile_gpu.py \
              --json \"\$2/hostile.json\"; \"\$1\" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_gpu_grading.py tests/test_lesson_gate.py \
-             tests/test_grade.py -k 'replay or speed_run or ncu or counters'" _ "$py" "$out" ;;
+             tests/test_grade.py -k 'replay or speed_run or ncu or counters or racing'" _ "$py" "$out" ;;
     *) echo "unknown step $s (tests hostile class corpus bench calibrate cluster scale)"; exit 2 ;;
   esac
 done

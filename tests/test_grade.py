@@ -290,3 +290,26 @@ def test_a_wrong_timed_launch_earns_nothing_and_says_why():
     earlier = ex.problem.make_inputs((40, 40, 40), np.random.default_rng(1))
     stale = (earlier["A"].astype(np.float64) @ earlier["B"]).astype(np.float32)
     assert "sampled rows" in check(inputs, stale)  # an earlier launch's answer
+
+
+# ------------------------------------------------ the same correctness on both backends
+
+
+def test_a_kernel_racing_in_global_memory_fails_the_emulators_schedules():
+    """What a GPU grade also asks of a kernel: right under the emulator's varied orders."""
+    import numpy as np
+
+    src = (SUBMISSIONS / "naive-global_race.cu").read_text()
+    ex = exercises.get("naive")
+    why = pipeline.schedule_failure(ex, src, np.random.default_rng(0))
+    assert why is not None and "wrong" in why
+    assert pipeline.schedule_failure(ex, ex.reference.source(), np.random.default_rng(0)) is None
+    v = emu("naive", src)  # and graded on the emulator: no points either
+    assert not v.correct and v.points == 0, scoring.report(v)
+
+
+@pytest.mark.gpu
+def test_a_kernel_racing_in_global_memory_earns_nothing_on_a_gpu():
+    v = grade_source("naive", (SUBMISSIONS / "naive-global_race.cu").read_text(),
+                     backend_name="gpu")
+    assert not v.correct and v.points == 0, scoring.report(v)

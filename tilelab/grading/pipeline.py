@@ -140,6 +140,47 @@ def correctness(run: Run, v: Verdict) -> bool:
     return True
 
 
+#: how many of an exercise's smallest graded shapes a GPU submission is also run at on the
+#: emulator, under its varied block and thread orders
+SCHEDULE_SHAPES = 3
+
+
+def schedules(run: Run, v: Verdict) -> bool:
+    """On a GPU: the same source must also be right on the emulator, whose launches run
+    blocks and threads in varied orders, at a few small graded shapes: a kernel that races
+    in global memory (one block reading or zeroing what another writes) may pass on a GPU
+    by the luck of its schedule, and loses its points on both backends alike."""
+    if not (v.correct and run.rt.name == "gpu"):
+        return True
+    why = schedule_failure(run.ex, run.text, run.rng)
+    if why is not None:
+        v.correct = False
+        v.messages.append(
+            "right on this GPU, but not on the emulator, which runs the blocks and threads "
+            f"of a launch in varied orders: {why} A kernel must be right in every order a GPU "
+            "may run it (no block may read or overwrite another's output)."
+        )
+    return True
+
+
+def schedule_failure(ex: Exercise, text: str, rng: np.random.Generator) -> str | None:
+    """Why ``text`` is wrong on the emulator at the exercise's smallest graded shapes but
+    the trivial one (None when it is right at all of them)."""
+    emu = get_runtime("emu")
+    fn = compile_kernel(emu, text, ex.kernel, Verdict(ex.id, emu.name))
+    if fn is None:
+        return "the emulator could not build it."
+    shapes = sorted(ex.shapes, key=lambda s: float(np.prod(s)))[1:SCHEDULE_SHAPES + 1]
+    for shape in shapes:
+        try:
+            r = check_function(emu, fn, ex.problem, ex.launch, shape, rng)
+        except launch_errors(emu) as exc:
+            return f"its launch failed there: {_one_line(exc, 600)}."
+        if not r.ok:
+            return r.message
+    return None
+
+
 def diagnosed(run: Run, v: Verdict, results: list[ShapeResult]) -> str:
     """The message for the most telling failing shape: its cause found with every shape's
     outcome and, on the emulator, the race analysis (run here, kept for the next step)."""
@@ -428,7 +469,8 @@ def sampled_compare(ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
 
 #: The grader, in order.
 STEPS: tuple[Step, ...] = (
-    validate, compile_candidate, correctness, analysis, sanitizer, lesson_traffic, speed,
+    validate, compile_candidate, correctness, schedules, analysis, sanitizer, lesson_traffic,
+    speed,
 )
 
 
