@@ -16,11 +16,14 @@
 # GPU: p50/p95 per exercise and the median seconds of each grading step), pergpu
 # (class_scale on one GPU with 1, 2, 4 and 8 tasks at once: submissions per minute, grades
 # identical; OUT_DIR/pergpu.json), sharedgpu (tilelab bench shared_gpu: verdicts on the
-# wrong side of the gate with two graders on one GPU, without and with the GPU's lock).
+# wrong side of the gate with two graders on one GPU, without and with the GPU's lock),
+# hostile (tilelab check on the GPU of each replaying and lesson-skipping kernel of
+# tests/fixtures/submissions, then the `gpu` tests of the replay-proof speed run and of the
+# counters, which print ncu's time per kernel; OUT_DIR/hostile.json holds each verdict).
 # A summary table is printed last.
 set -uo pipefail
 out="${1:?usage: gpu_session.sh OUT_DIR}"
-steps="${STEPS:-tests class corpus bench calibrate}"
+steps="${STEPS:-tests hostile class corpus bench calibrate}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
@@ -65,7 +68,11 @@ for s in $steps; do
              json.load(open(sys.argv[1]))['rows']]" "$out/data/shared_gpu.json" ;;
     corpus) run_step corpus "${CORPUS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_corpus.py ;;
-    *) echo "unknown step $s (tests class corpus bench calibrate cluster scale checktimes pergpu sharedgpu)"; exit 2 ;;
+    hostile) run_step hostile "${HOSTILE_LIMIT:-590}" bash -c "\"\$1\" benchmarks/hostile_gpu.py \
+             --json \"\$2/hostile.json\"; \"\$1\" -m pytest -m gpu -p no:cacheprovider \
+             -o addopts= -rA -s tests/test_gpu_grading.py tests/test_lesson_gate.py \
+             tests/test_grade.py -k 'replay or speed_run or ncu or counters or racing'" _ "$py" "$out" ;;
+    *) echo "unknown step $s (tests hostile class corpus bench calibrate cluster scale checktimes pergpu sharedgpu)"; exit 2 ;;
   esac
 done
 echo

@@ -229,10 +229,11 @@ def test_solutions_pass_every_hidden_test_on_the_emulator(monkeypatch, assignmen
 
 
 @pytest.mark.slow
-def test_without_a_gpu_only_padded_kernels_pass_the_speed_tests(monkeypatch):
+def test_without_a_gpu_no_kernel_passes_the_speed_tests(monkeypatch):
+    """The emulator's bank-conflict analysis is feedback: padded or not, no speed points."""
     monkeypatch.setenv("TILELAB_BACKEND", "emu")
     monkeypatch.delenv("TILELAB_AWARD_SPEED_WITHOUT_GPU", raising=False)
     result = Validator().validate(str(notebook_path("solutions", "03-padded")))
     failed = result.get("failed", [])
-    assert len(failed) == 1 and "transpose_shared" in failed[0]["source"]
-    assert "speed not measured: no GPU" in failed[0]["error"]
+    assert len(failed) == 3, failed
+    assert all("not measured: needs a GPU" in f["error"] for f in failed)

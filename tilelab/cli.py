@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.grading import gates
+
+LESSON_HELP = ("on a GPU whose performance counters cannot be read (ncu missing, or counters "
+               "restricted to administrators), grade anyway with every lesson not measured "
+               "(no speed points for it); otherwise grading is refused, saying what to do")
 
 
 def no_gpu(cmd: str, what: str, instead: str) -> int | None:
@@ -43,6 +48,26 @@ def cmd_list(a: argparse.Namespace) -> int:
     return 0
 
 
+def counters_ready(prog: str, backend_name: str | None, speed: bool,
+                   lesson_without_counters: bool) -> bool:
+    """Before grading on a GPU: whether the GPU's counters, which grade the lessons, can be
+    read (or the instructor grades lessons as not measured); says what to do otherwise."""
+    from tilelab.device import backend
+    from tilelab.grading import counters
+
+    if lesson_without_counters:
+        os.environ[settings.LESSON_WITHOUT_COUNTERS.name] = "1"
+    if not speed or (backend_name or backend.active()) != "gpu":
+        return True
+    try:
+        counters.preflight()
+    except counters.CountersUnavailable as exc:
+        print(f"{prog}: refusing to grade: {exc} (--lesson-without-counters grades them as not "
+              "measured)", file=sys.stderr)
+        return False
+    return True
+
+
 def cmd_check(a: argparse.Namespace) -> int:
     from tilelab.grading import scoring
     from tilelab.grading.sandbox import grade_source
@@ -56,6 +81,8 @@ def cmd_check(a: argparse.Namespace) -> int:
                        "or check on the CPU emulator: --backend emu (correctness, races, bank "
                        "conflicts and traffic; no speed)")):
         return code
+    if not counters_ready("tilelab check", a.backend, not a.no_speed, a.lesson_without_counters):
+        return 2
     gate = gates.load(a.gates).get(a.exercise) if a.gates else None
     v = grade_source(
         a.exercise, path.read_bytes(), backend_name=a.backend, speed=not a.no_speed, gate=gate
@@ -106,6 +133,8 @@ def cmd_grade(a: argparse.Namespace) -> int:
             print(f"tilelab grade: refusing to grade a class without a sandbox: {why} "
                   "(--no-sandbox grades anyway, with the instructor's rights)", file=sys.stderr)
             return 2
+    if not counters_ready("tilelab grade", a.backend, True, a.lesson_without_counters):
+        return 2
     # on a remote cluster each worker uses its own backend unless one is named
     backend = a.backend if a.scheduler else (a.backend or backends.active())
     errors: tuple[type[Exception], ...] = ()
@@ -215,6 +244,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", choices=("gpu", "emu"))
     s.add_argument("--no-speed", action="store_true", help="skip the speed gate")
     s.add_argument("--gates", help="gates file written by `tilelab calibrate`")
+    s.add_argument("--lesson-without-counters", action="store_true", help=LESSON_HELP)
     s.set_defaults(func=cmd_check)
     s = sub.add_parser("grade", help="autograde a class with nbgrader, then feedback and CSV")
     s.add_argument("--course", default=".", help="the course repository (default: here)")
@@ -227,6 +257,7 @@ def parser() -> argparse.ArgumentParser:
         help="without a GPU, give speed points anyway (they were not measured)",
     )
     s.add_argument("--gates", help="gates file written by `tilelab calibrate`")
+    s.add_argument("--lesson-without-counters", action="store_true", help=LESSON_HELP)
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.add_argument(
         "--workers",

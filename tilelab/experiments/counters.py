@@ -9,8 +9,6 @@ this file is its check. Clocks are left alone (``--clock-control none``).
 
 from __future__ import annotations
 
-import csv
-import io
 import shutil
 import subprocess
 import sys
@@ -23,6 +21,7 @@ from tilelab.catalog.reference import KERNELS
 from tilelab.device.bench import prepared_launch
 from tilelab.device.runtime import get_runtime
 from tilelab.experiments.datafile import write
+from tilelab.grading.counters import parse as ncu_csv
 
 METRICS = (
     "gpu__time_duration.sum",
@@ -78,18 +77,9 @@ def column(metric: str) -> str:
 
 
 def parse(text: str) -> list[dict[str, float]]:
-    """ncu's ``--csv`` details page: one dict of metric values per profiled launch."""
-    start = text.find('"ID"')
-    if start < 0:
-        raise RuntimeError("ncu printed no CSV table:\n" + text[-2000:])
-    launches: dict[int, dict[str, float]] = {}
-    for row in csv.DictReader(io.StringIO(text[start:])):
-        try:
-            value = float(row["Metric Value"].replace(",", ""))
-        except (KeyError, ValueError):
-            continue
-        launches.setdefault(int(row["ID"]), {})[column(row["Metric Name"])] = value
-    return [launches[i] for i in sorted(launches)]
+    """ncu's ``--csv`` details page: one dict of metric values per profiled launch, keyed by
+    :func:`column` (the grader's reader, :func:`tilelab.grading.counters.parse`)."""
+    return [{column(m): v for m, v in launch.items()} for launch in ncu_csv(text)]
 
 
 def run(rt, out: Path) -> Path:
