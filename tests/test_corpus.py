@@ -264,6 +264,15 @@ CELL = {
                "print('CONN' + 'ECTED')\n",
     "fork bomb": "import os, time\nwhile True:\n    try:\n        os.fork()\n"
                  "    except OSError:\n        time.sleep(0.2)\n",
+    "probe": "import os\nfor top, dirs, files in os.walk('/'):\n"  # packages' test data aside
+             "    if top.startswith(('/proc', '/sys', '/dev')) or '-packages/' in top:\n"
+             "        dirs[:] = []\n"
+             "        continue\n"
+             "    for name in files:\n        try:\n"
+             "            with open(os.path.join(top, name), 'rb') as f:\n"
+             "                if f.read(16).startswith(b'SQLite' + b' format 3'):\n"
+             "                    print('FOUND' + 'DB', os.path.join(top, name))\n"
+             "        except OSError:\n            pass\n",
     "10 GB": "b = bytearray(10 << 30)\nprint('ALLOC' + 'ATED')\n",
     "10 GB file": "f = open('/tmp/big', 'wb')\nf.seek(10 << 30)\nf.write(b'x')\nf.close()\n"
                   "print('WRO' + 'TE')\n",
@@ -312,6 +321,8 @@ SANDBOX_CASES = [
          kernel=NAIVE, python=CELL["ghost"], points=(3, 0)),
     Case("c03", "reads the gradebook", "correct on", kernel=NAIVE, python=CELL["gradebook"],
          points=(3, 0)),
+    Case("c13", "searches every file it can see for a gradebook", "correct on", kernel=NAIVE,
+         python=CELL["probe"], points=(3, 0)),
     Case("c04", "reads another student's notebook", "correct on", kernel=NAIVE,
          python=CELL["other"], points=(3, 0)),
     Case("c05", "connects to the network from a cell", "correct on", kernel=NAIVE,
@@ -375,6 +386,9 @@ SANDBOX_CASES = [
          .replace("C[row * N + col] = acc;", "C[row * N + col] = acc + big[threadIdx.x];")),
 ]
 CASES += SANDBOX_CASES
+KERNELS_OF = {case.student: case.kernel for case in CASES}
+if os.environ.get("TILELAB_CORPUS_ONLY"):  # a few cases by student id: c13,d05
+    CASES = [c for c in CASES if c.student in os.environ["TILELAB_CORPUS_ONLY"].split(",")]
 GOOD = ("aaron", "zoe")  # graded first and last: nothing a case does may change their points
 
 
@@ -583,7 +597,8 @@ def test_no_cell_reached_the_network_or_the_course(corpus):
     assert summary["connections"] == 0
     feedback = root / "autograder" / "feedback"  # each marker is printed only on success
     for student, marker in (("c03", "SQLite format"), ("c04", "GOT OTHER"),
-                            ("c05", "CONNECTED"), ("c08", "ALLOCATED"), ("c09", "WROTE")):
+                            ("c05", "CONNECTED"), ("c08", "ALLOCATED"), ("c09", "WROTE"),
+                            ("c13", "FOUNDDB"), ("c13", "SQLite format")):
         for path in (feedback / student).rglob("*.html"):
             assert marker not in path.read_text(errors="replace"), (student, path)
 
@@ -596,7 +611,6 @@ def test_outputs_are_capped(corpus):
 
 # ------------------------------------------------------------------ on a GPU
 
-KERNELS_OF = {case.student: case.kernel for case in CASES}
 GPU_CASES = {
     "endless loop": ("naive", KERNELS_OF["k04"], "longer than"),
     "out-of-bounds write": ("naive", KERNELS_OF["k05"], "elements wrong|memcheck|out of bounds"),
