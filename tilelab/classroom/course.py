@@ -26,6 +26,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from tilelab import publish
 from tilelab.catalog import exercises
+from tilelab.classroom import active_content
 from tilelab.classroom.jupyter_sandbox import sandbox_autograde
 from tilelab.grading import scoring
 from tilelab.grading.verdict import Verdict
@@ -89,6 +90,7 @@ def open_api(course_root: str | Path, cell_timeout: int | None = None,
         config.ExecutePreprocessor.timeout = cell_timeout
     if sandboxed:
         sandbox_autograde(config)
+    active_content.sanitize_pipelines(config)  # no learner script in what is opened
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
 
 

@@ -172,7 +172,7 @@ def autograde(run: ClassRun, sub: Submission, cache: Path) -> None:
     behind are killed, a gradebook changed beyond this student's rows is restored."""
     db = Path(run.api.coursedir.db_url.removeprefix("sqlite:///"))
     with (
-        guards.GradebookGuard(db, sub.student, cache) as guard,
+        guards.GradebookGuard(db, sub.student) as guard,
         settings.environ(settings.VERDICT_CACHE.set_to(cache)),
         gpulock.shared(),  # a GPU shared with other tasks: never while one is timed
         guards.Reaper() as reaper,
