@@ -26,6 +26,9 @@ def cmd_list(a: argparse.Namespace) -> int:
             if e["max_bank_degree"]
             else ""
         )
+        if not e["speed_graded"]:
+            print("    graded for correctness only (no speed gate)")
+            continue
         print(f"    gate: >= {e['gate']}x over {e['baseline']} at {tuple(e['speed_shape'])}{deg}")
     return 0
 

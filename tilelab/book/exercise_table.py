@@ -10,8 +10,8 @@ from tilelab.book.data import DataError
 from tilelab.book.directives import build_table
 from tilelab.catalog import exercises
 
-HEADS = ["exercise (assignment: kernel)", "speed gate on a GPU", "on the emulator",
-         "points (correct + speed)"]
+HEADS = ["exercise (assignment: kernel)", "what it teaches", "speed gate on a GPU",
+         "on the emulator", "points (correct + speed)"]
 
 
 def rows() -> list[list[str]]:
@@ -24,9 +24,10 @@ def rows() -> list[list[str]]:
         shape = " × ".join(str(s) for s in d["speed_shape"])
         pts = d["points"]
         optional = " — optional" if d.get("optional") else ""
-        out.append([f"{d['id']} ({d['assignment']}: {d['kernel']}){optional}",
-                    f"≥ {d['gate']}× over {d['baseline']}, at {shape}", emu,
-                    f"{pts['correctness']:g} + {pts['speed']:g}"])
+        gate = (f"≥ {d['gate']}× over {d['baseline']}, at {shape}" if ex.speed_graded
+                else "none: correctness only")
+        out.append([f"{d['id']} ({d['assignment']}: {d['kernel']}){optional}", ex.teaches,
+                    gate, emu, f"{pts['correctness']:g} + {pts['speed']:g}"])
     return out
 
 

@@ -226,7 +226,7 @@ def lesson_traffic(run: Run, v: Verdict) -> bool:
     """On a GPU, the global traffic of the same source counted by the emulator's analysis,
     so that a speed gate is passed only with the lesson: a kernel with no tile that walks a
     column can be fast on a GPU with large caches, and its time alone cannot tell."""
-    if not (v.correct and run.rt.name == "gpu" and run.speed):
+    if not (v.correct and run.rt.name == "gpu" and run.speed and run.ex.speed_graded):
         return True
     counted = count_traffic(run.ex, run.text, run.rng)
     if isinstance(counted, str):
@@ -266,7 +266,9 @@ def speed(run: Run, v: Verdict) -> bool:
     if not v.correct:
         return True
     v.messages.append(f"correct on {len(ex.shapes)} shapes with fresh random inputs")
-    if rt.name == "gpu" and run.speed:
+    if not ex.speed_graded:
+        v.messages.append("this step is graded for correctness only (no speed test)")
+    elif rt.name == "gpu" and run.speed:
         measure_speed(rt, run.fn, ex, v, run.rng)
         lesson_gate(ex, v)
     elif ex.max_bank_degree is not None and rt.name == "emu":
@@ -356,7 +358,7 @@ def compile_speed_kernels() -> None:
     (see :func:`tilelab.device.runtime.seed_pycuda_cache`, which makes its folder)."""
     rt = get_runtime("gpu")
     for ex in exercises.EXERCISES.values():
-        for ref in (ex.baseline, ex.must_beat):
+        for ref in (ex.baseline, ex.must_beat) if ex.speed_graded else ():
             if ref is not None:
                 rt.SourceModule(ref.source())
 

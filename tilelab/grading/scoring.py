@@ -90,6 +90,8 @@ def report(v: Verdict, award: bool = False) -> str:
             f"  bank conflicts: {'PASS' if v.speed_passed else 'FAIL'}  average degree "
             f"{v.bank_degree:.2f} (gate <= {v.max_bank_degree:g})  {of_speed}"
         )
+    elif not v.max_points_speed:
+        lines.append("  speed: not graded (this step is graded for correctness only)")
     elif p.speed:
         lines.append(f"  speed: not measured (no GPU); awarded by the instructor  {of_speed}")
     else:
