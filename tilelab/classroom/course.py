@@ -127,11 +127,11 @@ def release(
     cd = api.coursedir
     names = list(assignments or exercises.ASSIGNMENTS)
     if (Path(cd.root) / publish.CONFIG_FILE).is_file():
-        publish.write_setup_cells(
-            [Path(cd.format_path(cd.source_directory, ".", a)) / f"{notebook_id(a)}.ipynb"
-             for a in names],
-            publish.repository_url(cd.root),
-        )
+        sources = {a: Path(cd.format_path(cd.source_directory, ".", a)) / f"{notebook_id(a)}.ipynb"
+                   for a in names}
+        url = publish.repository_url(cd.root)
+        publish.write_setup_cells(list(sources.values()), url)
+        publish.write_about_cells(sources, url)
     out = str(Path(dest).resolve()) if dest is not None else cd.release_directory
     with temp_attrs(cd, release_directory=out):
         for a in names:
