@@ -162,7 +162,11 @@ def diagnosed(run: Run, v: Verdict, results: list[ShapeResult]) -> str:
 def analysis(run: Run, v: Verdict) -> bool:
     """On the emulator: races and bank conflicts of one launch at the analysis shape. A
     race fails a correct kernel; for a wrong one the table only helps explain it."""
-    if run.rt.name != "emu" or not (v.correct or "__shared__" in run.text):
+    if run.rt.name != "emu":
+        return True
+    if not (v.correct or "__shared__" in run.text):  # only the picture of what it touched
+        if run.launched and run.report is None:
+            _analyse(run, v)
         return True
     if not run.launched:
         v.analysis = {"error": "the kernel's launch failed (see above)"}
@@ -200,6 +204,7 @@ def _analyse(run: Run, v: Verdict) -> Any | None:
             v.correct = False
         return None
     report = fn.last_report.analysis
+    v.touch = report.touch or None
     if "__shared__" in run.text:
         at = fmt_shape(ex.problem, shape)
         v.analysis = {"at": at, "summary": report.summary(), **report.to_dict()}
