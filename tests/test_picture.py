@@ -69,3 +69,23 @@ def test_every_step_s_reference_picture_draws():
         ref = picture.reference_touch(ex)
         png = picture.draw(ex, ref, ref)
         assert Image.open(io.BytesIO(png)).width <= 1280
+
+
+@pytest.mark.parametrize("folder", ["solutions", "exercises"])
+def test_every_step_s_page_shows_the_current_reference_picture(folder):
+    """Each step's notebook (a page of the book) shows its reference's picture, drawn from
+    the reference kernel the registry names now (`tilelab release` redraws a stale one)."""
+    import json
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    for assignment, ids in exercises.ASSIGNMENTS.items():
+        nb = next((repo / folder / assignment).glob("*.ipynb"))
+        text = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"]
+                       if c["cell_type"] == "markdown")
+        for ex_id in ids:
+            ex = exercises.get(ex_id)
+            assert f"](pictures/{ex_id}.png)" in text, (assignment, ex_id)
+            path = picture.picture_path(nb.parent, ex)
+            assert picture.is_current(path, ex), f"{path} is stale: run  tilelab release"
+            assert Image.open(path).width <= 1280

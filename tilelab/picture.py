@@ -12,14 +12,19 @@ Nothing here runs a learner's code: their trace comes back in the verdict.
 
 from __future__ import annotations
 
+import hashlib
 import io
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from PIL import Image
 
+from tilelab.catalog import exercises
 from tilelab.catalog.exercises import Exercise
 from tilelab.device.runtime import get_runtime
 
@@ -57,6 +62,13 @@ def buffer_shapes(ex: Exercise) -> dict[str, tuple[int, int]]:
         n = int(np.prod(s))
         out[name] = (s[0], s[1]) if len(s) == 2 and s[0] > 1 else (-(-n // ROW), min(n, ROW))
     return out
+
+
+def phase_colours(n: int) -> list[Any]:
+    """One colour per phase: distinct ones for a few, a gradient for many."""
+    if n <= len(PHASE_COLOURS):
+        return PHASE_COLOURS[:n]
+    return [colormaps["viridis"](i / (n - 1)) for i in range(n)]
 
 
 def phase_grid(entry: dict[str, Any] | None, shape: tuple[int, int],
@@ -111,9 +123,14 @@ def _draw_banks(ax: Any, warp: dict[str, Any] | None, who: str) -> None:
                  f"up to {int(banks.max())} lanes in one bank", fontsize=10)
 
 
-def draw(ex: Exercise, mine: dict[str, Any], reference: dict[str, Any]) -> bytes:
+def draw(ex: Exercise, mine: dict[str, Any] | None, reference: dict[str, Any],
+         metadata: dict[str, str] | None = None) -> bytes:
     """The PNG: what one block of each kernel read and wrote, phase by phase, and the
-    lanes of a warp over the banks for the shared access with the most conflicts."""
+    lanes of a warp over the banks for the shared access with the most conflicts.
+    ``mine`` None: the reference alone (the picture a step's page shows)."""
+    columns = [("reference", reference)] if mine is None else [("your kernel", mine),
+                                                                ("reference", reference)]
+    mine = reference if mine is None else mine
     shapes = buffer_shapes(ex)
     order = [(p, "read") for p in ex.problem.arg_order if p in shapes and p != ex.problem.output]
     order.append((ex.problem.output, "write"))
@@ -123,11 +140,14 @@ def draw(ex: Exercise, mine: dict[str, Any], reference: dict[str, Any]) -> bytes
     rows = len(order) + banked
     heights = [max(0.9, min(2.6, 6.0 * shapes[p][0] / shapes[p][1])) for p, _k in order]
     heights += [2.4] if banked else []
-    fig = Figure(figsize=(WIDTH_IN, sum(heights) + 0.9))
-    axes = fig.subplots(rows, 2, gridspec_kw={"height_ratios": heights}, squeeze=False)
+    width = WIDTH_IN if len(columns) == 2 else WIDTH_IN * 0.6
+    fig = Figure(figsize=(width, sum(heights) * (1 if len(columns) == 2 else 0.75) + 1.1))
+    axes = fig.subplots(rows, len(columns), gridspec_kw={"height_ratios": heights},
+                        squeeze=False)
     phases = _phases(mine, reference) or [0]
-    cmap = ListedColormap([UNTOUCHED, *PHASE_COLOURS[: len(phases)]])
-    for col, (who, trace) in enumerate((("your kernel", mine), ("reference", reference))):
+    colours = phase_colours(len(phases))
+    cmap = ListedColormap([UNTOUCHED, *colours])
+    for col, (who, trace) in enumerate(columns):
         entries = _entries(trace)
         for r, (param, kind) in enumerate(order):
             ax = axes[r][col]
@@ -137,21 +157,23 @@ def draw(ex: Exercise, mine: dict[str, Any], reference: dict[str, Any]) -> bytes
             ax.set_xticks([])
             ax.set_yticks([])
             n = int((grid >= 0).sum())
-            ax.set_title(f"{who}: {param} {kind} ({n} elements)", fontsize=10)
+            ax.set_title(f"{who}: {param} {kind} ({n} element{'' if n == 1 else 's'})",
+                         fontsize=10)
         if banked:
             _draw_banks(axes[rows - 1][col], _worst_warp(trace), who)
     block = tuple(mine.get("block") or reference.get("block") or (0, 0, 0))
     shape = ", ".join(f"{d}={s}" for d, s in zip(ex.problem.dims, ex.problem.analysis_shape,
                                                   strict=True))
     labels = [f"phase {i + 1}" for i in range(len(phases))] if len(phases) > 1 else ["touched"]
-    handles = [Rectangle((0, 0), 1, 1, color=PHASE_COLOURS[i]) for i in range(len(labels))]
-    fig.legend(handles, labels, loc="lower center", ncol=min(8, len(labels)), fontsize=9,
-               frameon=False)
-    fig.suptitle(f"{ex.id}: what block {block} read and wrote at {shape} (a phase ends at "
-                 "each __syncthreads)", fontsize=11)
-    fig.tight_layout(rect=(0, 0.05, 1, 0.97))
+    handles = [Rectangle((0, 0), 1, 1, color=colours[i]) for i in range(len(labels))]
+    ncol = min(len(labels), 8 if len(columns) == 2 else 5)
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
+    fig.suptitle(f"{ex.id}: what block {block} read and wrote\nat {shape} (a phase ends "
+                 "at each __syncthreads)", fontsize=10)
+    legend_rows = -(-len(labels) // ncol)
+    fig.tight_layout(rect=(0, min(0.3, 0.5 * legend_rows / fig.get_figheight()), 1, 0.94))
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI)
+    fig.savefig(buf, format="png", dpi=DPI, metadata=metadata)
     return buf.getvalue()
 
 
@@ -161,3 +183,43 @@ def differs(mine: dict[str, Any], reference: dict[str, Any]) -> bool:
         return {k: {i for s, n, _m in g["runs"] for i in range(s, s + n)}
                 for k, g in _entries(t).items()}
     return sets(mine) != sets(reference)
+
+
+# ---------------------------------------------------------------- the steps' pages
+
+PICTURES = "pictures"  # beside each source notebook: one reference picture per step
+SOURCE_KEY = "tilelab-reference-sha256"  # the PNG's text chunk: the reference it shows
+
+
+def reference_digest(ex: Exercise) -> str:
+    """What a step's picture depends on: its reference kernel and the analysis shape."""
+    text = f"{ex.reference.source()}\n{ex.problem.analysis_shape}\n{ex.launch}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def picture_path(folder: Path, ex: Exercise) -> Path:
+    return folder / PICTURES / f"{ex.id}.png"
+
+
+def is_current(path: Path, ex: Exercise) -> bool:
+    """Whether ``path`` is the picture of ``ex``'s current reference kernel."""
+    try:
+        with Image.open(path) as img:
+            return img.info.get(SOURCE_KEY) == reference_digest(ex)
+    except (OSError, ValueError):
+        return False
+
+
+def write_reference_pictures(folder: Path, ids: tuple[str, ...]) -> list[Path]:
+    """Draw, into ``folder/pictures``, the reference picture of each step whose picture is
+    missing or shows another reference; return those written."""
+    written = []
+    for ex_id in ids:
+        ex = exercises.get(ex_id)
+        path = picture_path(folder, ex)
+        if is_current(path, ex):
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(draw(ex, None, reference_touch(ex), {SOURCE_KEY: reference_digest(ex)}))
+        written.append(path)
+    return written
