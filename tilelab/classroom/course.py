@@ -47,6 +47,12 @@ def test_cell_id(exercise_id: str, kind: str) -> str:
     return f"test_{exercise_id}_{kind}"
 
 
+def test_kinds(exercise_id: str) -> tuple[str, ...]:
+    """The hidden tests an exercise's notebook holds: a step graded for correctness only
+    has no speed test."""
+    return ("correct", "speed") if exercises.get(exercise_id).speed_graded else ("correct",)
+
+
 def config_path(course_root: str | Path) -> Path:
     """``autograder/nbgrader_config.py`` of a course (given the repository or autograder/)."""
     root = Path(course_root).resolve()
@@ -175,6 +181,8 @@ def record(
         for v in verdicts:
             written[v.exercise] = {}
             for kind, points in scoring.points(v, award_without_gpu).as_dict().items():
+                if kind not in test_kinds(v.exercise):
+                    continue
                 grade = gb.find_grade(test_cell_id(v.exercise, kind), nb, assignment, student)
                 grade.manual_score = min(points, grade.max_score)
                 grade.needs_manual_grade = False

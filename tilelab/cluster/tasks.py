@@ -237,14 +237,14 @@ def zero_result(course: Course, sub: Submission, why: str, backend: str) -> Resu
     grades = {
         nbcourse.test_cell_id(v.exercise, kind): {"manual_score": 0.0, "needs_manual_grade": False}
         for v in verdicts
-        for kind in ("correct", "speed")
+        for kind in nbcourse.test_kinds(v.exercise)
     }
     award = course.award_speed_without_gpu
     comments = {
         nbcourse.kernel_cell_id(v.exercise): {"manual_comment": scoring.report(v, award)}
         for v in verdicts
     }
-    points = {v.exercise: {"correct": 0.0, "speed": 0.0} for v in verdicts}
+    points = {v.exercise: dict.fromkeys(nbcourse.test_kinds(v.exercise), 0.0) for v in verdicts}
     with tempfile.TemporaryDirectory(prefix="tilelab-zero-") as tmp:
         write_verdicts(
             Path(tmp), sub.student, sub.assignment, verdicts, points,
