@@ -64,7 +64,8 @@ def test_a_zero_verdict_names_the_exercise_and_its_maxima():
     assert scoring.points(v, award=True).total == 0
 
 
-@pytest.mark.parametrize("exercise_id", list(exercises.EXERCISES))
+@pytest.mark.parametrize("exercise_id", [e.id for e in exercises.EXERCISES.values()
+                                         if e.speed_graded])
 @pytest.mark.parametrize("degree", [None, 1.0, 16.5])
 def test_on_the_emulator_no_exercise_earns_speed_points_from_its_analysis(exercise_id, degree):
     """Whatever the emulator's analysis found (even a verdict claiming a passed gate), the
@@ -75,3 +76,13 @@ def test_on_the_emulator_no_exercise_earns_speed_points_from_its_analysis(exerci
     assert scoring.speed_status(v) == (False, "not measured: needs a GPU")
     assert scoring.points(v, award=True).speed == v.max_points_speed
     assert "awarded by the instructor's policy" in scoring.report(v, award=True)
+
+
+@pytest.mark.parametrize("exercise_id", [e.id for e in exercises.EXERCISES.values()
+                                         if not e.speed_graded])
+def test_a_correctness_only_step_says_so_and_has_no_speed_points_to_award(exercise_id):
+    v = verdict(exercise_id, speed_passed=None)
+    assert v.max_points_speed == 0
+    assert "speed: not graded (this step is graded for correctness only)" in scoring.report(v)
+    assert scoring.points(v, award=True).speed == 0
+    assert scoring.lost(v) == ""

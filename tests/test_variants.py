@@ -18,7 +18,7 @@ ALL = [(e, v) for e, vs in VARIANTS.items() for v in vs]
 
 
 def test_each_exercise_lists_variants_that_must_pass_and_must_fail():
-    assert set(VARIANTS) == set(exercises.EXERCISES)
+    assert set(VARIANTS) == {e.id for e in exercises.EXERCISES.values() if e.speed_graded}
     for ex_id, vs in VARIANTS.items():
         must = {v.must for v in vs}
         assert must == {"pass", "fail"}, ex_id

@@ -44,6 +44,9 @@ def cmd_list(a: argparse.Namespace) -> int:
             if e["max_bank_degree"]
             else ""
         )
+        if not e["speed_graded"]:
+            print("    graded for correctness only (no speed gate)")
+            continue
         print(f"    gate: >= {e['gate']}x over {e['baseline']} at {tuple(e['speed_shape'])}{deg}")
     return 0
 
@@ -171,8 +174,12 @@ def cmd_grade(a: argparse.Namespace) -> int:
 
 
 def cmd_release(a: argparse.Namespace) -> int:
-    from tilelab import classroom
+    from tilelab import classroom, picture
 
+    for name in a.assignment or exercises.ASSIGNMENTS:
+        folder = Path(a.course) / "solutions" / name
+        for path in picture.write_reference_pictures(folder, exercises.ASSIGNMENTS[name]):
+            print(f"drew {path}")
     for path in classroom.release(a.course, a.assignment):
         print(f"released {path}")
     return 0

@@ -83,6 +83,8 @@ def calibrate(rt: Runtime | None = None) -> dict[str, Any]:
     rng = np.random.default_rng()
     gates: dict[str, Any] = {}
     for ex in exercises.EXERCISES.values():
+        if not ex.speed_graded:  # a correctness-only step has no gate to place
+            continue
         baseline_ms, ms = measure(ex, rt, rng)
         speedups = {k: baseline_ms / t for k, t in ms.items()}
         gates[ex.id] = {

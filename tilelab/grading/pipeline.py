@@ -206,7 +206,11 @@ def diagnosed(run: Run, v: Verdict, results: list[ShapeResult]) -> str:
 def analysis(run: Run, v: Verdict) -> bool:
     """On the emulator: races and bank conflicts of one launch at the analysis shape. A
     race fails a correct kernel; for a wrong one the table only helps explain it."""
-    if run.rt.name != "emu" or not (v.correct or "__shared__" in run.text):
+    if run.rt.name != "emu":
+        return True
+    if not (v.correct or "__shared__" in run.text):  # only the picture of what it touched
+        if run.launched and run.report is None:
+            _analyse(run, v)
         return True
     if not run.launched:
         v.analysis = {"error": "the kernel's launch failed (see above)"}
@@ -244,6 +248,7 @@ def _analyse(run: Run, v: Verdict) -> Any | None:
             v.correct = False
         return None
     report = fn.last_report.analysis
+    v.touch = report.touch or None
     if "__shared__" in run.text:
         at = fmt_shape(ex.problem, shape)
         v.analysis = {"at": at, "summary": report.summary(), **report.to_dict()}
@@ -285,7 +290,7 @@ def sanitizer_verdict(run: Run, v: Verdict) -> bool:
 def lesson_traffic(run: Run, v: Verdict) -> bool:
     """On a GPU, the emulator's count of the same source's global traffic: feedback beside
     the GPU's own counters (it decides nothing there: the lesson is graded from those)."""
-    if not (v.correct and run.rt.name == "gpu" and run.speed):
+    if not (v.correct and run.rt.name == "gpu" and run.speed and run.ex.speed_graded):
         return True
     counted = count_traffic(run.ex, run.text, run.rng)
     if isinstance(counted, dict):
@@ -348,7 +353,9 @@ def speed(run: Run, v: Verdict) -> bool:
     if not v.correct:
         return True
     v.messages.append(f"correct on {len(ex.shapes)} shapes with fresh random inputs")
-    if rt.name == "gpu" and run.speed:
+    if not ex.speed_graded:
+        v.messages.append("this step is graded for correctness only (no speed test)")
+    elif rt.name == "gpu" and run.speed:
         measure_speed(rt, run.fn, ex, v, run.rng)
         lesson_gate(run, v)
     elif rt.name == "gpu":
@@ -470,7 +477,7 @@ def compile_speed_kernels() -> None:
     (see :func:`tilelab.device.runtime.seed_pycuda_cache`, which makes its folder)."""
     rt = get_runtime("gpu")
     for ex in exercises.EXERCISES.values():
-        for ref in (ex.baseline, ex.must_beat):
+        for ref in (ex.baseline, ex.must_beat) if ex.speed_graded else ():
             if ref is not None:
                 rt.SourceModule(ref.source())
 

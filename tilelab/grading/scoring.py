@@ -106,6 +106,8 @@ def report(v: Verdict, award: bool = False) -> str:
             f"{v.baseline} (gate {v.gate:g}x; yours {v.candidate_ms:.3f} ms, "
             f"baseline {v.baseline_ms:.3f} ms)  {of_speed}"
         )
+    elif not v.max_points_speed:
+        lines.append("  speed: not graded (this step is graded for correctness only)")
     elif p.speed:
         name = settings.AWARD_SPEED_WITHOUT_GPU.name
         lines.append(f"  speed: {unmeasured(v)}; awarded by the instructor's policy "

@@ -41,6 +41,9 @@ class Verdict:
     #: the emulator's race and bank-conflict analysis of one launch at the problem's
     #: ``analysis_shape`` (``at``, ``summary`` and the report's data; or ``error``)
     analysis: dict[str, Any] | None = None
+    #: on the emulator, what one block's threads read and wrote (the picture's data:
+    #: :func:`tilelab.emu.report.AnalysisReport.touch`)
+    touch: dict[str, Any] | None = None
     sanitizer: dict[str, Any] = field(default_factory=dict)
     shapes: list[dict[str, Any]] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
