@@ -12,7 +12,9 @@
 # OUT_DIR/gates.json), cluster (the Dask cluster's `gpu` tests: a LocalCUDACluster worker per
 # GPU; needs dask-cuda), scale (benchmarks/class_scale.py --gpu with 1 and 2 workers: needs
 # two GPUs; SCALE_STUDENTS learners, 24 by default; every task's time and the median
-# seconds of each grading step in OUT_DIR/scale.json). A summary table is printed last.
+# seconds of each grading step in OUT_DIR/scale.json), road (the road to cuBLAS alone: its
+# Nsight Compute counters, the sgemm table with the ablations and step 6, the ptxas report
+# and the model that reads them -> OUT_DIR/data). A summary table is printed last.
 set -uo pipefail
 out="${1:?usage: gpu_session.sh OUT_DIR}"
 steps="${STEPS:-tests class corpus bench calibrate}"
@@ -43,6 +45,8 @@ for s in $steps; do
     bench) run_step bench "${BENCH_LIMIT:-300}" "$py" -m tilelab.cli bench device matmul transpose \
              elementwise bank_stride occupancy sass racecheck shared_bw divergence \
              waves latency counters sgemm sgemm_ptxas --out "$out/data" ;;
+    road) run_step road "${ROAD_LIMIT:-600}" "$py" -m tilelab.cli bench counters sgemm \
+             sgemm_ptxas --out "$out/data" ;;
     calibrate) run_step calibrate "${CALIBRATE_LIMIT:-300}" "$py" -m tilelab.cli calibrate \
              --write "$out/gates.json" --out "$out/data" ;;
     cluster) run_step cluster "${CLUSTER_LIMIT:-200}" "$py" -m pytest -m gpu -p no:cacheprovider \
@@ -51,7 +55,7 @@ for s in $steps; do
              --students "${SCALE_STUDENTS:-24}" --workers 1 2 --json "$out/scale.json" ;;
     corpus) run_step corpus "${CORPUS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_corpus.py ;;
-    *) echo "unknown step $s (tests class corpus bench calibrate cluster scale)"; exit 2 ;;
+    *) echo "unknown step $s (tests class corpus bench road calibrate cluster scale)"; exit 2 ;;
   esac
 done
 echo
