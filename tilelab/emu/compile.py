@@ -27,7 +27,7 @@ from .translate import translate
 PRELUDE_DIR = Path(__file__).with_name("prelude")
 FLAGS = (
     "-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-shared", "-fvisibility=hidden",
-    "-fno-threadsafe-statics", "-fno-strict-aliasing", "-fno-math-errno",
+    "-fno-threadsafe-statics", "-fno-strict-aliasing", "-fno-math-errno", "-fno-weak",
     "-fstack-clash-protection", "-w", "-Wl,-z,defs",
 )
 
@@ -93,11 +93,30 @@ TSAN_FLAGS = (
 )
 
 
-def _flags(analysis: bool, lockstep: bool = False) -> list[str]:
+@functools.cache
+def fma_flags() -> tuple[str, ...] | None:
+    """The g++ flags that let ``a * b + c`` become one fused multiply-add, as nvcc's
+    default ``--fmad=true`` does, or None on a CPU without FMA (x86-64 before Haswell: there
+    products are rounded before the add, and results may differ from a GPU's in the last
+    bit)."""
+    machine = os.uname().machine
+    if machine not in ("x86_64", "AMD64"):
+        return ("-ffp-contract=fast",)  # aarch64, ppc64le, s390x, riscv64 have FMA
+    try:
+        flags = re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
+    except OSError:
+        flags = None
+    return ("-ffp-contract=fast", "-mfma") if flags and "fma" in flags.group(1).split() \
+        else None
+
+
+def _flags(analysis: bool, lockstep: bool = False, fmad: bool = True) -> list[str]:
     # Analysis mode records the source's accesses: no auto-vectorised loops, and a float4
     # copied whole (no scalar replacement of aggregates), as a GPU loads it.
-    return [*FLAGS, *(["-DTILELAB_ANALYSIS", "-fno-tree-vectorize", "-fno-tree-sra"]
-                      if analysis else []),
+    contract = (fmad and fma_flags()) or ("-ffp-contract=off",)
+    return [*FLAGS, *contract,
+            *(["-DTILELAB_ANALYSIS", "-fno-tree-vectorize", "-fno-tree-sra"]
+              if analysis else []),
             *(TSAN_FLAGS if analysis or lockstep else ())]
 
 
@@ -203,8 +222,10 @@ def _check_imports(path: Path, needs: PreludeNeeds, source: str) -> None:
 
 
 def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: str = "",
-          lockstep: bool = False) -> Library:
+          lockstep: bool = False, fmad: bool = True) -> Library:
     """Compile ``code`` (a translation of ``source``) or reuse the cached library.
+
+    ``fmad`` contracts ``a * b + c`` into fused multiply-adds (nvcc's ``--fmad``).
 
     Names only the prelude may use are poisoned after its ``#include``; the library is
     checked for host-function imports before it is ever loaded (and again when cached).
@@ -220,7 +241,7 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
     if head != '#include "tilelab_emu.h"':
         raise CompileError("internal error: a translation must start with the prelude.")
     code = f"{head}\n{hostcalls.poison_pragma(reserved)}\n{rest}"
-    flags = [*_flags(analysis, lockstep), *defines]
+    flags = [*_flags(analysis, lockstep, fmad), *defines]
     key = _digest([code, flags, version, _prelude_digest()])
     root = cache_dir()
     so, meta = root / f"{key}.so", root / f"{key}.json"
@@ -252,8 +273,10 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
 
 
 def _describe(path: Path) -> dict:
+    confined = seccomp.require()
+
     def child(fd: int, tag: bytes) -> None:
-        seccomp.install_loading_filter()  # a constructor in the source runs under it
+        seccomp.install_loading_filter(confined)  # a constructor in the source runs under it
         os.write(fd, tagged(tag, json.dumps(describe_library(str(path))).encode()))
 
     res = run_forked(child, timeout=60)
