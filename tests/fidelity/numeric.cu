@@ -108,3 +108,22 @@ __global__ void rounding(const float* xs, const float* ys, const float* zs, cons
     int k = 0, j = 0;
     ROUNDED(rn) ROUNDED(rz) ROUNDED(ru) ROUNDED(rd)
 }
+
+// Implicit conversions: initialisation, assignment, argument, return value, a macro.
+#define TENTHS(v) ((v) * 10)
+__device__ int truncate_arg(int v) { return v; }
+__device__ long long as_long(double v) { return v; }
+__global__ void implicit(const float* x, const double* xd, int n, int* i32, unsigned int* u32,
+                         long long* i64, unsigned long long* u64, int* args, int* tenths)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    int i = x[t];
+    i32[t] = i;
+    u32[t] = x[t];
+    i64[t] = as_long(xd[t]);
+    size_t s = xd[t];
+    u64[t] = s;
+    args[t] = truncate_arg(x[t]);
+    tenths[t] = TENTHS(x[t]);
+}

@@ -136,3 +136,97 @@ def rewrite_casts(masked: str) -> list[Edit]:
             continue  # the tail of a longer type name, matched on its own
         edits.append((m.start(), m.end(), f"tl_emu::Cvt<{m.group(1)}>::from"))
     return edits
+
+
+# Implicit conversions (`int b = x * 10;`, `out[i] = x;`, an int argument or return value)
+# are found by g++ itself: -Wfloat-conversion names each, and a diagnostics-only pass in
+# JSON gives each one's source range, which is then wrapped in tl_emu::Cvt too.
+_IMPLICIT = re.compile(
+    r"^kernel\.cu:\d+:\d+: warning: conversion from '[^']+' to '([^']+)'(?: \{aka '([^']+)'\})?"
+    r" may change value \[-Wfloat-conversion\]", re.M)
+# The integer types a cast is rewritten for, as g++ spells them.
+_INT_DEST = frozenset(("int", "unsigned int", "long int", "long unsigned int", "long long int",
+                       "long long unsigned int"))
+_MESSAGE = re.compile(r"conversion from .(?:float|double|long double). to .([^'\u2019]+).(?: "
+                      r"\{aka .([^'\u2019]+).\})? may change value")
+
+
+def _int_dest(named: str, aka: str | None) -> str | None:
+    """The integer type a conversion goes to, as the source may write it, or None."""
+    return named if (aka or named) in _INT_DEST else None
+
+
+def has_implicit_int_conversions(stderr: str) -> bool:
+    """Whether g++ (with -Wfloat-conversion) saw a floating value converted implicitly to an
+    integer type in kernel.cu."""
+    return any(_int_dest(m.group(1), m.group(2)) for m in _IMPLICIT.finditer(stderr))
+
+
+def _token_end(line: str, col: int) -> int:
+    """End of the token at ``col`` (an identifier, with a macro or function call's
+    arguments, or a number), or -1."""
+    m = _IDENT.match(line, col) or _NUMBER.match(line, col)
+    if not m or not m.group(0):
+        return -1
+    end = m.end()
+    j = _skip_ws(line, end)
+    if j < len(line) and line[j] == "(" and _IDENT.match(line, col):
+        depth = 0
+        for k in range(j, len(line)):
+            depth += {"(": 1, ")": -1}.get(line[k], 0)
+            if depth == 0:
+                return k + 1
+        return -1
+    return end
+
+
+def rewrite_implicit(code: str, diagnostics: list[dict]) -> str:
+    """``code`` with each implicit floating-to-integer conversion g++ reported (its JSON
+    diagnostics) wrapped in ``tl_emu::Cvt``; edits only lines of kernel.cu."""
+    lines = code.split("\n")
+    try:
+        first = lines.index('#line 1 "kernel.cu"') + 1  # the index of kernel.cu line 1
+    except ValueError:
+        return code
+    edits: dict[int, list[tuple[int, int, str]]] = {}
+    for d in diagnostics:
+        m = _MESSAGE.search(d.get("message", ""))
+        dest = m and _int_dest(m.group(1), m.group(2))
+        locs = d.get("locations") or []
+        if not dest or d.get("kind") != "warning" or not locs:
+            continue
+        caret = locs[0].get("caret", {})
+        start = locs[0].get("start", caret)
+        finish = locs[0].get("finish")
+        if caret.get("file") != "kernel.cu" or start.get("line") != caret.get("line") or (
+                finish and finish.get("line") != caret.get("line")):
+            continue
+        row = first + caret["line"] - 1
+        if not 0 <= row < len(lines):
+            continue
+        text = lines[row]
+        raw = text.encode()
+
+        def char_index(loc: dict, raw: bytes = raw) -> int:  # 1-based bytes to characters
+            return len(raw[:loc.get("byte-column", loc["column"])].decode(errors="ignore"))
+
+        a = char_index(start) - 1
+        b = char_index(finish or caret)  # the range's last character (1-based)
+        j = b - 1  # a range ending inside a name ends with the name (and a macro's call)
+        while a < j <= len(text) and (text[j - 1].isalnum() or text[j - 1] == "_"):
+            j -= 1
+        if 0 <= j < len(text) and _IDENT.match(text, j):
+            b = max(b, _token_end(text, j))
+        expr = text[a:b] if 0 <= a < b <= len(text) else ""
+        if not expr.strip() or re.search(r"(?<![=!<>])=(?!=)", expr):
+            continue  # nothing to wrap, or a compound assignment (converts inside)
+        edits.setdefault(row, []).append((a, b, dest))
+    for row, spans in edits.items():
+        text, last = lines[row], len(lines[row]) + 1
+        for a, b, dest in sorted(set(spans), reverse=True):
+            if b > last:
+                continue  # overlaps a span already wrapped
+            text = f"{text[:a]}tl_emu::Cvt<{dest}>::from({text[a:b]}){text[b:]}"
+            last = a
+        lines[row] = text
+    return "\n".join(lines)

@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import hostcalls, seccomp
+from . import casts, hostcalls, seccomp
 from .errors import CompileError
 from .native import describe_library, run_forked, tagged
 from .translate import translate
@@ -28,7 +28,7 @@ PRELUDE_DIR = Path(__file__).with_name("prelude")
 FLAGS = (
     "-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-shared", "-fvisibility=hidden",
     "-fno-threadsafe-statics", "-fno-strict-aliasing", "-fno-math-errno", "-fno-weak",
-    "-fstack-clash-protection", "-w", "-Wl,-z,defs",
+    "-fstack-clash-protection", "-Wfloat-conversion", "-Wl,-z,defs",
 )
 
 
@@ -257,6 +257,10 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
         if foreign:  # never show what g++ said: it may quote the file
             raise CompileError(f"kernel.cu includes {foreign[0][:120]}, which is not allowed in "
                                "kernels run by the CPU emulator. Remove the #include.")
+        if proc.returncode == 0 and casts.has_implicit_int_conversions(stderr):
+            # convert as a GPU does where a floating value becomes an integer unwritten
+            code = casts.rewrite_implicit(code, _diagnostics(cxx, flags, code, tmp))
+            proc, headers, stderr = _gxx(cxx, flags, code, tmp)
         if proc.returncode != 0:
             if found := hostcalls.poisoned_names(stderr):
                 raise hostcalls.host_call_error(found, source, found)
@@ -270,6 +274,21 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
         os.replace(tmp_meta, meta)
     return Library(so, tuple(info["kernels"]), info["static_shared"],
                    tuple(info.get("globals", ())))
+
+
+def _diagnostics(cxx: str, flags: list[str], code: str, tmp: str) -> list[dict]:
+    """g++'s warnings on ``code`` as JSON (with source ranges); [] if unreadable."""
+    (Path(tmp) / "kernel.cpp").write_text(code)
+    check = [f for f in flags if f != "-shared" and not f.startswith("-Wl,")]
+    try:
+        proc = subprocess.run([cxx, *check, "-fsyntax-only", "-fdiagnostics-format=json", "-I",
+                               str(PRELUDE_DIR), "kernel.cpp"], capture_output=True, text=True,
+                              timeout=300, check=False, cwd=tmp,
+                              env={**os.environ, "LC_ALL": "C"})
+        found = json.loads(proc.stderr or "[]")
+    except (subprocess.TimeoutExpired, ValueError):
+        return []
+    return found if isinstance(found, list) else []
 
 
 def _describe(path: Path) -> dict:
@@ -309,11 +328,17 @@ def clean_errors(stderr: str, tmp: str = "", source: str = "") -> tuple[str, tup
     lines: set[int] = set()
     src = source.replace("\r\n", "\n").split("\n")
     target = None
+    warning = False  # inside a warning and its notes: g++'s warnings are not shown
     for raw in stderr.splitlines():
         text = raw.replace(str(PRELUDE_DIR) + "/", "<tilelab prelude>/")
         if tmp:
             text = text.replace(tmp + "/", "")
         m = _DIAG.match(text)
+        if m and (m.group("kind") == "warning" or (warning and m.group("kind") == "note")):
+            warning, target = True, None
+            continue
+        if m or text.startswith("kernel.cu: ") or re.match(r"^In file included from", text):
+            warning = False
         if m:
             if m.group("file") == "kernel.cu":
                 n = int(m.group("line"))

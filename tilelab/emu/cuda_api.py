@@ -15,8 +15,11 @@ QUALIFIERS = frozenset({
     "__inline__", "__forceinline__", "__noinline__", "__launch_bounds__", "__align__",
 })
 
-_VECTORS = ("float2", "float3", "float4", "int2", "int3", "int4", "uint2", "uint3", "uint4",
-            "double2", "longlong2", "uchar4", "char4")
+_VECTORS = tuple(f"{t}{n}" for t, ns in (
+    ("float", "1234"), ("int", "1234"), ("uint", "1234"), ("double", "1234"),
+    ("char", "1234"), ("uchar", "1234"), ("short", "1234"), ("ushort", "1234"),
+    ("longlong", "1234"), ("ulonglong", "1234"),
+) for n in ns)
 TYPES = frozenset({*_VECTORS, *(f"make_{v}" for v in _VECTORS), "dim3"})
 
 # Math functions (float forms with the f suffix, double forms without) and the fast-math
