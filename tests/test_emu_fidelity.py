@@ -1088,6 +1088,16 @@ def test_what_a_cpu_cannot_do_is_refused_with_what_to_do(key):
         emu.SourceModule(src)
 
 
+def test_a_block_waiting_for_another_is_stopped_with_what_to_do():
+    src = ("__global__ void k(volatile int* flag) {\n"  # each block waits for the other
+           "  flag[blockIdx.x] = 1;\n"
+           "  while (flag[1 - blockIdx.x] == 0) {}\n}\n")
+    f = emu.SourceModule(src).get_function("k")
+    flag = np.zeros(2, np.int32)
+    with pytest.raises(emu.KernelTimeout, match="blocks cannot wait on each other"):
+        f(emu.InOut(flag), block=(1, 1, 1), grid=(2, 1), timeout=2)
+
+
 @pytest.mark.parametrize(("options", "fused"), [
     ((), True), (("--fmad=false",), False), (("-fmad=false",), False),
     (("--fmad", "false"), False), (("--fmad=false", "--fmad=true"), True),

@@ -35,7 +35,9 @@ _UNSUPPORTED = (
     (r"\bnvcuda\b|\bwmma\s*::|\bmma(?:_sync)?\s*\(", "{m} (tensor-core matrix operations)", ""),
     (r"\bcudaMalloc\w*|\bcudaFree\b|\bcudaMemcpy\w*", "{m} inside device code", ""),
     (r"<<<", "dynamic parallelism (a kernel launch <<<...>>> inside the kernel source)", ""),
-    (r"\b__half2?\b|\b__nv_bfloat16\w*|(?:^|[;{}(,])[ \t]*(?:const\s+)?half2?\s*[*&]?\s*[A-Za-z_]",
+    (r"\b__half2?\b|\b__nv_bfloat16\w*|\b__\w*b?float16\w*|\b__\w*half\w*"
+     r"|\b__h(?:add|sub|mul|fma|div|neg|abs|max|min|eq|ne|lt|le|gt|ge)2\b|\b__h(?:mul|fma|div|neg|abs)\b"
+     r"|(?:^|[;{}(,])[ \t]*(?:const\s+)?half2?\s*[*&]?\s*[A-Za-z_]",
      "half precision (__half/half)", " (or use float)"),
 )
 
