@@ -41,12 +41,15 @@ def _gradebook(path, rows):
 def test_the_gradebook_guard_restores_on_leaving_the_block(tmp_path):
     db = tmp_path / "gradebook.db"
     _gradebook(db, [("alice", "a"), ("bob", "b")])
-    with guards.GradebookGuard(db, "alice", tmp_path) as own:
+    with guards.GradebookGuard(db, "alice") as own:
         _gradebook(db, [("alice", "mine")])  # a student's own row: allowed
     assert own.tampered is None
-    with guards.GradebookGuard(db, "alice", tmp_path) as other:
+    with guards.GradebookGuard(db, "alice") as other:
         _gradebook(db, [("bob", "forged")])
     assert other.tampered and "changed the gradebook" in other.tampered
+    # the copy (every student's rows) was in a folder of its own, gone after the block
+    assert own.folder and not own.folder.exists() and not other.folder.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gradebook.db"]
     con = sqlite3.connect(db)
     assert ("bob", "forged") not in con.execute("SELECT * FROM student").fetchall()
     con.close()

@@ -127,10 +127,10 @@ def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
 
 def _missing_cell(path: Path, grade_id: str, ids: set[str]) -> str:
     """Why a notebook has no kernel cell ``grade_id``: another assignment's, or deleted."""
-    other = next(
-        (e.assignment for e in exercises.EXERCISES.values() if kernel_cell_id(e.id) in ids),
-        None,
-    )
+    mine = next((e.assignment for e in exercises.EXERCISES.values()
+                 if kernel_cell_id(e.id) == grade_id), None)
+    found = {e.assignment for e in exercises.EXERCISES.values() if kernel_cell_id(e.id) in ids}
+    other = next(iter(sorted(found)), None) if mine not in found else None
     if other is not None:
         return (
             f"{path.name} is the notebook of assignment {other}, not of the assignment it "
