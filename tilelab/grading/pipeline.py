@@ -124,7 +124,7 @@ def correctness(run: Run, v: Verdict) -> bool:
     results = []
     for shape in ex.shapes:
         try:
-            res = check_function(rt, run.fn, ex.problem, ex.launch, shape, run.rng)
+            res = check_function(rt, run.fn, ex.problem, ex.launch, shape, run.rng, quick=True)
         except launch_errors(rt) as exc:
             why = launch_failure(ex.problem, ex.launch, shape, exc, run.text)
             v.messages.append(f"shape {shape}: the launch failed: {_one_line(exc, 1500)}"
@@ -380,9 +380,9 @@ def analysis_feedback(ex: Exercise, v: Verdict) -> None:
                               "exercise is about a padded shared-memory tile")
         else:
             v.messages.append(
-                f"feedback: the emulator's bank-conflict degree is {v.bank_degree:.2f} on the "
-                f"worst shared-memory access line (a padded tile: <= {ex.max_bank_degree:g}); "
-                "on a GPU the lesson is graded by the GPU's own counters")
+                f"feedback: the emulator's {scoring.bank_degree_text(v)} (a padded tile: <= "
+                f"{ex.max_bank_degree:g}); on a GPU the lesson is graded by the GPU's own "
+                "counters")
     if skipped:
         v.messages.append(f"feedback: on a GPU this kernel would lose its speed points: "
                           f"{skipped}")
