@@ -340,8 +340,8 @@ def _inside_attribute(toks: list[Token], i: int) -> bool:
 def _check_attribute(masked: str, toks: list[Token], i: int) -> None:
     text = " ".join(t.text for t in toks[i + 1:i + 8])
     if not re.match(r"\( \( aligned \( \S+ \) \) \)", text):
-        raise _refuse(masked, toks[i].pos, "__attribute__((" + " ".join(
-            t.text for t in toks[i + 3:i + 6]) + " ...))", HINTS["attribute"])
+        what = toks[i + 3].text if i + 3 < len(toks) else ""
+        raise _refuse(masked, toks[i].pos, f"__attribute__(({what}...))", HINTS["attribute"])
 
 
 _SHAPES = (
