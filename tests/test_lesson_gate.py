@@ -182,3 +182,11 @@ def test_no_correct_variant_is_refused_by_its_counters(exercise_id, key):
     ex = exercises.get(exercise_id)
     f = counters.figures(ex, counters.measure(ex.id, variant(exercise_id, key)))
     assert counters.skipped_lesson(ex, f) is None, counters.describe(f, None, None)
+
+
+def test_ncu_counts_one_launch_drawn_among_as_many_as_a_speed_run_makes():
+    cmd = counters.command("ncu", "transpose_padded", "k.cu", 17)
+    assert cmd[cmd.index("--launch-skip") + 1] == "17"
+    assert cmd[cmd.index("--launch-count") + 1] == "1"
+    assert cmd[cmd.index("--launches") + 1] == str(counters.LAUNCHES)
+    assert cmd[cmd.index("--at") + 1] == "speed"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -123,12 +124,19 @@ def parse(text: str) -> list[dict[str, float]]:
     return [launches[i] for i in sorted(launches)]
 
 
-def command(ncu: str, exercise_id: str, source_path: str) -> list[str]:
-    """ncu over one launch of the kernel in ``source_path`` at the exercise's speed shape."""
-    return [ncu, "--csv", "--print-units", "base", "--launch-count", "1",
-            "--metrics", ",".join(METRICS.values()), sys.executable, "-m",
-            "tilelab.grading.worker", "--launch-once", "--at", "speed",
-            "--exercise", exercise_id, "--source", source_path]
+#: the counted run launches the kernel as often as a speed run does, each on new inputs, and
+#: ncu counts one of them drawn at random: a kernel that keeps state between launches
+#: cannot show the counters one launch and the timer another without the draw catching it
+LAUNCHES = 25
+
+
+def command(ncu: str, exercise_id: str, source_path: str, counted: int) -> list[str]:
+    """ncu over launch ``counted`` (0-based) of :data:`LAUNCHES` of the kernel in
+    ``source_path`` at the exercise's speed shape."""
+    return [ncu, "--csv", "--print-units", "base", "--launch-skip", str(counted),
+            "--launch-count", "1", "--metrics", ",".join(METRICS.values()), sys.executable,
+            "-m", "tilelab.grading.worker", "--launch-once", "--at", "speed", "--launches",
+            str(LAUNCHES), "--exercise", exercise_id, "--source", source_path]
 
 
 def measure(exercise_id: str, source: str, timeout: float = 300) -> dict[str, float]:
@@ -142,8 +150,9 @@ def measure(exercise_id: str, source: str, timeout: float = 300) -> dict[str, fl
         path = os.path.join(tmp, "kernel.cu")
         Path(path).write_text(source, encoding="utf-8")
         try:
-            p = subprocess.run(command(ncu, exercise_id, path), capture_output=True, text=True,
-                               timeout=timeout, errors="replace")
+            p = subprocess.run(command(ncu, exercise_id, path, secrets.randbelow(LAUNCHES)),
+                               capture_output=True, text=True, timeout=timeout,
+                               errors="replace")
         except subprocess.TimeoutExpired:
             raise CountersUnavailable(f"ncu took longer than {timeout:g} s") from None
     out = p.stdout + p.stderr
