@@ -291,6 +291,10 @@ OUTSIDE = {
                                       "float acc = 0.0f;"), "string literal"),
     "a universal character name": (_with("float acc = 0.0f;", "int syst\\u0065m = 0; "
                                          "float acc = 0.0f;"), "backslash"),
+    "a name split by a line splice": ("__device__ int sys, tem;\n" + _with(
+        "float acc = 0.0f;", "sys\\\ntem(0); float acc = 0.0f;"), "line splice"),
+    "printf with a computed format": (_with("float acc = 0.0f;", "char f[3] = {'%', 'n', 0}; "
+                                            "printf(f); float acc = 0.0f;"), "printf with a"),
     "a $ in a name": (_with("float acc = 0.0f;", "int a$b = 0; float acc = 0.0f;"), "'$'"),
     "_Pragma of anything else": ('_Pragma("GCC optimize(\\"O0\\")")\n' + NAIVE_BODY,
                                  "string literal|_Pragma"),
