@@ -184,9 +184,16 @@ def test_no_correct_variant_is_refused_by_its_counters(exercise_id, key):
     assert counters.skipped_lesson(ex, f) is None, counters.describe(f, None, None)
 
 
-def test_ncu_counts_one_launch_drawn_among_as_many_as_a_speed_run_makes():
-    cmd = counters.command("ncu", "transpose_padded", "k.cu", 17)
-    assert cmd[cmd.index("--launch-skip") + 1] == "17"
+def test_ncu_counts_one_timed_launch_drawn_after_those_a_graded_run_makes_first():
+    """The counted process launches as a graded run does: once at every graded shape, then
+    a speed run's launches; ncu counts one drawn among the timed ones."""
+    from tilelab.device.bench import REPEAT, WARMUP
+
+    ex = exercises.get("transpose_padded")
+    cmd = counters.command("ncu", ex, "k.cu", 17)
+    assert cmd[cmd.index("--launch-skip") + 1] == str(len(ex.shapes) + 17)
     assert cmd[cmd.index("--launch-count") + 1] == "1"
-    assert cmd[cmd.index("--launches") + 1] == str(counters.LAUNCHES)
+    assert cmd[cmd.index("--launches") + 1] == str(WARMUP + REPEAT)
     assert cmd[cmd.index("--at") + 1] == "speed"
+    draws = {counters.draw() for _ in range(400)}
+    assert min(draws) >= WARMUP and max(draws) < WARMUP + REPEAT and len(draws) > REPEAT // 2

@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from tilelab import settings
+from tilelab.catalog import exercises
 from tilelab.catalog.exercises import Exercise
+from tilelab.device.bench import REPEAT, WARMUP
 
 #: figure -> ncu metric (the nvprof metrics shared_load_transactions_per_request,
 #: gld_transactions_per_request... are these ratios in Nsight Compute)
@@ -124,19 +126,26 @@ def parse(text: str) -> list[dict[str, float]]:
     return [launches[i] for i in sorted(launches)]
 
 
-#: the counted run launches the kernel as often as a speed run does, each on new inputs, and
-#: ncu counts one of them drawn at random: a kernel that keeps state between launches
-#: cannot show the counters one launch and the timer another without the draw catching it
-LAUNCHES = 25
+#: the counted run launches the kernel as a graded run does (once at every graded shape,
+#: then a speed run's warm-up and timed launches, each on new inputs), and ncu counts one
+#: of the timed ones drawn at random: a kernel that keeps state between launches cannot
+#: show the counters one behaviour and the timer another without the draw catching it
+LAUNCHES = WARMUP + REPEAT
 
 
-def command(ncu: str, exercise_id: str, source_path: str, counted: int) -> list[str]:
-    """ncu over launch ``counted`` (0-based) of :data:`LAUNCHES` of the kernel in
-    ``source_path`` at the exercise's speed shape."""
-    return [ncu, "--csv", "--print-units", "base", "--launch-skip", str(counted),
-            "--launch-count", "1", "--metrics", ",".join(METRICS.values()), sys.executable,
+def command(ncu: str, ex: Exercise, source_path: str, counted: int) -> list[str]:
+    """ncu over speed-shape launch ``counted`` (0-based, of :data:`LAUNCHES`) of the kernel
+    in ``source_path``, after its launches at the exercise's graded shapes."""
+    return [ncu, "--csv", "--print-units", "base", "--launch-skip",
+            str(len(ex.shapes) + counted), "--launch-count", "1",
+            "--metrics", ",".join(METRICS.values()), sys.executable,
             "-m", "tilelab.grading.worker", "--launch-once", "--at", "speed", "--launches",
-            str(LAUNCHES), "--exercise", exercise_id, "--source", source_path]
+            str(LAUNCHES), "--exercise", ex.id, "--source", source_path]
+
+
+def draw() -> int:
+    """The speed-shape launch ncu counts: one of the timed ones (after the warm-up)."""
+    return WARMUP + secrets.randbelow(REPEAT)
 
 
 def measure(exercise_id: str, source: str, timeout: float = 300) -> dict[str, float]:
@@ -150,7 +159,7 @@ def measure(exercise_id: str, source: str, timeout: float = 300) -> dict[str, fl
         path = os.path.join(tmp, "kernel.cu")
         Path(path).write_text(source, encoding="utf-8")
         try:
-            p = subprocess.run(command(ncu, exercise_id, path, secrets.randbelow(LAUNCHES)),
+            p = subprocess.run(command(ncu, exercises.get(exercise_id), path, draw()),
                                capture_output=True, text=True, timeout=timeout,
                                errors="replace")
         except subprocess.TimeoutExpired:

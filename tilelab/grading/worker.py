@@ -45,15 +45,17 @@ def parser() -> argparse.ArgumentParser:
                    help="the shape of --launch-once: the problem's sanitize shape, or the "
                    "exercise's speed shape")
     p.add_argument("--launches", type=int, default=1,
-                   help="with --launch-once: launch this many times, each on new inputs")
+                   help="with --launch-once --at speed: after one launch at every graded "
+                   "shape, launch this many times at the speed shape, each on new inputs")
     return p
 
 
 def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
                 launches: int = 1) -> None:
-    """One launch at the problem's ``sanitize_shape`` (what compute-sanitizer inspects), or
-    ``launches`` at the exercise's speed shape, each on new inputs (Nsight Compute counts
-    one of them, chosen by the grader, for the lesson)."""
+    """One launch at the problem's ``sanitize_shape`` (what compute-sanitizer inspects); or,
+    for Nsight Compute, the launches a graded run makes: one at every graded shape, then
+    ``launches`` at the exercise's speed shape, each on new inputs (ncu counts one of the
+    timed ones, drawn by the grader)."""
     import numpy as np
 
     from tilelab.catalog import exercises
@@ -64,9 +66,10 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
     rt = get_runtime("gpu")
     with open(source_path, encoding="utf-8") as f:
         fn = rt.SourceModule(f.read()).get_function(ex.kernel)
-    shape = ex.speed_shape if at == "speed" else ex.problem.sanitize_shape
     rng = np.random.default_rng()
-    for _ in range(max(1, launches)):
+    shapes = ([ex.problem.sanitize_shape] if at == "sanitize"
+              else [*ex.shapes, *[ex.speed_shape] * max(1, launches)])
+    for shape in shapes:
         launch(rt, fn, ex.problem, ex.launch, shape, ex.problem.make_inputs(shape, rng))
 
 
