@@ -3,11 +3,18 @@
 :func:`evaluate` runs the steps of :data:`STEPS` in order; each takes the grading
 :class:`Run` and the verdict, records what it found, and returns False to stop::
 
-    validate -> compile -> correctness -> analysis (emulator) | sanitizer (GPU)
-             -> speed (GPU) | bank-conflict gate (emulator) -> points
+    validate (size, includes, signature, the graded subset) -> compile -> correctness
+      -> schedules (GPU: right under the emulator's varied orders too)
+      -> analysis (emulator: feedback) | sanitizer (GPU)
+      -> speed (GPU: timed launches that cannot replay, then the lesson from the GPU's
+         own counters) -> points
 
-It runs in the grading worker's clean process (:mod:`tilelab.grading.worker`), which
-never imports a learner's Python: only the kernel source reaches it.
+Points rest only on evidence the submission cannot shape: outputs the grader compares,
+the GPU's timers on launches that each do the whole work, and the GPU's counters on the
+timed build. On the emulator, speed and lessons are "not measured: needs a GPU"; its
+analysis is feedback. It runs in the grading worker's clean process
+(:mod:`tilelab.grading.worker`), which never imports a learner's Python: only the kernel
+source reaches it.
 """
 
 from __future__ import annotations
