@@ -322,7 +322,8 @@ def test_constructs_outside_the_graded_subset_are_refused_by_name(case):
 
 
 def test_every_kernel_the_course_ships_is_in_the_graded_subset():
-    """Reference kernels, every variant, the course's .cu files, every solution's kernel."""
+    """Reference kernels, every variant, the course's .cu files, every solution's kernel and
+    every released stub."""
     from pathlib import Path
 
     from tilelab import classroom
@@ -336,8 +337,9 @@ def test_every_kernel_the_course_ships_is_in_the_graded_subset():
     sources += [v.source() for vs in VARIANTS.values() for v in vs]
     sources += [p.read_text() for p in sorted((root / "tilelab" / "kernels").glob("*.cu"))]
     for ex in exercises.EXERCISES.values():
-        nb = root / "solutions" / ex.assignment / f"{classroom.notebook_id(ex.assignment)}.ipynb"
-        sources.append(classroom.extract_kernel(nb, ex.id))
+        for folder in ("solutions", "exercises"):
+            nb = root / folder / ex.assignment / f"{classroom.notebook_id(ex.assignment)}.ipynb"
+            sources.append(classroom.extract_kernel(nb, ex.id))
     assert len(sources) > 60
     for src in sources:
         check_subset(src)
