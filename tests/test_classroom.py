@@ -75,14 +75,14 @@ EMU = {
         "naive": (3, 0),
         "tiled": (3, 0),
         "transpose_shared": (3, 0),
-        "transpose_padded": (3, 2),
-        "matmul_at_padded": (3, 2),
+        "transpose_padded": (3, 0),  # the emulator's analysis is feedback, not points
+        "matmul_at_padded": (3, 0),
         "regblock": (3, 0),
     },
     "bob": {"naive": (0, 0)},
     "carol": {"tiled": (0, 0)},
     "dave": {"tiled": (0, 0)},
-    "erin": {"transpose_shared": (3, 0), "transpose_padded": (0, 0), "matmul_at_padded": (3, 2)},
+    "erin": {"transpose_shared": (3, 0), "transpose_padded": (0, 0), "matmul_at_padded": (3, 0)},
     "frank": {"naive": (0, 0)},
     "grace": {
         "naive": (3, 0),
@@ -305,10 +305,11 @@ def test_awarded_speed_points_and_their_feedback_agree(graded_award):
         grade = gb.find_grade("test_naive_speed", "naive", "01-naive", "alice")
         comment = gb.find_comment("kernel_naive", "naive", "01-naive", "alice")
         assert grade.score == 2
-        assert "awarded by the instructor  (2/2 points)" in comment.comment
+        assert "awarded by the instructor's policy" in comment.comment
+        assert "(2/2 points)" in comment.comment
         assert "(0/2 points)" not in comment.comment
     text = (root / "autograder" / "feedback" / "alice" / "01-naive" / "tilelab_verdict.txt")
-    assert "awarded by the instructor  (2/2 points)" in text.read_text()
+    assert "awarded by the instructor's policy" in text.read_text()
 
 
 @pytest.mark.gpu

@@ -3,11 +3,18 @@
 :func:`evaluate` runs the steps of :data:`STEPS` in order; each takes the grading
 :class:`Run` and the verdict, records what it found, and returns False to stop::
 
-    validate -> compile -> correctness -> analysis (emulator) | sanitizer (GPU)
-             -> speed (GPU) | bank-conflict gate (emulator) -> points
+    validate (size, includes, signature, the graded subset) -> compile -> correctness
+      -> schedules (GPU: right under the emulator's varied orders too)
+      -> analysis (emulator: feedback) | sanitizer (GPU)
+      -> speed (GPU: timed launches that cannot replay, then the lesson from the GPU's
+         own counters) -> points
 
-It runs in the grading worker's clean process (:mod:`tilelab.grading.worker`), which
-never imports a learner's Python: only the kernel source reaches it.
+Points rest only on evidence the submission cannot shape: outputs the grader compares,
+the GPU's timers on launches that each do the whole work, and the GPU's counters on the
+timed build. On the emulator, speed and lessons are "not measured: needs a GPU"; its
+analysis is feedback. It runs in the grading worker's clean process
+(:mod:`tilelab.grading.worker`), which never imports a learner's Python: only the kernel
+source reaches it.
 """
 
 from __future__ import annotations
@@ -319,6 +326,7 @@ def lesson_gate(run: Run, v: Verdict) -> None:
     ex = run.ex
     if not v.speed_passed:
         return
+    t0 = time.perf_counter()
     try:
         with gpulock.exclusive():  # counters, like timings, read the GPU alone
             v.counters = counters.figures(ex, counters.measure(ex.id, run.text))
@@ -329,9 +337,11 @@ def lesson_gate(run: Run, v: Verdict) -> None:
         return
     except counters.CountersUnavailable as exc:
         v.counters = {"error": str(exc)}
+    v.step_seconds["counters"] = round(time.perf_counter() - t0, 4)  # within "speed"
+    if "error" in v.counters:
         v.speed_passed = False
         v.messages.append(f"speed: {v.speedup:.2f}x is over the gate, but the lesson was not "
-                          f"measured: {exc}")
+                          f"measured: {v.counters['error']}")
         return
     v.messages.append(counters.describe(v.counters, v.traffic, v.bank_degree))
     judge_lesson(ex, v)

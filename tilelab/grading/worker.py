@@ -46,12 +46,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--at", choices=("sanitize", "speed"), default="sanitize",
                    help="the shape of --launch-once: the problem's sanitize shape, or the "
                    "exercise's speed shape")
+    p.add_argument("--launches", type=int, default=1,
+                   help="with --launch-once --at speed: after one launch at every graded "
+                   "shape, launch this many times at the speed shape, each on new inputs")
     return p
 
 
-def launch_once(exercise_id: str, source_path: str, at: str = "sanitize") -> None:
-    """One launch at the problem's ``sanitize_shape`` (what compute-sanitizer inspects) or
-    at the exercise's speed shape (what Nsight Compute counts for the lesson)."""
+def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
+                launches: int = 1) -> None:
+    """One launch at the problem's ``sanitize_shape`` (what compute-sanitizer inspects); or,
+    for Nsight Compute, the launches a graded run makes: one at every graded shape, then
+    ``launches`` at the exercise's speed shape, each on new inputs (ncu counts one of the
+    timed ones, drawn by the grader)."""
     import numpy as np
 
     from tilelab.catalog import exercises
@@ -62,9 +68,11 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize") -> Non
     rt = get_runtime("gpu")
     with open(source_path, encoding="utf-8") as f:
         fn = rt.SourceModule(f.read()).get_function(ex.kernel)
-    shape = ex.speed_shape if at == "speed" else ex.problem.sanitize_shape
-    inputs = ex.problem.make_inputs(shape, np.random.default_rng())
-    launch(rt, fn, ex.problem, ex.launch, shape, inputs)
+    rng = np.random.default_rng()
+    shapes = ([ex.problem.sanitize_shape] if at == "sanitize"
+              else [*ex.shapes, *[ex.speed_shape] * max(1, launches)])
+    for shape in shapes:
+        launch(rt, fn, ex.problem, ex.launch, shape, ex.problem.make_inputs(shape, rng))
 
 
 def grade(a: argparse.Namespace) -> dict:
@@ -90,7 +98,7 @@ def grade(a: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     if a.launch_once:
-        launch_once(a.exercise, a.source, a.at)
+        launch_once(a.exercise, a.source, a.at, a.launches)
         return 0
     limit_resources(a.backend)
     if not a.out:
