@@ -24,7 +24,7 @@ from tilelab.classroom import course
 from tilelab.classroom.progress import Progress
 from tilelab.classroom.steps import ClassRun, grade_one, protocol
 from tilelab.device import backend as backends
-from tilelab.grading import bubblewrap
+from tilelab.grading import bubblewrap, limits
 
 NO_SANDBOX_WARNING = (
     "GRADED WITHOUT A SANDBOX (--no-sandbox): every submitted notebook and kernel ran with "
@@ -108,6 +108,7 @@ def grade_class(
     instructor's rights."""
     if sandboxed:
         bubblewrap.require()  # before any submission runs
+        limits.warn_missing_caps()
     if workers > 1 or scheduler:
         from tilelab.cluster.run import grade_class_on_cluster
 
