@@ -289,6 +289,10 @@ CELL = {
              "        try:\n            open(f, 'w').write(json.dumps(v))\n"
              "        except OSError:\n            pass\n",
 }
+WIDGETS = ("from comm import create_comm\n"
+           "for i in range(8):\n"
+           "    create_comm(target_name='jupyter.widget',\n"
+           "                data={'state': {'value': 'w' * (8 << 20)}, 'buffer_paths': []})\n")
 ACTIVE = ("from IPython.display import HTML, SVG, Javascript, display\n"
           "display(HTML('<script>alert(3)</script><b onclick=\"alert(4)\">x</b>'))\n"
           "display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"alert(5)\">"
@@ -350,8 +354,14 @@ SANDBOX_CASES = [
     Case("c12", "SIGKILLs its parent", "correct on", kernel=NAIVE, python=CELL["kill parent"],
          points=(3, 0)),
     # submissions lost
-    Case("d01", "a data file larger than any limit beside the notebook", "correct on",
-         kernel=NAIVE, edit="big_file", points=(3, 0)),
+    Case("d01", "a data file larger than any limit beside the notebook",
+         "a file may be at most", kernel=NAIVE, edit="big_file"),
+    Case("d05", "a 2 GiB sparse file (0 bytes on disk) beside a correct notebook",
+         "a file may be at most", kernel=NAIVE, edit="sparse_2g"),
+    Case("d06", "a 20 MiB markdown cell", "a notebook may be at most", kernel=NAIVE,
+         edit="huge_markdown"),
+    Case("w01", "a flood of widget messages (8 of 8 MiB)", "correct on", kernel=NAIVE,
+         python=WIDGETS, points=(3, 0)),
     Case("d02", "deletes every folder it can name", "correct on", kernel=NAIVE,
          python=CELL["delete"], points=(3, 0)),
     Case("d03", "its notebook is a link to the solutions' notebook", "symbolic link",
@@ -425,6 +435,9 @@ def notebook_for(case: Case, root: Path | None = None, port: int = 0) -> bytes:
         for c in nb["cells"]:
             if c["metadata"].get("nbgrader", {}).get("grade_id") == f"kernel_{ex.id}":
                 c["metadata"]["nbgrader"]["grade_id"] = "my_kernel"
+    if case.edit == "huge_markdown":
+        nb["cells"].append({"cell_type": "markdown", "metadata": {},
+                            "source": "m" * (20 << 20)})
     if case.edit == "active":
         nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": (
             "<script>alert(8)</script>\n\n<img src=x onerror=alert(9)>\n\n"
@@ -452,9 +465,9 @@ def build(root: Path, port: int) -> None:
     write_submissions(root, files)
     for case in CASES:
         folder = root / "autograder" / "submitted" / case.student / "01-naive"
-        if case.edit == "big_file":
+        if case.edit in ("big_file", "sparse_2g"):
             with open(folder / "data.bin", "wb") as f:  # sparse: no disk used
-                f.truncate(BIG)
+                f.truncate(BIG if case.edit == "big_file" else 2 << 30)
         if case.edit == "link_notebook":  # the clean grade would read the reference kernel
             (folder / "naive.ipynb").unlink()
             (folder / "naive.ipynb").symlink_to(root / "solutions" / "01-naive" / "naive.ipynb")
@@ -636,8 +649,12 @@ def test_no_learner_script_in_a_page_the_instructor_opens(corpus):
 
 def test_outputs_are_capped(corpus):
     root, _ = corpus
-    for path in (root / "autograder" / "feedback" / "c10").rglob("*"):
-        assert path.stat().st_size < 16 * 1024**2, path
+    for student in ("c10", "w01", "d01", "d05", "d06"):  # and nothing large copied
+        for kind in ("autograded", "feedback"):
+            for path in (root / "autograder" / kind / student).rglob("*"):
+                assert path.stat().st_size < 16 * 1024**2, path
+    for path in (root / "autograder" / "autograded" / "w01").rglob("*.ipynb"):
+        assert "widgets" not in json.loads(path.read_text())["metadata"]
 
 
 # ------------------------------------------------------------------ on a GPU

@@ -106,8 +106,8 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 
 OUTPUT_LIMIT = 4 << 20  # bytes of outputs one notebook may leave (all its cells)
-OUTPUT_NOTE = (f"[tilelab: the notebook's outputs passed {OUTPUT_LIMIT >> 20} MiB; the rest "
-               "was dropped]\n")
+OUTPUT_NOTE = (f"[tilelab: the notebook's outputs and widget messages passed "
+               f"{OUTPUT_LIMIT >> 20} MiB; the rest was dropped]\n")
 
 
 def _execute_class() -> type:
@@ -115,24 +115,39 @@ def _execute_class() -> type:
 
     class SandboxedExecute(Execute):
         """nbgrader's Execute, its kernels started by :class:`SandboxedKernelManager`, the
-        outputs of one notebook capped at ``OUTPUT_LIMIT`` bytes (the rest is dropped)."""
+        outputs and comm (widget) messages of one notebook capped together at
+        ``OUTPUT_LIMIT`` bytes (the rest is dropped, with a note); no widget state is
+        kept in the grader's memory nor written into the notebook."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs["kernel_manager_class"] = SandboxedKernelManager  # Execute forces its own
             super().__init__(*args, **kwargs)
+            self.store_widget_state = False
             self._output_bytes = 0
+            self._output_capped = False
 
-        def output(self, outs: list, msg: dict, display_id: str | None,
-                   cell_index: int) -> Any:
+        def _counted(self, msg: dict, outs: list, cell_index: int) -> bool:
+            """Count ``msg``; False (after one note in the cell) once past the cap."""
             self._output_bytes += len(json.dumps(msg.get("content", {}), default=str))
+            self._output_bytes += sum(len(b) for b in msg.get("buffers") or ())
             if self._output_bytes <= OUTPUT_LIMIT:
-                return super().output(outs, msg, display_id, cell_index)
-            if not getattr(self, "_output_capped", False):
+                return True
+            if not self._output_capped:
                 self._output_capped = True
                 note = {**msg, "msg_type": "stream",
                         "content": {"name": "stderr", "text": OUTPUT_NOTE}}
-                return super().output(outs, note, None, cell_index)
+                super().output(outs, note, None, cell_index)
+            return False
+
+        def output(self, outs: list, msg: dict, display_id: str | None,
+                   cell_index: int) -> Any:
+            if self._counted(msg, outs, cell_index):
+                return super().output(outs, msg, display_id, cell_index)
             return None
+
+        def handle_comm_msg(self, outs: list, msg: dict, cell_index: int) -> None:
+            if self._counted(msg, outs, cell_index):
+                super().handle_comm_msg(outs, msg, cell_index)
 
     return SandboxedExecute
 

@@ -144,11 +144,9 @@ def clean_grade(run: ClassRun, sub: Submission, cache: Path) -> None:
 
 
 def refuse(run: ClassRun, sub: Submission, odd: list[str]) -> None:
-    """A submission folder holding links or special files: nothing of it is read, copied
-    or run; every kernel scores zero and the learner is told what to remove."""
-    text = (f"the submission holds {', '.join(odd)}; a submission may hold only plain files "
-            "and folders. Replace links with copies of the files, remove the rest, and submit "
-            "again")
+    """A submission folder holding links, special files or files too large: nothing of it
+    is read, copied or run; every kernel scores zero and the learner is told what to remove."""
+    text = submissions.refusal(odd)
     run.failed(sub.assignment, sub.student, "files", text)
     sub.verdicts = [Verdict.for_exercise(exercises.get(e), run.backend, run.gpu,
                                          f"not graded (0 points): {text}")
@@ -217,7 +215,8 @@ def grade_one(run: ClassRun, assignment: str, student: str,
     copy of the folder holds none of them)."""
     sub = Submission(assignment, student)
     folder = run.folder("submitted", student, assignment)
-    odd = submissions.unsafe_entries(folder) if unsafe is None else unsafe
+    odd = (submissions.refused_entries(folder, run.api.coursedir.max_file_size * 1000)
+           if unsafe is None else unsafe)
     if odd:  # never read or copied through a link
         refuse(run, sub, odd)
     else:

@@ -40,7 +40,7 @@ def read_submission(cd: Any, student: str, assignment: str) -> tasks.Submission:
     """A submission's files; none where its folder holds links or special files (the task
     then refuses it, naming them)."""
     folder = Path(cd.format_path(cd.submitted_directory, student, assignment))
-    if unsafe := submissions.unsafe_entries(folder):
+    if unsafe := submissions.refused_entries(folder, cd.max_file_size * 1000):
         return tasks.Submission(student, assignment, {},
                                 resume.digest_files({"\0unsafe": "\n".join(unsafe).encode()}),
                                 unsafe)
