@@ -335,6 +335,13 @@ SANDBOX_CASES = [
     Case("a01", "script in markdown, outputs and a quoted compiler error", "does not compile",
          kernel='#error <img src=x onerror="alert(1)"><script>alert(2)</script>\n' + NAIVE,
          python=ACTIVE, edit="active"),
+    Case("k12", "a kernel cell of 200,000 unary minus signs", "nested too deeply",
+         edit="deep_cell"),
+    Case("k13", "a load-time constructor that never ends", "did not finish loading",
+         kernel="static int spin() { volatile int x = 1; while (x) { } return 0; }\n"
+         "static int at_load = spin();\n" + NAIVE),
+    Case("t01", "its own timestamp.txt from the year 2000", "correct on", kernel=NAIVE,
+         edit="timestamp", points=(3, 0)),
     Case("c04", "reads another student's notebook", "correct on", kernel=NAIVE,
          python=CELL["other"], points=(3, 0)),
     Case("c05", "connects to the network from a cell", "correct on", kernel=NAIVE,
@@ -435,6 +442,11 @@ def notebook_for(case: Case, root: Path | None = None, port: int = 0) -> bytes:
         for c in nb["cells"]:
             if c["metadata"].get("nbgrader", {}).get("grade_id") == f"kernel_{ex.id}":
                 c["metadata"]["nbgrader"]["grade_id"] = "my_kernel"
+    if case.edit == "deep_cell":
+        for c in nb["cells"]:
+            if c["metadata"].get("nbgrader", {}).get("grade_id") == f"kernel_{ex.id}":
+                var = "".join(c["source"]).split("=", 1)[0].strip()
+                c["source"] = f"{var} = " + "-" * 200000 + "1\n"
     if case.edit == "huge_markdown":
         nb["cells"].append({"cell_type": "markdown", "metadata": {},
                             "source": "m" * (20 << 20)})
@@ -465,6 +477,8 @@ def build(root: Path, port: int) -> None:
     write_submissions(root, files)
     for case in CASES:
         folder = root / "autograder" / "submitted" / case.student / "01-naive"
+        if case.edit == "timestamp":
+            (folder / "timestamp.txt").write_text("2000-01-01 00:00:00.000000 UTC")
         if case.edit in ("big_file", "sparse_2g"):
             with open(folder / "data.bin", "wb") as f:  # sparse: no disk used
                 f.truncate(BIG if case.edit == "big_file" else 2 << 30)
@@ -645,6 +659,20 @@ def test_no_learner_script_in_a_page_the_instructor_opens(corpus):
     assert "alert(" in fb  # its text is there, as text
     assert active_content(fb, fb_base) == []
     assert active_content(ag, ag_base) == []
+
+
+def test_the_csv_says_where_a_submission_time_came_from(corpus):
+    import csv
+
+    from tilelab.classroom import course
+
+    _, summary = corpus
+    with open(summary["csv"], encoding="utf-8") as f:
+        rows = {r["student_id"]: r for r in csv.DictReader(f)}
+    if "t01" in rows:
+        assert rows["t01"]["timestamp"].startswith("2000-01-01")
+        assert rows["t01"]["timestamp_from"] == course.TIMESTAMP_FROM
+    assert rows["aaron"]["timestamp_from"] == ""  # no timestamp.txt: none claimed
 
 
 def test_outputs_are_capped(corpus):

@@ -10,6 +10,7 @@ import sys
 
 import nbformat
 import psutil
+import pytest
 
 from tilelab.classroom import guards, submissions
 
@@ -133,3 +134,8 @@ def test_sizes_are_checked_by_apparent_size_before_anything_reads(tmp_path):
         f.truncate(submissions.NOTEBOOK_LIMIT + 1)
     assert submissions.oversized(sub, 100 << 20) == [
         "naive.ipynb (16 MiB; a notebook may be at most 16 MiB)"]
+
+
+def test_a_kernel_cell_nested_too_deeply_is_refused_with_a_message():
+    with pytest.raises(submissions.KernelCellError, match="nested too deeply"):
+        submissions.kernel_from_cell("KERNEL = " + "-" * 200000 + "1")

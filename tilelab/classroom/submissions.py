@@ -204,6 +204,11 @@ def kernel_from_cell(source: str, grade_id: str = "the kernel cell") -> str:
             f"{grade_id} is not valid Python (line {exc.lineno}: {exc.msg}); it must be "
             'NAME = r"""<your CUDA C>"""'
         ) from None
+    except (MemoryError, RecursionError):  # an expression nested thousands of levels deep
+        raise KernelCellError(
+            f"{grade_id} is nested too deeply for Python to read (thousands of operators or "
+            'brackets in a row?); it must be NAME = r"""<your CUDA C>"""'
+        ) from None
     found: tuple[str, str] | None = None
     for node in tree.body:
         if isinstance(node, ast.Assign | ast.AnnAssign):
@@ -214,7 +219,7 @@ def kernel_from_cell(source: str, grade_id: str = "the kernel cell") -> str:
             if names and node.value is not None:
                 try:
                     value = ast.literal_eval(node.value)
-                except (ValueError, TypeError, SyntaxError, RecursionError):
+                except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
                     continue
                 if isinstance(value, str):
                     found = (names[0], value)

@@ -251,12 +251,21 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
                    tuple(info.get("globals", ())))
 
 
+#: Seconds a compiled module may take to load (its global constructors run then): a
+#: sound one loads in milliseconds.
+LOAD_SECONDS = 10.0
+
+
 def _describe(path: Path) -> dict:
     def child(fd: int, tag: bytes) -> None:
         seccomp.install_loading_filter()  # a constructor in the source runs under it
         os.write(fd, tagged(tag, json.dumps(describe_library(str(path))).encode()))
 
-    res = run_forked(child, timeout=60)
+    res = run_forked(child, timeout=LOAD_SECONDS)
+    if res.timed_out:
+        raise CompileError(f"The compiled kernel module did not finish loading within "
+                           f"{LOAD_SECONDS:g} s: code runs at load time (a global object with "
+                           "a constructor?) and does not end. Kernels cannot; remove it.")
     if res.forged:
         raise CompileError("The compiled kernel module wrote on the emulator's own report "
                            "channel while loading (code run at load time, such as a global "
