@@ -12,10 +12,12 @@
 # OUT_DIR/gates.json), cluster (the Dask cluster's `gpu` tests: a LocalCUDACluster worker per
 # GPU; needs dask-cuda), scale (benchmarks/class_scale.py --gpu with 1 and 2 workers: needs
 # two GPUs; SCALE_STUDENTS learners, 24 by default; every task's time and the median
-# seconds of each grading step in OUT_DIR/scale.json). A summary table is printed last.
+# seconds of each grading step in OUT_DIR/scale.json), sandbox (what each sandbox sees,
+# its cgroup caps and a GPU kernel graded inside its cgroup). A summary table is printed
+# last.
 set -uo pipefail
 out="${1:?usage: gpu_session.sh OUT_DIR}"
-steps="${STEPS:-tests class corpus bench calibrate}"
+steps="${STEPS:-tests sandbox class corpus bench calibrate}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
@@ -38,6 +40,9 @@ for s in $steps; do
     tests) run_step tests "${TESTS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -v tests --ignore=tests/test_classroom.py \
              --ignore=tests/test_corpus.py ;;
+    sandbox) run_step sandbox "${SANDBOX_LIMIT:-300}" "$py" -m pytest -p no:cacheprovider \
+             -o addopts= -rA -s tests/test_limits.py tests/test_sandbox_view.py \
+             tests/test_bubblewrap.py ;;
     class) run_step class "${CLASS_LIMIT:-500}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_classroom.py ;;
     bench) run_step bench "${BENCH_LIMIT:-300}" "$py" -m tilelab.cli bench device matmul transpose \
@@ -51,12 +56,13 @@ for s in $steps; do
              --students "${SCALE_STUDENTS:-24}" --workers 1 2 --json "$out/scale.json" ;;
     corpus) run_step corpus "${CORPUS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_corpus.py ;;
-    *) echo "unknown step $s (tests class corpus bench calibrate cluster scale)"; exit 2 ;;
+    *) echo "unknown step $s (tests sandbox class corpus bench calibrate cluster scale)"
+       exit 2 ;;
   esac
 done
 echo
 echo "step        result"
 for s in $steps; do printf '%-11s %s\n' "$s" "${status[$s]:-not run}"; done
-for s in tests class corpus cluster; do
+for s in tests sandbox class corpus cluster; do
   [ -f "$out/$s.log" ] && echo "$s: $(grep -E '^=+ .*(passed|failed|error|skipped).* =+$' "$out/$s.log" | tail -1)"
 done

@@ -166,3 +166,23 @@ def test_without_cgroups_the_grader_says_which_caps_are_missing(tmp_path, monkey
     finally:
         monkeypatch.undo()
         limits._parents.cache_clear()
+
+
+@pytest.mark.gpu
+def test_a_gpu_kernel_is_graded_inside_its_cgroup(made, capsys):
+    # the NVIDIA nodes bound in, the tree's memory capped by memory.max (never by the
+    # address space: CUDA maps far more than it uses), the speed run measured
+    from tilelab.catalog.reference import KERNELS
+    from tilelab.grading.sandbox import grade_source, sandbox_limits
+
+    v = grade_source("naive", KERNELS["naive"].source(), backend_name="gpu", sandboxed=True)
+    with capsys.disabled():
+        print(f"\ngpu in a sandbox: correct={v.correct} speed_measured={v.speed_measured} "
+              f"cgroup={'memory+pids' if made and made[0].caps_memory else 'none'} "
+              f"({limits.missing_caps() or 'every cap holds'})")
+    assert v.correct and v.speed_measured, v.messages
+    assert "RLIMIT_AS" not in dict(limits.rlimits(sandbox_limits("gpu", 60),
+                                                  made[0] if made else None))
+    if limits.missing_caps() is None:
+        assert made and made[0].caps_memory
+        assert not any(os.path.exists(f) for f in made[0].folders)
