@@ -186,3 +186,24 @@ def test_a_gpu_kernel_is_graded_inside_its_cgroup(made, capsys):
     if limits.missing_caps() is None:
         assert made and made[0].caps_memory
         assert not any(os.path.exists(f) for f in made[0].folders)
+
+
+@needs_cgroup
+def test_the_supervising_launcher_ends_the_whole_cgroup_when_its_budget_is_spent(tmp_path):
+    # as for a Jupyter kernel: the launcher supervises; a grandchild left the session
+    import psutil
+
+    cg = limits.Cgroup.make(limits.Limits())
+    try:
+        out = subprocess.run(
+            [*limits.shim(limits.Limits(), cg, wall=2), sys.executable, "-c",
+             "import os, time\n"
+             "if os.fork() == 0:\n    os.setsid(); time.sleep(600)\n"
+             "time.sleep(600)"], capture_output=True, text=True, timeout=120)
+        assert "the 2 s budget is spent; stopped" in out.stderr
+        assert out.returncode == (-9) & 0xFF  # the command's exit: killed
+        left = [p for p in enter.members(cg.folders) if psutil.pid_exists(p)]
+        assert left == []
+    finally:
+        cg.close()
+    assert not any(os.path.exists(f) for f in cg.folders)

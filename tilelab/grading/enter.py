@@ -58,9 +58,11 @@ def kill_tree(pid: int | None, cgroups: Sequence[str] = ()) -> None:
             os.killpg(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-    for folder in cgroups:
-        with contextlib.suppress(OSError), open(os.path.join(folder, "cgroup.kill"), "w") as f:
-            f.write("1")
+    if os.getpid() not in members(cgroups):  # (a supervising launcher is a member)
+        for folder in cgroups:
+            with contextlib.suppress(OSError), \
+                    open(os.path.join(folder, "cgroup.kill"), "w") as f:
+                f.write("1")
     for _ in range(200):  # processes may fork while being killed
         left = members(cgroups) - {os.getpid()}
         if not left:
