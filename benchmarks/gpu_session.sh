@@ -21,11 +21,12 @@
 # tests/fixtures/submissions, then the `gpu` tests of the replay-proof speed run and of the
 # counters, which print ncu's time per kernel; OUT_DIR/hostile.json holds each verdict),
 # road (the road to cuBLAS alone: its Nsight Compute counters, the sgemm table with the
-# ablations and step 6, the ptxas report and the model that reads them -> OUT_DIR/data).
-# A summary table is printed last.
+# ablations and step 6, the ptxas report and the model that reads them -> OUT_DIR/data),
+# sandbox (what each sandbox sees, its cgroup caps and a GPU kernel graded inside its
+# cgroup). A summary table is printed last.
 set -uo pipefail
 out="${1:?usage: gpu_session.sh OUT_DIR}"
-steps="${STEPS:-tests hostile class corpus bench calibrate}"
+steps="${STEPS:-tests sandbox hostile class corpus bench calibrate}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
@@ -48,6 +49,9 @@ for s in $steps; do
     tests) run_step tests "${TESTS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -v tests --ignore=tests/test_classroom.py \
              --ignore=tests/test_corpus.py ;;
+    sandbox) run_step sandbox "${SANDBOX_LIMIT:-300}" "$py" -m pytest -p no:cacheprovider \
+             -o addopts= -rA -s tests/test_limits.py tests/test_sandbox_view.py \
+             tests/test_bubblewrap.py ;;
     class) run_step class "${CLASS_LIMIT:-500}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_classroom.py ;;
     bench) run_step bench "${BENCH_LIMIT:-300}" "$py" -m tilelab.cli bench device matmul transpose \
@@ -76,12 +80,14 @@ for s in $steps; do
              --json \"\$2/hostile.json\"; \"\$1\" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_gpu_grading.py tests/test_lesson_gate.py \
              tests/test_grade.py -k 'replay or speed_run or ncu or counters or racing'" _ "$py" "$out" ;;
-    *) echo "unknown step $s (tests hostile class corpus bench road calibrate cluster scale checktimes pergpu sharedgpu)"; exit 2 ;;
+    *) echo "unknown step $s (tests sandbox hostile class corpus bench road calibrate cluster"\
+            "scale checktimes pergpu sharedgpu)"
+       exit 2 ;;
   esac
 done
 echo
 echo "step        result"
 for s in $steps; do printf '%-11s %s\n' "$s" "${status[$s]:-not run}"; done
-for s in tests class corpus cluster; do
+for s in tests sandbox class corpus cluster; do
   [ -f "$out/$s.log" ] && echo "$s: $(grep -E '^=+ .*(passed|failed|error|skipped).* =+$' "$out/$s.log" | tail -1)"
 done

@@ -289,6 +289,10 @@ CELL = {
              "        try:\n            open(f, 'w').write(json.dumps(v))\n"
              "        except OSError:\n            pass\n",
 }
+WIDGETS = ("from comm import create_comm\n"
+           "for i in range(8):\n"
+           "    create_comm(target_name='jupyter.widget',\n"
+           "                data={'state': {'value': 'w' * (8 << 20)}, 'buffer_paths': []})\n")
 ACTIVE = ("from IPython.display import HTML, SVG, Javascript, display\n"
           "display(HTML('<script>alert(3)</script><b onclick=\"alert(4)\">x</b>'))\n"
           "display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"alert(5)\">"
@@ -333,6 +337,13 @@ SANDBOX_CASES = [
     Case("a01", "script in markdown, outputs and a quoted compiler error", "does not compile",
          kernel='#error <img src=x onerror="alert(1)"><script>alert(2)</script>\n' + NAIVE,
          python=ACTIVE, edit="active"),
+    Case("k12", "a kernel cell of 200,000 unary minus signs", "nested too deeply",
+         edit="deep_cell"),
+    Case("k13", "a load-time constructor that never ends", "did not finish loading",
+         kernel="static int spin() { volatile int x = 1; while (x) { } return 0; }\n"
+         "static int at_load = spin();\n" + NAIVE),
+    Case("t01", "its own timestamp.txt from the year 2000", "correct on", kernel=NAIVE,
+         edit="timestamp", points=(3, 0)),
     Case("c04", "reads another student's notebook", "correct on", kernel=NAIVE,
          python=CELL["other"], points=(3, 0)),
     Case("c05", "connects to the network from a cell", "correct on", kernel=NAIVE,
@@ -352,8 +363,14 @@ SANDBOX_CASES = [
     Case("c12", "SIGKILLs its parent", "correct on", kernel=NAIVE, python=CELL["kill parent"],
          points=(3, 0)),
     # submissions lost
-    Case("d01", "a data file larger than any limit beside the notebook", "correct on",
-         kernel=NAIVE, edit="big_file", points=(3, 0)),
+    Case("d01", "a data file larger than any limit beside the notebook",
+         "a file may be at most", kernel=NAIVE, edit="big_file"),
+    Case("d05", "a 2 GiB sparse file (0 bytes on disk) beside a correct notebook",
+         "a file may be at most", kernel=NAIVE, edit="sparse_2g"),
+    Case("d06", "a 20 MiB markdown cell", "a notebook may be at most", kernel=NAIVE,
+         edit="huge_markdown"),
+    Case("w01", "a flood of widget messages (8 of 8 MiB)", "correct on", kernel=NAIVE,
+         python=WIDGETS, points=(3, 0)),
     Case("d02", "deletes every folder it can name", "correct on", kernel=NAIVE,
          python=CELL["delete"], points=(3, 0)),
     Case("d03", "its notebook is a link to the solutions' notebook", "symbolic link",
@@ -457,6 +474,14 @@ def notebook_for(case: Case, root: Path | None = None, port: int = 0) -> bytes:
         for c in nb["cells"]:
             if c["metadata"].get("nbgrader", {}).get("grade_id") == f"kernel_{ex.id}":
                 c["metadata"]["nbgrader"]["grade_id"] = "my_kernel"
+    if case.edit == "deep_cell":
+        for c in nb["cells"]:
+            if c["metadata"].get("nbgrader", {}).get("grade_id") == f"kernel_{ex.id}":
+                var = "".join(c["source"]).split("=", 1)[0].strip()
+                c["source"] = f"{var} = " + "-" * 200000 + "1\n"
+    if case.edit == "huge_markdown":
+        nb["cells"].append({"cell_type": "markdown", "metadata": {},
+                            "source": "m" * (20 << 20)})
     if case.edit == "active":
         nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": (
             "<script>alert(8)</script>\n\n<img src=x onerror=alert(9)>\n\n"
@@ -484,9 +509,11 @@ def build(root: Path, port: int) -> None:
     write_submissions(root, files)
     for case in CASES:
         folder = root / "autograder" / "submitted" / case.student / "01-naive"
-        if case.edit == "big_file":
+        if case.edit == "timestamp":
+            (folder / "timestamp.txt").write_text("2000-01-01 00:00:00.000000 UTC")
+        if case.edit in ("big_file", "sparse_2g"):
             with open(folder / "data.bin", "wb") as f:  # sparse: no disk used
-                f.truncate(BIG)
+                f.truncate(BIG if case.edit == "big_file" else 2 << 30)
         if case.edit == "link_notebook":  # the clean grade would read the reference kernel
             (folder / "naive.ipynb").unlink()
             (folder / "naive.ipynb").symlink_to(root / "solutions" / "01-naive" / "naive.ipynb")
@@ -666,10 +693,28 @@ def test_no_learner_script_in_a_page_the_instructor_opens(corpus):
     assert active_content(ag, ag_base) == []
 
 
+def test_the_csv_says_where_a_submission_time_came_from(corpus):
+    import csv
+
+    from tilelab.classroom import course
+
+    _, summary = corpus
+    with open(summary["csv"], encoding="utf-8") as f:
+        rows = {r["student_id"]: r for r in csv.DictReader(f)}
+    if "t01" in rows:
+        assert rows["t01"]["timestamp"].startswith("2000-01-01")
+        assert rows["t01"]["timestamp_from"] == course.TIMESTAMP_FROM
+    assert rows["aaron"]["timestamp_from"] == ""  # no timestamp.txt: none claimed
+
+
 def test_outputs_are_capped(corpus):
     root, _ = corpus
-    for path in (root / "autograder" / "feedback" / "c10").rglob("*"):
-        assert path.stat().st_size < 16 * 1024**2, path
+    for student in ("c10", "w01", "d01", "d05", "d06"):  # and nothing large copied
+        for kind in ("autograded", "feedback"):
+            for path in (root / "autograder" / kind / student).rglob("*"):
+                assert path.stat().st_size < 16 * 1024**2, path
+    for path in (root / "autograder" / "autograded" / "w01").rglob("*.ipynb"):
+        assert "widgets" not in json.loads(path.read_text())["metadata"]
 
 
 # ------------------------------------------------------------------ on a GPU

@@ -9,6 +9,7 @@ import sys
 
 import nbformat
 import psutil
+import pytest
 
 from tilelab.classroom import guards, submissions
 
@@ -97,3 +98,27 @@ def test_links_and_special_files_in_a_submission_are_found(tmp_path):
     linked = tmp_path / "submitted" / "eve"
     linked.symlink_to(folder.parent, target_is_directory=True)  # the student's folder a link
     assert unsafe_entries(linked / "01-naive") == ["eve (a symbolic link)"]
+
+
+def test_sizes_are_checked_by_apparent_size_before_anything_reads(tmp_path):
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "naive.ipynb").write_text("{}")
+    assert submissions.refused_entries(sub, 100 << 20) == []
+    with open(sub / "data.bin", "wb") as f:
+        f.truncate(2 << 30)  # sparse: 2 GiB to a reader, no block on disk
+    assert os.stat(sub / "data.bin").st_blocks == 0
+    found = submissions.refused_entries(sub, 100 << 20)
+    assert found[0] == "data.bin (2048 MiB; a file may be at most 100 MiB)"
+    assert "in all" in found[-1]
+    assert "nothing of it was read" in submissions.refusal(found)
+    (sub / "data.bin").unlink()
+    with open(sub / "naive.ipynb", "wb") as f:
+        f.truncate(submissions.NOTEBOOK_LIMIT + 1)
+    assert submissions.oversized(sub, 100 << 20) == [
+        "naive.ipynb (16 MiB; a notebook may be at most 16 MiB)"]
+
+
+def test_a_kernel_cell_nested_too_deeply_is_refused_with_a_message():
+    with pytest.raises(submissions.KernelCellError, match="nested too deeply"):
+        submissions.kernel_from_cell("KERNEL = " + "-" * 200000 + "1")

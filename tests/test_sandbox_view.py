@@ -10,6 +10,7 @@ course's config) sits beside the submission on the host and must not appear.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 
 from tilelab import settings
 from tilelab.grading import bubblewrap as bwrap
-from tilelab.grading import sandbox
+from tilelab.grading import limits, sandbox
 
 pytestmark = pytest.mark.skipif(bwrap.problem() is not None,
                                 reason=f"no sandbox here: {bwrap.problem()}")
@@ -45,7 +46,8 @@ WALK = textwrap.dedent("""
     report = json.dumps({"seen": sorted(seen), "writable": sorted(writable)})
     out = sys.argv[2] if len(sys.argv) > 2 else ""
     if out.startswith("fd:"):
-                v = Verdict("naive", "emu", messages=[report])
+        from tilelab.grading.verdict import Verdict
+        v = Verdict("naive", "emu", messages=[report])
         os.write(int(out[3:]), json.dumps(v.to_dict()).encode())
     else:
         print(report)
@@ -121,13 +123,26 @@ def test_a_notebook_kernel_sees_its_submission_and_verdicts_only(tmp_path, monke
     from tilelab.classroom import guards
     from tilelab.classroom.jupyter_sandbox import SandboxedKernelManager
 
+    made: list[limits.Cgroup] = []
+    real = limits.Cgroup.make.__func__
+
+    def make(cls, lim):  # the real cgroup, recorded
+        made.append(real(cls, lim))
+        return made[-1]
+
+    monkeypatch.setattr(limits.Cgroup, "make", classmethod(make))
     own = course_beside(tmp_path)
     db = tmp_path / "course" / "gradebook.db"
     cache = tmp_path / "verdicts"  # as a class run has it while the notebook runs
     cache.mkdir()
     (cache / "naive-0123.json").write_text("{}")
     code = f"import sys\nsys.argv = ['walk', {json.dumps(read_only_roots())!r}]\n" + WALK
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    fill = ("import errno, os\nfrom ipykernel.connect import get_connection_file\n"
+            "d = os.path.dirname(get_connection_file())\n"
+            "try:\n    open(d + '/fill', 'wb').write(b'x' * (4 << 20)); print('WROTE')\n"
+            "except OSError as e:\n    print(errno.errorcode[e.errno])\n")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code),
+                                         nbformat.v4.new_code_cell(fill)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
     with (guards.GradebookGuard(db, "ann"),  # its copy of the gradebook exists meanwhile
@@ -143,3 +158,9 @@ def test_a_notebook_kernel_sees_its_submission_and_verdicts_only(tmp_path, monke
     folder = str(Path(ipc[0]).parent)
     assert_only(view, [bwrap.WORK, "/tmp", "/dev/shm", str(cache), folder],
                 ["/tmp", "/dev/shm", folder])
+    filled = "".join(o.get("text", "") for o in nb.cells[1].outputs)
+    if os.geteuid() == 0:  # a grader that may mount: the connection folder is a small tmpfs
+        assert filled == "ENOSPC\n"
+    # once the notebook has run: its connection folder and its cgroup are gone
+    assert not Path(folder).exists()
+    assert all(not Path(f).exists() for cg in made if cg for f in cg.folders)

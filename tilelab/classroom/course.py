@@ -8,6 +8,7 @@ configs). Cell and notebook names follow one convention: assignment ``01-naive``
 
 from __future__ import annotations
 
+import csv
 import os
 import shutil
 import sys
@@ -194,12 +195,31 @@ def record(
     return written
 
 
+TIMESTAMP_FROM = ("the submission's timestamp.txt: nbgrader submit writes it, but in "
+                  "submissions uploaded by other means the learner may have written it")
+
+
 def export_csv(coursedir: CourseDirectory, dest: Path) -> Path:
-    """``nbgrader export``: the whole gradebook as CSV."""
+    """``nbgrader export``: the whole gradebook as CSV, and beside each submission's time
+    where it came from (``timestamp_from``: nbgrader takes it from the submission's own
+    ``timestamp.txt``; empty where there was none)."""
     plugin = CsvExportPlugin()
     plugin.to = str(dest)
     with gradebook(coursedir) as gb:
         plugin.export(gb)
+    with open(dest, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if rows:
+        for row in rows:
+            folder = Path(coursedir.format_path(coursedir.submitted_directory,
+                                                row["student_id"], row["assignment"]))
+            stamp = folder / "timestamp.txt"
+            row["timestamp_from"] = (TIMESTAMP_FROM if row.get("timestamp") and
+                                     stamp.is_file() and not stamp.is_symlink() else "")
+        with open(dest, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
     return dest
 
 

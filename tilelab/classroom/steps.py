@@ -150,17 +150,10 @@ class Refusal(NamedTuple):
     text: str
 
 
-def unsafe_text(odd: list[str]) -> str:
-    """What a learner whose submission holds links or special files is told."""
-    return (f"the submission holds {', '.join(odd)}; a submission may hold only plain files "
-            "and folders. Replace links with copies of the files, remove the rest, and submit "
-            "again")
-
-
 def refuse(run: ClassRun, sub: Submission, refusal: Refusal) -> None:
-    """A submission not graded (its folder holds links or special files, its worker died,
-    the grader failed): nothing of it is read, copied or run; every kernel scores zero and
-    the learner is told why."""
+    """A submission not graded (its folder holds links, special files or files too large,
+    its worker died, the grader failed): nothing of it is read, copied or run; every kernel
+    scores zero and the learner is told why."""
     run.failed(sub.assignment, sub.student, refusal.step, refusal.text)
     sub.verdicts = [Verdict.for_exercise(exercises.get(e), run.backend, run.gpu,
                                          f"not graded (0 points): {refusal.text}")
@@ -233,8 +226,9 @@ def grade_one(run: ClassRun, assignment: str, student: str,
     graded, and why (see :func:`refuse`)."""
     sub = Submission(assignment, student)
     folder = run.folder("submitted", student, assignment)
-    if refusal is None and (odd := submissions.unsafe_entries(folder)):
-        refusal = Refusal("files", unsafe_text(odd))  # never read or copied through a link
+    if refusal is None and (odd := submissions.refused_entries(
+            folder, run.api.coursedir.max_file_size * 1000)):
+        refusal = Refusal("files", submissions.refusal(odd))  # never read, copied or followed
     if refusal is not None:
         refuse(run, sub, refusal)
     else:

@@ -23,6 +23,8 @@ from tilelab.classroom.course import kernel_cell_id
 SOLUTION_MARKERS = ("BEGIN SOLUTION", "END SOLUTION")
 #: What reading a file that is not a sound notebook raises.
 NOTEBOOK_READ_LIMIT = 64 * 1024**2  # the most of a submitted notebook ever read
+NOTEBOOK_LIMIT = 16 * 1024**2  # a submitted notebook larger than this is not graded
+SUBMISSION_LIMIT = 256 * 1024**2  # nor a submission whose files add up to more
 UNREADABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, nbformat.ValidationError)
 
 
@@ -67,6 +69,57 @@ def unsafe_entries(folder: Path, limit: int = 5) -> list[str]:
             if len(found) >= limit:
                 return found
     return found
+
+
+def _mib(n: int) -> str:
+    return f"{n / 1024**2:.0f} MiB" if n >= 1024**2 else f"{n} bytes"
+
+
+def oversized(folder: Path, file_limit: int, limit: int = 5) -> list[str]:
+    """The files of a submission too large to grade, by their apparent size (``st_size``:
+    a sparse file of 2 GiB is 2 GiB to every reader and copier, though 0 bytes on disk),
+    checked before anything reads or copies them: a notebook over ``NOTEBOOK_LIMIT``, any
+    file over ``file_limit`` (nbgrader's ``CourseDirectory.max_file_size``), the whole
+    over ``SUBMISSION_LIMIT``. Links are not followed (:func:`unsafe_entries` names them)."""
+    found: list[str] = []
+    total = 0
+    if folder.is_symlink() or not folder.is_dir():
+        return found
+    for root, _dirs, files in os.walk(folder, followlinks=False):
+        for name in files:
+            path = Path(root, name)
+            st = path.lstat()
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            total += st.st_size
+            cap, what = ((NOTEBOOK_LIMIT, "a notebook") if name.endswith(".ipynb")
+                         else (file_limit, "a file"))
+            if st.st_size > cap:
+                found.append(f"{path.relative_to(folder)} ({_mib(st.st_size)}; {what} may be "
+                             f"at most {_mib(cap)})")
+            if len(found) >= limit:
+                return found
+    if total > SUBMISSION_LIMIT:
+        found.append(f"files of {_mib(total)} in all (a submission may be at most "
+                     f"{_mib(SUBMISSION_LIMIT)})")
+    return found
+
+
+def refused_entries(folder: Path, file_limit: int) -> list[str]:
+    """Why a submission folder is not graded at all (links, special files, sizes); []
+    when it may be read."""
+    return unsafe_entries(folder) or oversized(folder, file_limit)
+
+
+def refusal(entries: list[str]) -> str:
+    """The learner's sentence for a refused submission."""
+    if any(" at most " in e for e in entries):
+        return (f"the submission holds {', '.join(entries)}; nothing of it was read, copied "
+                "or run. Remove the large files (or clear the notebook's outputs) and submit "
+                "again")
+    return (f"the submission holds {', '.join(entries)}; a submission may hold only plain "
+            "files and folders. Replace links with copies of the files, remove the rest, "
+            "and submit again")
 
 
 def read_capped(path: Path) -> str:
@@ -151,6 +204,11 @@ def kernel_from_cell(source: str, grade_id: str = "the kernel cell") -> str:
             f"{grade_id} is not valid Python (line {exc.lineno}: {exc.msg}); it must be "
             'NAME = r"""<your CUDA C>"""'
         ) from None
+    except (MemoryError, RecursionError):  # an expression nested thousands of levels deep
+        raise KernelCellError(
+            f"{grade_id} is nested too deeply for Python to read (thousands of operators or "
+            'brackets in a row?); it must be NAME = r"""<your CUDA C>"""'
+        ) from None
     found: tuple[str, str] | None = None
     for node in tree.body:
         if isinstance(node, ast.Assign | ast.AnnAssign):
@@ -161,7 +219,7 @@ def kernel_from_cell(source: str, grade_id: str = "the kernel cell") -> str:
             if names and node.value is not None:
                 try:
                     value = ast.literal_eval(node.value)
-                except (ValueError, TypeError, SyntaxError, RecursionError):
+                except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
                     continue
                 if isinstance(value, str):
                     found = (names[0], value)

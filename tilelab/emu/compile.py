@@ -292,6 +292,9 @@ def _diagnostics(cxx: str, flags: list[str], code: str, tmp: str) -> list[dict]:
     except (subprocess.TimeoutExpired, ValueError):
         return []
     return found if isinstance(found, list) else []
+#: Seconds a compiled module may take to load (its global constructors run then): a
+#: sound one loads in milliseconds.
+LOAD_SECONDS = 10.0
 
 
 def _describe(path: Path) -> dict:
@@ -301,7 +304,11 @@ def _describe(path: Path) -> dict:
         seccomp.install_loading_filter(confined)  # a constructor in the source runs under it
         os.write(fd, tagged(tag, json.dumps(describe_library(str(path))).encode()))
 
-    res = run_forked(child, timeout=60)
+    res = run_forked(child, timeout=LOAD_SECONDS)
+    if res.timed_out:
+        raise CompileError(f"The compiled kernel module did not finish loading within "
+                           f"{LOAD_SECONDS:g} s: code runs at load time (a global object with "
+                           "a constructor?) and does not end. Kernels cannot; remove it.")
     if res.forged:
         raise CompileError("The compiled kernel module wrote on the emulator's own report "
                            "channel while loading (code run at load time, such as a global "

@@ -12,7 +12,6 @@ as its first act; the whole session is killed when grading ends.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -24,10 +23,10 @@ from collections.abc import Callable
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.device import backend
-from tilelab.grading import basecache, gpulock
+from tilelab.grading import basecache, enter, gpulock
 from tilelab.grading import bubblewrap as bwrap
 from tilelab.grading.cache import cached_verdict
-from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT
+from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT, Limits
 from tilelab.grading.verdict import Verdict
 
 OUTPUT_LIMIT = 64 * 1024  # of the child's stderr, read back for a crash report
@@ -104,14 +103,17 @@ def use_sandbox(wanted: bool | None) -> bool:
     return bwrap.problem() is None
 
 
-def sandbox_limits(backend_name: str, timeout: float) -> bwrap.Limits:
-    """The grading worker's limits: its time budget, memory (the address space on the
-    emulator; none on a GPU, where CUDA maps vast ranges and no learner code runs on the
-    host), files, output."""
-    return bwrap.Limits(
+def sandbox_limits(backend_name: str, timeout: float) -> Limits:
+    """The grading worker's limits: its time budget, memory (its whole tree's, in its
+    cgroup; on the emulator each process's address space too, never on a GPU, where CUDA
+    maps vast ranges), files, output."""
+    emu = backend_name == "emu"
+    return Limits(
         wall_seconds=timeout,
         cpu_seconds=int(timeout) + 5,
-        address_space=MEMORY_LIMIT if backend_name == "emu" else None,
+        memory=MEMORY_LIMIT,
+        address_space=MEMORY_LIMIT if emu else None,
+        per_process_memory=emu,
         file_bytes=FILE_LIMIT,
         output_bytes=OUTPUT_LIMIT,
     )
@@ -171,13 +173,8 @@ def _run(cmd: list[str], tmp: str, timeout: float) -> int | None:
         except subprocess.TimeoutExpired:
             return None
         finally:
-            _kill_session(proc)  # a timed-out child, and anything it started, ends here
-
-
-def _kill_session(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+            enter.kill_tree(proc.pid)  # a timed-out child, and anything it started, ends here
+            proc.wait()
 
 
 def _tail(tmp: str) -> str:
