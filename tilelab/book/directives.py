@@ -21,6 +21,8 @@ from tilelab.book.data import (
     parse_list,
     parse_mapping,
 )
+from tilelab.book.listing import KernelListing
+from tilelab.experiments import road
 
 Options = dict[str, Callable[[str], Any]]
 
@@ -303,7 +305,48 @@ def _mat(m) -> str:
     return " / ".join(" ".join(str(v) for v in row) for row in m)
 
 
+class AblationTable(_BookDirective):
+    """``{ablation-table} sgemm``: each pair of ``road.ABLATIONS`` (one change to one
+    kernel), the speed with the change over the speed without it at each ``:sizes:``; a pair
+    the data file lacks reads "not measured yet" in its cell."""
+
+    required_arguments = 1
+    has_content = True
+    option_spec: ClassVar[Options] = {"sizes": directives.unchanged,
+                                      "only": directives.unchanged,
+                                      "name": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        experiment = self.arguments[0]
+        try:
+            ds = self.need(experiment)
+            sizes = [int(n) for n in parse_list(self.options.get("sizes", "4096"))]
+        except (Missing, DataError, ValueError) as exc:
+            return self.fail(exc if not isinstance(exc, ValueError) else DataError(str(exc)),
+                             "Ablations")
+        only = set(parse_list(self.options.get("only")))
+        speed = {(r.get("kernel"), r.get("n")): r.get("tflops") for r in ds.rows}
+        heads = ["change", "without", "with", *(f"with / without, N={n}" for n in sizes)]
+        cells = []
+        for key, what, without, with_ in road.ABLATIONS:
+            if only and key not in only:
+                continue
+            row = [what, without, with_]
+            for n in sizes:
+                a, b = speed.get((without, n)), speed.get((with_, n))
+                row.append(f"{b / a:.3f}×" if a and b else "not measured yet")
+            cells.append(row)
+        table = build_table(heads, cells, [False, False, False, *([True] * len(sizes))])
+        caption = self.caption_nodes()
+        if caption and isinstance(caption[0], nodes.caption):
+            table.insert(0, nodes.title("", "", *caption[0].children))
+        self.add_name(table)
+        return [table]
+
+
 DIRECTIVES = {
+    "ablation-table": AblationTable,
+    "kernel-listing": KernelListing,
     "measured-table": MeasuredTable,
     "measured-figure": MeasuredFigure,
     "measured-text": MeasuredText,

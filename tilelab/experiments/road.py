@@ -208,13 +208,13 @@ class Traffic:
 
     global_bytes_per_fma: float  # bytes read from global memory per FMA, whole grid
     shared_operands_per_fma: float  # values a thread reads from shared memory per FMA
-    fma_per_shared_load: float  # FMAs per shared-load instruction, at its widest width
+    fma_per_shared_load: float | None  # FMAs per shared-load instruction (widest width)
 
 
 def traffic(key: str) -> Traffic:
     """The traffic model of a ladder step or configuration."""
     if key == "naive":
-        return Traffic(8.0, 0.0, 0.0)
+        return Traffic(8.0, 0.0, None)  # no shared loads: no ratio to show
     ref = kernel_refs()[key]
     d = {k: int(v) for k, v in ref.defines}
     if key.startswith("tiled"):
