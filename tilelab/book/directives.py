@@ -10,7 +10,7 @@ from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.util.docutils import SphinxDirective
 
-from tilelab.book import charts, context, expr, images, tables, worked
+from tilelab.book import charts, context, expr, images, style, tables, worked
 from tilelab.book.data import (
     DataError,
     Dataset,
@@ -60,6 +60,9 @@ class _BookDirective(SphinxDirective):
         img = nodes.image(uri=uri, alt=alt or name)
         if "width" in self.options:
             img["width"] = self.options["width"]
+        else:  # shown at its layout size: the PNG has style.SCALE x the pixels
+            png = Path(self.env.srcdir) / uri.lstrip("/")
+            img["width"] = f"{images.png_width(png) // style.SCALE}px"
         fig += img
         fig.extend(self.caption_nodes())
         self.add_name(fig)
@@ -276,13 +279,13 @@ class ReuseTable(_BookDirective):
     option_spec: ClassVar[Options] = {"sizes": directives.unchanged}
 
     def run(self) -> list[nodes.Node]:
-        heads = ["N", "tile B", "naive: 2·N·B² reads", "tiled: (N/B)·2·B² reads", "factor"]
+        heads = ["N", "tile T", "naive: 2·N·T² reads", "tiled: (N/T)·2·T² reads", "factor"]
         cells = []
         try:
             for size in parse_list(self.options.get("sizes", "4x2")):
-                n, _, b = size.partition("x")
-                r = worked.global_reads(int(n), int(b))
-                cells.append([n, b, format_value(r["naive"], ","), format_value(r["tiled"], ","),
+                n, _, t = size.partition("x")
+                r = worked.global_reads(int(n), int(t))
+                cells.append([n, t, format_value(r["naive"], ","), format_value(r["tiled"], ","),
                               f"{r['factor']}×"])
         except ValueError as exc:
             return self.fail(DataError(f"reuse-table sizes: {exc}"), "Table")

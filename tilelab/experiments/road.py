@@ -114,6 +114,8 @@ ABLATIONS: tuple[tuple[str, str, str, str], ...] = (
      "dbuf_128x256x16_w64x64_checked"),
     ("interior_big", "unchecked interior loads, 128x256x16", "dbuf_128x256x16_w64x64_checked",
      "dbuf_128x256x16_w64x64"),
+    ("interior_w64", "unchecked interior loads, 128x128x16, 64x64 warp tiles",
+     "dbuf_128x128x16_w64x64_checked", "dbuf_128x128x16_w64x64"),
     ("async", "cp.async instead of registers, 2 stages, 128x256x8", "dbuf_128x256x8_w64x64",
      "async_s2"),
     ("stages", "4 stages instead of 2, 128x256x8", "async_s2", "async"),
