@@ -105,7 +105,7 @@ __device__ __forceinline__ void copy16(float* dst, const float* src)
 {
 #if ASYNC
     unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 #else
     *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(src);
 #endif
@@ -116,7 +116,7 @@ __device__ __forceinline__ void copy4(float* dst, const float* src)
 {
 #if ASYNC
     unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
 #else
     *dst = *src;
 #endif
@@ -126,7 +126,7 @@ __device__ __forceinline__ void copy4(float* dst, const float* src)
 __device__ __forceinline__ void commit_copies()
 {
 #if ASYNC
-    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
 #endif
 }
 
@@ -134,7 +134,7 @@ __device__ __forceinline__ void commit_copies()
 __device__ __forceinline__ void wait_copies()
 {
 #if ASYNC
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2));
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2) : "memory");
 #endif
 }
 // [async-copy-end]
