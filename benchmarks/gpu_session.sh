@@ -57,7 +57,7 @@ for s in $steps; do
     bench) run_step bench "${BENCH_LIMIT:-300}" "$py" -m tilelab.cli bench device matmul transpose \
              elementwise bank_stride occupancy sass racecheck shared_bw divergence \
              waves latency counters sgemm sgemm_ptxas --out "$out/data" ;;
-    road) run_step road "${ROAD_LIMIT:-600}" "$py" -m tilelab.cli bench counters sgemm \
+    road) run_step road "${ROAD_LIMIT:-900}" "$py" -m tilelab.cli bench counters matmul sgemm \
              sgemm_ptxas --out "$out/data" ;;
     calibrate) run_step calibrate "${CALIBRATE_LIMIT:-300}" "$py" -m tilelab.cli calibrate \
              --write "$out/gates.json" --out "$out/data" ;;
