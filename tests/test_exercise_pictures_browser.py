@@ -7,14 +7,16 @@ Needs Debian's chromium and chromium-driver (`make browser` installs them).
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
 import pytest
-from support.book_build import Build, build_book
+import test_book_browser
 
 from tilelab.catalog import exercises
+
+book = test_book_browser.book  # the book's one build per session, and its browser
+driver = test_book_browser.driver
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [f"exercises/{a}/{next((REPO / 'exercises' / a).glob('*.ipynb')).stem}"
@@ -23,33 +25,6 @@ CHAPTERS = ["book/02-naive-matmul", "book/03-tiling", "book/04-banks-padding",
             "book/06-cublas"]
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def book(tmp_path_factory: pytest.TempPathFactory) -> Build:
-    result = build_book(REPO, tmp_path_factory.getbasetemp() / "book")
-    if result.returncode != 0:
-        pytest.fail("the book did not build:\n" + result.output[-4000:])
-    return result
-
-
-@pytest.fixture(scope="module")
-def driver(tmp_path_factory: pytest.TempPathFactory):
-    missing = [n for n in ("chromium", "chromedriver") if shutil.which(n) is None]
-    if missing:
-        pytest.skip(f"needs {' and '.join(missing)} on PATH (`make browser`)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-                "--window-size=1280,1000"):
-        opts.add_argument(arg)
-    drv = webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver")),
-                           options=opts)
-    yield drv
-    drv.quit()
 
 
 def pictures(driver, path: Path) -> list[dict]:
