@@ -12,10 +12,12 @@
 # OUT_DIR/gates.json), cluster (the Dask cluster's `gpu` tests: a LocalCUDACluster worker per
 # GPU; needs dask-cuda), scale (benchmarks/class_scale.py --gpu with 1 and 2 workers: needs
 # two GPUs; SCALE_STUDENTS learners, 24 by default; every task's time and the median
-# seconds of each grading step in OUT_DIR/scale.json). A summary table is printed last.
+# seconds of each grading step in OUT_DIR/scale.json), notebooks (every solutions notebook
+# run top to bottom on the GPU, each step's hidden tests and speed gates included: times in
+# OUT_DIR/notebooks.json). A summary table is printed last.
 set -uo pipefail
 out="${1:?usage: gpu_session.sh OUT_DIR}"
-steps="${STEPS:-tests class corpus bench calibrate}"
+steps="${STEPS:-tests class corpus bench calibrate notebooks}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
@@ -49,9 +51,11 @@ for s in $steps; do
              -o addopts= -rA tests/test_class_cluster.py ;;
     scale) run_step scale "${SCALE_LIMIT:-540}" "$py" benchmarks/class_scale.py --gpu \
              --students "${SCALE_STUDENTS:-24}" --workers 1 2 --json "$out/scale.json" ;;
+    notebooks) run_step notebooks "${NOTEBOOKS_LIMIT:-400}" "$py" benchmarks/run_notebooks.py \
+             --backend gpu --json "$out/notebooks.json" ;;
     corpus) run_step corpus "${CORPUS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_corpus.py ;;
-    *) echo "unknown step $s (tests class corpus bench calibrate cluster scale)"; exit 2 ;;
+    *) echo "unknown step $s (tests class corpus bench calibrate cluster scale notebooks)"; exit 2 ;;
   esac
 done
 echo
