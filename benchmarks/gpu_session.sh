@@ -23,10 +23,12 @@
 # road (the road to cuBLAS alone: its Nsight Compute counters, the sgemm table with the
 # ablations and step 6, the ptxas report and the model that reads them -> OUT_DIR/data),
 # sandbox (what each sandbox sees, its cgroup caps and a GPU kernel graded inside its
-# cgroup). A summary table is printed last.
+# cgroup), notebooks (every solutions notebook run top to bottom on the GPU, each step's
+# hidden tests and speed gates included: times in OUT_DIR/notebooks.json). A summary table
+# is printed last.
 set -uo pipefail
 out="${1:?usage: gpu_session.sh OUT_DIR}"
-steps="${STEPS:-tests sandbox hostile class corpus bench calibrate}"
+steps="${STEPS:-tests sandbox hostile class corpus bench calibrate notebooks}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
@@ -74,6 +76,8 @@ for s in $steps; do
              --out "$out/data" && "$py" -c "import json,sys; [print(r['variant'], '|', r['setting'], '|', \
              r['wrong_side'], 'of', r['verdicts'], 'on the wrong side') for r in \
              json.load(open(sys.argv[1]))['rows']]" "$out/data/shared_gpu.json" ;;
+    notebooks) run_step notebooks "${NOTEBOOKS_LIMIT:-400}" "$py" benchmarks/run_notebooks.py \
+             --backend gpu --json "$out/notebooks.json" ;;
     corpus) run_step corpus "${CORPUS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_corpus.py ;;
     hostile) run_step hostile "${HOSTILE_LIMIT:-590}" bash -c "\"\$1\" benchmarks/hostile_gpu.py \
@@ -81,7 +85,7 @@ for s in $steps; do
              -o addopts= -rA -s tests/test_gpu_grading.py tests/test_lesson_gate.py \
              tests/test_grade.py -k 'replay or speed_run or ncu or counters or racing'" _ "$py" "$out" ;;
     *) echo "unknown step $s (tests sandbox hostile class corpus bench road calibrate cluster"\
-            "scale checktimes pergpu sharedgpu)"
+            "scale checktimes pergpu sharedgpu notebooks)"
        exit 2 ;;
   esac
 done

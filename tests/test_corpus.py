@@ -580,7 +580,8 @@ def gradebook_points(root: Path) -> dict[tuple[str, str], tuple[float, float]]:
         for sub in gb.db.query(SubmittedAssignment).all():
             grades = {g.name: g.score for nb in sub.notebooks for g in nb.grades}
             for e in exercises.ASSIGNMENTS[sub.assignment.name]:
-                out[(sub.student.id, e)] = (grades[f"test_{e}_correct"], grades[f"test_{e}_speed"])
+                out[(sub.student.id, e)] = (grades[f"test_{e}_correct"],
+                                            grades.get(f"test_{e}_speed", 0.0))
     return out
 
 

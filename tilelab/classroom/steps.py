@@ -115,10 +115,16 @@ def grade_notebook(
             verdicts.append(Verdict.for_exercise(ex, backend_name, gpu,
                                                  f"not graded (0 points): {exc}"))
             continue
-        verdict = grade_source(
-            exercise_id, source, backend_name=backend_name, gate=(gates or {}).get(exercise_id),
-            sandboxed=sandboxed,
-        )
+        if submissions.empty_kernel(source, ex.kernel):  # the released stub, untouched
+            verdict = Verdict.for_exercise(
+                ex, backend_name, gpu, f"not attempted (0 points): the body of {ex.kernel} "
+                "is empty, as released, so every element of its output is never written; "
+                "write the kernel and submit again")
+        else:
+            verdict = grade_source(
+                exercise_id, source, backend_name=backend_name,
+                gate=(gates or {}).get(exercise_id), sandboxed=sandboxed,
+            )
         if cache is not None:
             cache_verdict(cache, source, verdict)
         verdicts.append(verdict)
