@@ -42,11 +42,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--gate", type=float)
     p.add_argument("--launch-once", action="store_true",
                    help="only launch the kernel once on the GPU (for compute-sanitizer)")
+    p.add_argument("--shape", help="with --launch-once: the problem's sizes, comma-separated "
+                   "(default: its sanitize_shape)")
     return p
 
 
-def launch_once(exercise_id: str, source_path: str) -> None:
-    """One launch at the problem's ``sanitize_shape``: what compute-sanitizer inspects."""
+def launch_once(exercise_id: str, source_path: str, shape: tuple[int, ...] = ()) -> None:
+    """One launch at ``shape`` (else the problem's ``sanitize_shape``): what
+    compute-sanitizer inspects."""
     import numpy as np
 
     from tilelab.catalog import exercises
@@ -57,7 +60,7 @@ def launch_once(exercise_id: str, source_path: str) -> None:
     rt = get_runtime("gpu")
     with open(source_path, encoding="utf-8") as f:
         fn = rt.SourceModule(f.read()).get_function(ex.kernel)
-    shape = ex.problem.sanitize_shape
+    shape = shape or ex.problem.sanitize_shape
     inputs = ex.problem.make_inputs(shape, np.random.default_rng())
     launch(rt, fn, ex.problem, ex.launch, shape, inputs)
 
@@ -85,7 +88,8 @@ def grade(a: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     if a.launch_once:
-        launch_once(a.exercise, a.source)
+        launch_once(a.exercise, a.source,
+                    tuple(int(n) for n in a.shape.split(",")) if a.shape else ())
         return 0
     limit_resources(a.backend)
     if not a.out:
