@@ -154,3 +154,15 @@ def test_a_learners_check_keeps_its_builds_and_a_class_runs_check_does_not(cache
     path = res.stdout.decode().strip()
     assert path.startswith(f"{basecache.OWN}/emu/") and path.rsplit("/", 1)[1] in kept
     assert not [p for p in os.listdir(cache / "base") if p.startswith(".")]  # no temp left
+
+
+@needs_sandbox
+@pytest.mark.slow
+def test_a_build_folder_a_killed_process_left_is_removed_by_the_next_build(cache):
+    top = cache / "base"
+    old, fresh = top / ".abandoned-by-a-dead-build", top / ".being-built-now"
+    for path in (old, fresh):
+        path.mkdir(parents=True)
+    os.utime(old, (0, 0))
+    assert basecache.base_cache("emu") == top / basecache.key("emu")
+    assert not old.exists() and fresh.exists()  # another process may be building that one

@@ -20,6 +20,7 @@ never binds it: one learner's builds never reach another's grading.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import hashlib
 import os
@@ -28,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -114,6 +116,7 @@ def base_cache(backend_name: str) -> Path | None:
         return folder
     try:
         top.mkdir(parents=True, exist_ok=True)
+        _drop_abandoned(top)
         building = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=top))
     except OSError as exc:
         warnings.warn(f"tilelab: no base cache could be made in {top} ({exc}); every check "
@@ -128,6 +131,19 @@ def base_cache(backend_name: str) -> Path | None:
     except OSError:  # another process installed it first: theirs is as good
         shutil.rmtree(building, ignore_errors=True)
     return folder
+
+
+ABANDONED = 3600  # seconds after which a build folder no process renamed was left by a dead one
+
+
+def _drop_abandoned(top: Path) -> None:
+    """Remove the build folders processes killed while building left behind."""
+    now = time.time()
+    for entry in os.scandir(top):
+        if entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+            with contextlib.suppress(OSError):
+                if now - entry.stat(follow_symlinks=False).st_mtime > ABANDONED:
+                    shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _build(backend_name: str, folder: Path) -> tuple[int, int]:
