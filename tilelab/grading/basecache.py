@@ -1,13 +1,14 @@
 """The read-only caches a grading sandbox starts with.
 
 **The base cache** holds what every build needs first: the emulator prelude's probe (the
-emulator also counts a GPU submission's traffic) and, on a GPU, PyCUDA's builds of the kernels every speed run compiles (the baselines). Only the course's
-own code builds it, in a sandbox of its own (so the paths it records are the sandbox's),
-never a submission. It lives in the user's cache folder under a name made of its content
-(the emulator's sources and prelude, the C++ compiler's and nvcc's files, the backend, and
-on a GPU the baselines' sources): built once per machine and course version, by the
-first check or class run that needs it, in a temporary folder renamed into place (two
-processes racing each build one; the first rename wins, the other's copy is removed).
+emulator also counts a GPU submission's traffic) and, on a GPU, PyCUDA's builds of the
+kernels every speed run compiles (the baselines). Only the course's own code builds it, in
+a sandbox of its own (so the paths it records are the sandbox's), never a submission. It
+lives in the user's cache folder under a name made of its content (the emulator's sources
+and prelude, the C++ compiler's and nvcc's files, the backend, and on a GPU the
+baselines' sources): built once per machine and course version, by the first check or
+class run that needs it, in a temporary folder renamed into place (two processes racing
+each build one; the first rename wins, the other's copy is removed).
 
 **The learner's own compile cache** (``tilelab check`` and a notebook's visible check,
 never a class run): bound read-only beside the base cache, so a re-check of an unchanged
