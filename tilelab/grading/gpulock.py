@@ -99,9 +99,10 @@ class GpuLock:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
-        """GPU work that is not timed; waits while a timed step holds or awaits the GPU."""
+    def hold_shared(self) -> None:
+        """Take it shared (until :meth:`release`, or until the process ends: a grading
+        worker's CUDA context is torn down at its exit, still under the lock); waits while
+        a timed step holds or awaits the GPU."""
         deadline = time.monotonic() + self.wait
         _take(self.turn, fcntl.LOCK_EX, deadline)  # a waiting timed step goes first
         try:
@@ -109,11 +110,19 @@ class GpuLock:
         finally:
             fcntl.flock(self.turn, fcntl.LOCK_UN)
         self.mode = fcntl.LOCK_SH
+
+    def release(self) -> None:
+        fcntl.flock(self.gpu, fcntl.LOCK_UN)
+        self.mode = 0
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        """GPU work that is not timed, for the ``with`` block (see :meth:`hold_shared`)."""
+        self.hold_shared()
         try:
             yield
         finally:
-            fcntl.flock(self.gpu, fcntl.LOCK_UN)
-            self.mode = 0
+            self.release()
 
     @contextlib.contextmanager
     def exclusive(self, hold: int = HOLD_LIMIT) -> Iterator[None]:

@@ -10,7 +10,6 @@ kernel at the problem's ``sanitize_shape`` on the GPU.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import resource
@@ -72,11 +71,13 @@ def grade(a: argparse.Namespace) -> dict:
 
     with open(a.source, "rb") as f:
         source = f.read()
-    try:  # on a GPU a class run shares with other tasks: its lock, held shared (and alone
-        # while the speed step times), from before CUDA starts
-        with gpulock.shared() if a.backend != "emu" else contextlib.nullcontext():
-            verdict = evaluate(a.exercise, source, a.backend, speed=not a.no_speed,
-                               sanitize=not a.no_sanitize, gate=a.gate)
+    try:
+        if a.backend != "emu" and (lock := gpulock.worker_lock()) is not None:
+            # a GPU a class run's tasks share: its lock, held shared from before CUDA starts
+            # to this process's end (alone while the speed step times)
+            lock.hold_shared()
+        verdict = evaluate(a.exercise, source, a.backend, speed=not a.no_speed,
+                           sanitize=not a.no_sanitize, gate=a.gate)
     except Exception as exc:  # never crash silently
         verdict = Verdict(exercise=a.exercise, backend=a.backend or "?",
                           error=f"{type(exc).__name__}: {exc}")
