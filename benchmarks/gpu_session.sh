@@ -16,11 +16,16 @@
 # GPU: p50/p95 per exercise and the median seconds of each grading step), pergpu
 # (class_scale on one GPU with 1, 2, 4 and 8 tasks at once: submissions per minute, grades
 # identical; OUT_DIR/pergpu.json), sharedgpu (tilelab bench shared_gpu: verdicts on the
-# wrong side of the gate with two graders on one GPU, without and with the GPU's lock).
+# wrong side of the gate with two graders on one GPU, without and with the GPU's lock),
+# hostile (tilelab check on the GPU of each replaying and lesson-skipping kernel of
+# tests/fixtures/submissions, then the `gpu` tests of the replay-proof speed run and of the
+# counters, which print ncu's time per kernel; OUT_DIR/hostile.json holds each verdict),
+# road (the road to cuBLAS alone: its Nsight Compute counters, the sgemm table with the
+# ablations and step 6, the ptxas report and the model that reads them -> OUT_DIR/data).
 # A summary table is printed last.
 set -uo pipefail
 out="${1:?usage: gpu_session.sh OUT_DIR}"
-steps="${STEPS:-tests class corpus bench calibrate}"
+steps="${STEPS:-tests hostile class corpus bench calibrate}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
@@ -48,6 +53,8 @@ for s in $steps; do
     bench) run_step bench "${BENCH_LIMIT:-300}" "$py" -m tilelab.cli bench device matmul transpose \
              elementwise bank_stride occupancy sass racecheck shared_bw divergence \
              waves latency counters sgemm sgemm_ptxas --out "$out/data" ;;
+    road) run_step road "${ROAD_LIMIT:-600}" "$py" -m tilelab.cli bench counters sgemm \
+             sgemm_ptxas --out "$out/data" ;;
     calibrate) run_step calibrate "${CALIBRATE_LIMIT:-300}" "$py" -m tilelab.cli calibrate \
              --write "$out/gates.json" --out "$out/data" ;;
     cluster) run_step cluster "${CLUSTER_LIMIT:-200}" "$py" -m pytest -m gpu -p no:cacheprovider \
@@ -65,7 +72,11 @@ for s in $steps; do
              json.load(open(sys.argv[1]))['rows']]" "$out/data/shared_gpu.json" ;;
     corpus) run_step corpus "${CORPUS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_corpus.py ;;
-    *) echo "unknown step $s (tests class corpus bench calibrate cluster scale checktimes pergpu sharedgpu)"; exit 2 ;;
+    hostile) run_step hostile "${HOSTILE_LIMIT:-590}" bash -c "\"\$1\" benchmarks/hostile_gpu.py \
+             --json \"\$2/hostile.json\"; \"\$1\" -m pytest -m gpu -p no:cacheprovider \
+             -o addopts= -rA -s tests/test_gpu_grading.py tests/test_lesson_gate.py \
+             tests/test_grade.py -k 'replay or speed_run or ncu or counters or racing'" _ "$py" "$out" ;;
+    *) echo "unknown step $s (tests hostile class corpus bench road calibrate cluster scale checktimes pergpu sharedgpu)"; exit 2 ;;
   esac
 done
 echo

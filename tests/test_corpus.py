@@ -264,6 +264,15 @@ CELL = {
                "print('CONN' + 'ECTED')\n",
     "fork bomb": "import os, time\nwhile True:\n    try:\n        os.fork()\n"
                  "    except OSError:\n        time.sleep(0.2)\n",
+    "probe": "import os\nfor top, dirs, files in os.walk('/'):\n"  # packages' test data aside
+             "    if top.startswith(('/proc', '/sys', '/dev')) or '-packages/' in top:\n"
+             "        dirs[:] = []\n"
+             "        continue\n"
+             "    for name in files:\n        try:\n"
+             "            with open(os.path.join(top, name), 'rb') as f:\n"
+             "                if f.read(16).startswith(b'SQLite' + b' format 3'):\n"
+             "                    print('FOUND' + 'DB', os.path.join(top, name))\n"
+             "        except OSError:\n            pass\n",
     "10 GB": "b = bytearray(10 << 30)\nprint('ALLOC' + 'ATED')\n",
     "10 GB file": "f = open('/tmp/big', 'wb')\nf.seek(10 << 30)\nf.write(b'x')\nf.close()\n"
                   "print('WRO' + 'TE')\n",
@@ -280,31 +289,38 @@ CELL = {
              "        try:\n            open(f, 'w').write(json.dumps(v))\n"
              "        except OSError:\n            pass\n",
 }
+ACTIVE = ("from IPython.display import HTML, SVG, Javascript, display\n"
+          "display(HTML('<script>alert(3)</script><b onclick=\"alert(4)\">x</b>'))\n"
+          "display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"alert(5)\">"
+          "<script>alert(6)</script></svg>'))\n"
+          "display(Javascript('alert(7)'))\n")
 OS = "the kernel tried to call the operating system"
+# a graded kernel is refused before any compiler sees it: the subset has no function pointer
+FN_PTR = "function pointer is not allowed in a graded kernel"
 SANDBOX_CASES = [
     # host code execution from a kernel (through libc, no forbidden name written)
-    Case("h01", "system() found from &printf", OS, kernel=walk_naive(
+    Case("h01", "system() found from &printf", FN_PTR, kernel=walk_naive(
         call("int", "const char*", "system", '"touch /tmp/tilelab-corpus-pwned"'))),
-    Case("h02", "execve through libc's syscall()", OS + r" \(execve\)", kernel=walk_naive(
+    Case("h02", "execve through libc's syscall()", FN_PTR, kernel=walk_naive(
         'const char* argv[] = {"/bin/sh", "-c", "id", 0};\n'
         + call("long", "long, ...", "syscall", "59L, argv[0], argv, 0"))),
-    Case("h03", "a global constructor that calls system()", "operating system while loading",
+    Case("h03", "a global constructor that calls system()", FN_PTR,
          kernel=walk_naive("", "__device__ int escape() {\n"
                            + call("int", "const char*", "system", '"id"') + "\nreturn 0; }\n"
                            "static int at_load = escape();\n")),
-    Case("h04", "ptrace of the grader", OS + r" \(ptrace\)",
+    Case("h04", "ptrace of the grader", FN_PTR,
          kernel=walk_naive(call("long", "int, int, void*, void*", "ptrace", "16, 1, 0, 0"))),
-    Case("h05", "writes /proc/<parent>/mem", OS + r" \(open", kernel=walk_naive(
+    Case("h05", "writes /proc/<parent>/mem", FN_PTR, kernel=walk_naive(
         call("void*", "const char*, const char*", "fopen", '"/proc/1/mem", "r+"'))),
     # a forged verdict
-    Case("f01", "an empty kernel that starts a detached process", OS, kernel=WALK + STUB.replace(
-        "{ }", "{\n" + call("int", "void", "fork", "") + "\n}")),
+    Case("f01", "an empty kernel that starts a detached process", FN_PTR,
+         kernel=WALK + STUB.replace("{ }", "{\n" + call("int", "void", "fork", "") + "\n}")),
     Case("f02", "a cell that rewrites every verdict it can find", "never written", kernel=STUB,
          python=CELL["forge"]),
     Case("f03", "an unpadded tile that writes a conflict-free report on the emulator's pipe",
-         "report channel", kernel=FORGED_REPORT, exercise="transpose_padded"),
-    Case("f04", "a constructor that writes the loader's report and exits", "report channel "
-         "while loading", kernel=FORGED_LOAD),
+         FN_PTR, kernel=FORGED_REPORT, exercise="transpose_padded"),
+    Case("f04", "a constructor that writes the loader's report and exits", FN_PTR,
+         kernel=FORGED_LOAD),
     # learner Python during the class run
     Case("c01", "appends code to the course's nbgrader config", "correct on", kernel=NAIVE,
          python=CELL["config"], points=(3, 0)),
@@ -312,11 +328,16 @@ SANDBOX_CASES = [
          kernel=NAIVE, python=CELL["ghost"], points=(3, 0)),
     Case("c03", "reads the gradebook", "correct on", kernel=NAIVE, python=CELL["gradebook"],
          points=(3, 0)),
+    Case("c13", "searches every file it can see for a gradebook", "correct on", kernel=NAIVE,
+         python=CELL["probe"], points=(3, 0)),
+    Case("a01", "script in markdown, outputs and a quoted compiler error", "does not compile",
+         kernel='#error <img src=x onerror="alert(1)"><script>alert(2)</script>\n' + NAIVE,
+         python=ACTIVE, edit="active"),
     Case("c04", "reads another student's notebook", "correct on", kernel=NAIVE,
          python=CELL["other"], points=(3, 0)),
     Case("c05", "connects to the network from a cell", "correct on", kernel=NAIVE,
          python=CELL["network"], points=(3, 0)),
-    Case("c06", "opens a socket from the kernel", OS + r" \(socket\)",
+    Case("c06", "opens a socket from the kernel", FN_PTR,
          kernel=walk_naive(call("int", "int, int, int", "socket", "2, 1, 0"))),
     Case("c07", "a fork bomb", "correct on", kernel=NAIVE, python=CELL["fork bomb"],
          points=(3, 0)),
@@ -375,6 +396,9 @@ SANDBOX_CASES = [
          .replace("C[row * N + col] = acc;", "C[row * N + col] = acc + big[threadIdx.x];")),
 ]
 CASES += SANDBOX_CASES
+KERNELS_OF = {case.student: case.kernel for case in CASES}
+if os.environ.get("TILELAB_CORPUS_ONLY"):  # a few cases by student id: c13,d05
+    CASES = [c for c in CASES if c.student in os.environ["TILELAB_CORPUS_ONLY"].split(",")]
 GOOD = ("aaron", "zoe")  # graded first and last: nothing a case does may change their points
 
 
@@ -403,6 +427,10 @@ def notebook_for(case: Case, root: Path | None = None, port: int = 0) -> bytes:
         for c in nb["cells"]:
             if c["metadata"].get("nbgrader", {}).get("grade_id") == f"kernel_{ex.id}":
                 c["metadata"]["nbgrader"]["grade_id"] = "my_kernel"
+    if case.edit == "active":
+        nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": (
+            "<script>alert(8)</script>\n\n<img src=x onerror=alert(9)>\n\n"
+            "[here](javascript:alert(10))\n\n<svg><script>alert(11)</script></svg>")})
     data = json.dumps(nb).encode()
     if case.edit == "latin1":
         data = data.replace(b"row-major", b"row-major \xe9\xff")
@@ -583,9 +611,29 @@ def test_no_cell_reached_the_network_or_the_course(corpus):
     assert summary["connections"] == 0
     feedback = root / "autograder" / "feedback"  # each marker is printed only on success
     for student, marker in (("c03", "SQLite format"), ("c04", "GOT OTHER"),
-                            ("c05", "CONNECTED"), ("c08", "ALLOCATED"), ("c09", "WROTE")):
+                            ("c05", "CONNECTED"), ("c08", "ALLOCATED"), ("c09", "WROTE"),
+                            ("c13", "FOUNDDB"), ("c13", "SQLite format")):
         for path in (feedback / student).rglob("*.html"):
             assert marker not in path.read_text(errors="replace"), (student, path)
+
+
+def test_no_learner_script_in_a_page_the_instructor_opens(corpus):
+    from nbconvert import HTMLExporter
+    from support.active_html import active_content
+
+    root, _ = corpus
+    pages = {}
+    for student in ("aaron", "a01"):
+        feedback = root / "autograder" / "feedback" / student / "01-naive" / "naive.html"
+        autograded = root / "autograder" / "autograded" / student / "01-naive" / "naive.ipynb"
+        if not feedback.exists():
+            return  # a01 not among the cases run
+        pages[student] = (feedback.read_text(),
+                          HTMLExporter().from_filename(str(autograded))[0])
+    (fb_base, ag_base), (fb, ag) = pages["aaron"], pages["a01"]
+    assert "alert(" in fb  # its text is there, as text
+    assert active_content(fb, fb_base) == []
+    assert active_content(ag, ag_base) == []
 
 
 def test_outputs_are_capped(corpus):
@@ -596,7 +644,6 @@ def test_outputs_are_capped(corpus):
 
 # ------------------------------------------------------------------ on a GPU
 
-KERNELS_OF = {case.student: case.kernel for case in CASES}
 GPU_CASES = {
     "endless loop": ("naive", KERNELS_OF["k04"], "longer than"),
     "out-of-bounds write": ("naive", KERNELS_OF["k05"], "elements wrong|memcheck|out of bounds"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +127,24 @@ def test_the_sanitizers_small_shape_judges_the_corpus_as_its_sanitize_shape_does
         if len(set(map(str, found.values()))) > 1:
             differ.append((name, found))
     assert differ == []
+
+
+SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
+REPLAYING = {  # fixture -> exercise: each scored 5/5 when its timed launches could replay
+    "tiled-replay_poison_check": "tiled",
+    "tiled-replay_memo": "tiled",
+    "transpose_padded-replay_skip_tiles": "transpose_padded",
+}
+
+
+@pytest.mark.parametrize("fixture", list(REPLAYING))
+def test_a_replaying_kernel_earns_at_most_its_correctness_points(fixture):
+    """Every timed launch gets new inputs, fresh poison and rotated buffers, and is checked:
+    a memo makes a launch wrong (nothing at all); a kernel that computes only into the
+    poison is timed doing the whole work (an untiled product: no speed points)."""
+    ex = exercises.get(REPLAYING[fixture])
+    v = _report(grade_source(ex.id, (SUBMISSIONS / f"{fixture}.cu").read_text(),
+                             backend_name="gpu"))
+    assert v.points <= ex.points_correct and not v.speed_passed, scoring.report(v)
+    if "memo" in fixture or "skip" in fixture:
+        assert v.points == 0 and "computed a wrong result" in scoring.report(v)

@@ -45,12 +45,12 @@ class ClassRun:
     cell_timeout: int
     gates: dict[str, float] = field(default_factory=dict)
     failures: list[dict[str, Any]] = field(default_factory=list)
-    secret: set[str] = field(default_factory=set)
+    secret: list[tuple[str, ...]] = field(default_factory=list)  # the solution blocks
     sandboxed: bool = True
 
     def __post_init__(self) -> None:
         cd = self.api.coursedir
-        self.secret = submissions.solution_lines(
+        self.secret = submissions.solution_blocks(
             sorted(Path(cd.root, cd.source_directory).glob("*/*.ipynb"))
         )
 
@@ -172,7 +172,7 @@ def autograde(run: ClassRun, sub: Submission, cache: Path) -> None:
     behind are killed, a gradebook changed beyond this student's rows is restored."""
     db = Path(run.api.coursedir.db_url.removeprefix("sqlite:///"))
     with (
-        guards.GradebookGuard(db, sub.student, cache) as guard,
+        guards.GradebookGuard(db, sub.student) as guard,
         settings.environ(settings.VERDICT_CACHE.set_to(cache)),
         gpulock.shared(),  # a GPU shared with other tasks: never while one is timed
         guards.Reaper() as reaper,
@@ -190,16 +190,18 @@ def autograde(run: ClassRun, sub: Submission, cache: Path) -> None:
 
 
 def scrub(run: ClassRun, sub: Submission) -> None:
-    """Outputs that show the reference solution go; cells a time limit stopped are noted."""
+    """Cells a time limit stopped are noted; outputs that show a run of solution lines the
+    submission does not hold are counted for the instructor (the feedback keeps them)."""
     executed = run.folder("autograded", sub.student, sub.assignment) / sub.notebook
-    leaks = submissions.scrub_outputs(executed, run.secret, sub.own_text)
+    shown = submissions.solution_shown(executed, run.secret, sub.own_text)
     if stopped := submissions.interrupted_cells(executed):
         sub.problem(run, "timeout", f"{stopped} cell(s) of the notebook ran longer than the "
                     f"{run.cell_timeout} s a class run allows a cell and was interrupted")
-    if leaks:
-        sub.problem(run, "solutions", f"{leaks} output(s) of the notebook showed the course's "
-                    "reference solution (read from the grading machine's disk); removed from "
-                    "the feedback")
+    if shown:
+        run.failed(sub.assignment, sub.student, "solutions", f"{shown} output(s) of the "
+                   f"notebook show {submissions.SOLUTION_RUN} or more consecutive lines of a "
+                   "reference solution that the submitted notebook does not contain; the "
+                   "feedback was left as it is")
 
 
 def record(run: ClassRun, sub: Submission) -> None:

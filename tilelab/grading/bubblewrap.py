@@ -207,9 +207,10 @@ def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, s
     for p in python_paths() + cuda_paths():
         args += ["--ro-bind", p, p]
     args += ["--ro-bind", package_dir(), f"{PACKAGE_ROOT}/tilelab"]
-    for path in hidden:
-        args += ["--tmpfs", path]
-    args += ["--proc", "/proc", "--dev", "/dev"]
+    for path in hidden:  # an empty, read-only folder over it
+        args += ["--size", "4096", "--tmpfs", path, "--remount-ro", path]
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes),
+             "--tmpfs", "/dev/shm"]
     nodes, gpu_env = gpu_nodes.sandbox_gpu(nvidia_devices())
     for node in nodes:
         args += ["--dev-bind", node, node]
@@ -220,7 +221,9 @@ def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, s
         args += ["--ro-bind", os.fspath(host), inside]
     for host, inside in writable:
         args += ["--bind", os.fspath(host), inside]
-    args += ["--chdir", WORK, "--clearenv"]
+    # the sandbox's own root (the folders bwrap made for its mount points) is read-only:
+    # only /tmp, /dev/shm and the binds named writable above can be written
+    args += ["--remount-ro", "/", "--chdir", WORK, "--clearenv"]
     for k, v in sandbox_env({**gpu_env, **env}).items():
         args += ["--setenv", k, v]
     return [*args, "--", *argv]

@@ -40,15 +40,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-sanitize", action="store_true")
     p.add_argument("--gate", type=float)
     p.add_argument("--launch-once", action="store_true",
-                   help="only launch the kernel once on the GPU (for compute-sanitizer)")
+                   help="only launch the kernel once on the GPU (for compute-sanitizer, "
+                   "or Nsight Compute with --at speed)")
+    p.add_argument("--at", choices=("sanitize", "speed"), default="sanitize",
+                   help="the shape of --launch-once: the problem's sanitize shape, or the "
+                   "exercise's speed shape")
     p.add_argument("--shape", help="with --launch-once: the problem's sizes, comma-separated "
-                   "(default: its sanitize_shape)")
+                   "(instead of --at's)")
     return p
 
 
-def launch_once(exercise_id: str, source_path: str, shape: tuple[int, ...] = ()) -> None:
-    """One launch at ``shape`` (else the problem's ``sanitize_shape``): what
-    compute-sanitizer inspects."""
+def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
+                shape: tuple[int, ...] = ()) -> None:
+    """One launch at ``shape``, else at the problem's ``sanitize_shape`` (what
+    compute-sanitizer inspects) or at the exercise's speed shape (what Nsight Compute
+    counts for the lesson)."""
     import numpy as np
 
     from tilelab.catalog import exercises
@@ -59,7 +65,7 @@ def launch_once(exercise_id: str, source_path: str, shape: tuple[int, ...] = ())
     rt = get_runtime("gpu")
     with open(source_path, encoding="utf-8") as f:
         fn = rt.SourceModule(f.read()).get_function(ex.kernel)
-    shape = shape or ex.problem.sanitize_shape
+    shape = shape or (ex.speed_shape if at == "speed" else ex.problem.sanitize_shape)
     inputs = ex.problem.make_inputs(shape, np.random.default_rng())
     launch(rt, fn, ex.problem, ex.launch, shape, inputs)
 
@@ -89,7 +95,7 @@ def grade(a: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     if a.launch_once:
-        launch_once(a.exercise, a.source,
+        launch_once(a.exercise, a.source, a.at,
                     tuple(int(n) for n in a.shape.split(",")) if a.shape else ())
         return 0
     limit_resources(a.backend)
