@@ -8,10 +8,16 @@ from __future__ import annotations
 import os
 import textwrap
 
+import numpy as np
 import pytest
 
-from tilelab.catalog.reference import KERNELS
-from tilelab.grading import sanitizer
+from tilelab.catalog import exercises
+from tilelab.catalog.reference import KERNELS, tiled_without_barrier
+from tilelab.device.runtime import get_runtime
+from tilelab.emu import errors
+from tilelab.grading import pipeline, sanitizer
+from tilelab.grading.correctness import launch
+from tilelab.grading.verdict import Verdict
 
 # Each tool waits for the other one to have started: run one after the other, the first
 # would give up and report no summary.
@@ -64,10 +70,6 @@ def test_a_tool_past_its_time_is_stopped_and_not_judged(stand_in, monkeypatch):
 
 
 def test_the_grader_takes_back_what_it_did_while_a_tool_found_a_problem(stand_in):
-    from tilelab.catalog import exercises
-    from tilelab.device.runtime import get_runtime
-    from tilelab.grading import pipeline
-    from tilelab.grading.verdict import Verdict
 
     ex = exercises.get("tiled")
     run = pipeline.Run(ex, get_runtime("emu"), "", text=KERNELS["tiled16"].source())
@@ -88,10 +90,12 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "submissions")
 def planted_faults() -> list[tuple[str, str, str]]:
     """(name, exercise, source) of every kernel with a planted race or out-of-bounds access
     in the project's corpus."""
-    from tilelab.catalog.reference import tiled_without_barrier
-
     naive = KERNELS["naive"].source()
+    loop = exercises.get("tiled_loop").reference.source()
+    cut = loop.rindex("__syncthreads();")
     out = [(f"tiled without barrier {b}", "tiled", tiled_without_barrier(b)) for b in (1, 2)]
+    out.append(("tiled_loop without its second barrier", "tiled_loop",
+                loop[:cut] + "/* removed */" + loop[cut + len("__syncthreads();"):]))
     out.append(("naive without its guard", "naive",
                 naive.replace("if (row < M && col < N) {", "{")))
     for name in ("tiled-missing_barrier", "tiled-no_boundary_guard",
@@ -104,13 +108,6 @@ def planted_faults() -> list[tuple[str, str, str]]:
 def emulator_flags(exercise_id: str, source: str, shape: tuple[int, ...]) -> bool:
     """Whether one analysed launch on the emulator at ``shape`` reports a race or an
     out-of-bounds access (what racecheck and memcheck look for)."""
-    import numpy as np
-
-    from tilelab.catalog import exercises
-    from tilelab.device.runtime import get_runtime
-    from tilelab.emu import errors
-    from tilelab.grading.correctness import launch
-
     ex, rt = exercises.get(exercise_id), get_runtime("emu")
     fn = rt.SourceModule(source, analysis=True).get_function(ex.kernel)
     try:
@@ -127,8 +124,6 @@ def emulator_flags(exercise_id: str, source: str, shape: tuple[int, ...]) -> boo
 def test_the_small_sanitizer_shape_still_shows_every_planted_fault(name, exercise_id, source):
     # on the emulator, as a stand-in for the GPU's tools (their own comparison is a `gpu`
     # test in test_gpu_grading.py)
-    from tilelab.catalog import exercises
-
     old = exercises.get(exercise_id).problem.sanitize_shape
     assert emulator_flags(exercise_id, source, old), f"{name}: no fault at {old} either"
     assert emulator_flags(exercise_id, source, sanitizer.grading_shape(exercise_id)), name
@@ -136,8 +131,6 @@ def test_the_small_sanitizer_shape_still_shows_every_planted_fault(name, exercis
 
 def references() -> list[tuple[str, str, str]]:
     """(name, exercise, source) of every exercise's reference solution."""
-    from tilelab.catalog import exercises
-
     return [(f"{ex.id} reference", ex.id, ex.reference.source().replace(
         ex.reference.name + "(", ex.kernel + "(")) for ex in exercises.EXERCISES.values()]
 
