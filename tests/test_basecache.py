@@ -48,6 +48,16 @@ def test_pycudas_folder_is_the_runtimes_and_a_checks_process_never_loads_the_emu
     assert out.stdout.strip() == "False"
 
 
+def test_the_grading_worker_loads_no_notebook_or_plotting_package():
+    # every check starts one: what it imports, it pays for on every check
+    code = ("import sys, tilelab.grading.worker, tilelab.grading.pipeline; print(sorted("
+            "{m.split('.')[0] for m in sys.modules} & {'nbgrader', 'nbformat', 'matplotlib', "
+            "'jupyter_client', 'IPython', 'dask', 'distributed', 'sqlalchemy', 'pandas'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.stdout.strip() == "[]"
+
+
 def test_the_key_changes_with_the_backend_and_the_emulators_sources(tmp_path, monkeypatch):
     assert basecache.key("emu") == basecache.key("emu")
     assert basecache.key("emu") != basecache.key("gpu")
