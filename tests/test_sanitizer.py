@@ -140,3 +140,19 @@ def references() -> list[tuple[str, str, str]]:
                          ids=[n for n, _, _ in references()])
 def test_the_references_stay_clean_at_the_small_sanitizer_shape(name, exercise_id, source):
     assert not emulator_flags(exercise_id, source, sanitizer.grading_shape(exercise_id)), name
+
+
+def test_a_kernel_failed_meanwhile_keeps_the_verdict_it_had_without_the_sanitizer(stand_in):
+    # the emulator's schedules run while the tools do; when they fail the kernel, the
+    # tools' findings are no part of the verdict (in turn, the sanitizer would not have run)
+    ex = exercises.get("tiled")
+    run = pipeline.Run(ex, get_runtime("emu"), "", text=KERNELS["tiled32"].source())
+    v = Verdict.for_exercise(ex, "gpu")
+    tools = sanitizer.Sanitizers(ex.id, run.text, timeout=60)
+    run.sanitizing = (tools, None, 0)
+    v.correct = False
+    v.messages.append("right on this GPU, but not on the emulator")
+    assert pipeline.sanitizer_verdict(run, v)
+    assert v.sanitizer == {} and v.messages == ["right on this GPU, but not on the emulator"]
+    assert all(p.poll() is not None for p in tools.procs.values())  # stopped, reaped
+    assert run.sanitizing is None
