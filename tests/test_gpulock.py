@@ -96,6 +96,16 @@ def test_a_waiting_timed_step_goes_before_new_untimed_work(lock, tmp_path):
     assert flag.read_text() == "held"
 
 
+def test_an_empty_lock_folder_named_to_workers_started_elsewhere_works(tmp_path, monkeypatch):
+    empty = tmp_path / "given"
+    empty.mkdir()
+    monkeypatch.setenv(gpulock.ENV, str(empty))
+    assert gpulock.sandbox_binds()[0] == [(str(empty), gpulock.INSIDE)]
+    assert sorted(os.listdir(empty)) == ["gpu", "turn"]
+    with gpulock.GpuLock(empty).exclusive():
+        pass
+
+
 def test_a_holder_that_dies_or_holds_too_long_frees_the_gpu(lock, tmp_path):
     p = holder(lock, "exclusive", tmp_path / "a")
     p.send_signal(signal.SIGKILL)

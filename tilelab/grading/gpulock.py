@@ -73,6 +73,15 @@ def make(root: Path, gpu: str) -> Path:
     return path
 
 
+def _open(path: Path) -> int:
+    """A lock file, opened read-only (made where it is missing and its folder writable: a
+    folder named to workers started elsewhere may come empty)."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_CREAT, 0o644)
+
+
 def _take(fd: int, how: int, deadline: float) -> None:
     while True:
         try:
@@ -90,8 +99,7 @@ class GpuLock:
 
     def __init__(self, path: Path, wait: float = WAIT_LIMIT) -> None:
         self.path, self.wait = Path(path), wait
-        self.turn = os.open(self.path / "turn", os.O_RDONLY | os.O_CLOEXEC)
-        self.gpu = os.open(self.path / "gpu", os.O_RDONLY | os.O_CLOEXEC)
+        self.turn, self.gpu = _open(self.path / "turn"), _open(self.path / "gpu")
         self.mode = 0  # 0, LOCK_SH or LOCK_EX: what this process holds on `gpu`
 
     def close(self) -> None:
@@ -194,4 +202,6 @@ def sandbox_binds() -> tuple[list[tuple[str, str]], dict[str, str]]:
     path = folder()
     if path is None:
         return [], {}
+    for name in ("turn", "gpu"):  # the sandbox sees them read-only: they must exist first
+        os.close(_open(path / name))
     return [(str(path), INSIDE)], {ENV: INSIDE}
