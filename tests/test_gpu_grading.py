@@ -108,6 +108,31 @@ def test_a_kernel_the_sanitizer_fails_gets_the_verdict_of_the_steps_in_turn():
     assert v.traffic is None and not v.speed_measured
     assert v.sanitizer["racecheck"]["summary"] in v.messages
     assert {"sanitizer", "lesson_traffic", "sanitizer_verdict"} <= set(v.step_seconds)
+
+
+def test_the_sanitizers_small_shape_judges_the_corpus_as_its_sanitize_shape_does():
+    # every planted race and out-of-bounds access of the corpus, and the clean references:
+    # racecheck's and memcheck's findings at the grader's small shape match those at the
+    # problem's sanitize_shape
+    from test_sanitizer import planted_faults, references
+
+    from tilelab.grading import sanitizer
+
+    if sanitizer.find_sanitizer() is None:
+        pytest.skip("compute-sanitizer not installed")
+    cases = planted_faults() + references()
+    differ = []
+    for name, exercise_id, source in cases:
+        old = exercises.get(exercise_id).problem.sanitize_shape
+        found = {shape: {t: r["errors"] > 0 for t, r in
+                         sanitizer.run_sanitizers(exercise_id, source, shape=shape).items()}
+                 for shape in (old, sanitizer.grading_shape(exercise_id))}
+        print(name, found)
+        if len(set(map(str, found.values()))) > 1:
+            differ.append((name, found))
+    assert differ == []
+
+
 SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
 REPLAYING = {  # fixture -> exercise: each scored 5/5 when its timed launches could replay
     "tiled-replay_poison_check": "tiled",

@@ -268,8 +268,8 @@ def _analyse(run: Run, v: Verdict) -> Any | None:
 
 def sanitizer(run: Run, v: Verdict) -> bool:
     """On a GPU: compute-sanitizer's racecheck and memcheck over one launch each, started
-    here, both at once; :func:`sanitizer_verdict` reads them (the emulator counts the
-    lesson's traffic on the CPU meanwhile)."""
+    here, both at once; :func:`sanitizer_verdict` reads them (the emulator's schedules and
+    traffic count run on the CPU meanwhile)."""
     if not (v.correct and run.rt.name == "gpu" and run.sanitize):
         return True
     run.sanitizing = (Sanitizers(run.ex.id, run.text), v.traffic, len(v.messages))
@@ -284,6 +284,9 @@ def sanitizer_verdict(run: Run, v: Verdict) -> bool:
         return True
     tools, traffic_before, messages_before = run.sanitizing
     run.sanitizing = None
+    if not v.correct:  # failed meanwhile (the emulator's schedules): the sanitizer would not
+        tools.stop()  # have run, so its findings are no part of the verdict
+        return True
     v.sanitizer = tools.results()
     problems = [r["summary"] for r in v.sanitizer.values() if r.get("errors")]
     if problems:
@@ -512,7 +515,7 @@ def sampled_compare(ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
 
 #: The grader, in order.
 STEPS: tuple[Step, ...] = (
-    validate, compile_candidate, correctness, schedules, analysis, sanitizer, lesson_traffic,
+    validate, compile_candidate, correctness, sanitizer, schedules, analysis, lesson_traffic,
     sanitizer_verdict, speed,
 )
 
