@@ -7,10 +7,11 @@
 #   STEPS="tests bench" bash benchmarks/gpu_session.sh out  # only some steps
 #
 # Steps: tests (the `gpu` tests of the runtime and the grader), class (the nbgrader class
-# pipeline with speed gates), corpus (the bad-submission corpus's GPU cases), bench
-# (tilelab bench: every GPU experiment -> OUT_DIR/data), calibrate (tilelab calibrate ->
-# OUT_DIR/gates.json), cluster (the Dask cluster's `gpu` tests: a LocalCUDACluster worker per
-# GPU; needs dask-cuda), scale (benchmarks/class_scale.py --gpu with 1 and 2 workers: needs
+# run in this process with speed gates: tests/test_classroom.py), corpus (the bad-submission
+# corpus's GPU cases), bench (tilelab bench: every GPU experiment -> OUT_DIR/data), calibrate
+# (tilelab calibrate -> OUT_DIR/gates.json), cluster (the Dask executor's `gpu` tests in
+# tests/test_class_cluster.py: a LocalCUDACluster worker per GPU; needs dask-cuda), scale
+# (benchmarks/class_scale.py --gpu with 1 worker, this process, and 2 Dask workers: needs
 # two GPUs; SCALE_STUDENTS learners, 24 by default; every task's time and the median
 # seconds of each grading step in OUT_DIR/scale.json), checktimes (`tilelab check` on the
 # GPU: p50/p95 per exercise and the median seconds of each grading step), pergpu
