@@ -476,13 +476,14 @@ def conversions(kernel: str) -> Callable:
 def implicit_conversions(d: types.SimpleNamespace) -> tuple:
     x, xd = _conversion_inputs()
     n = len(x)
-    outs = [np.zeros(n, t) for t in (*_INT_TYPES, np.int32, np.int32)]
+    outs = [np.zeros(n, t) for t in (*_INT_TYPES, np.int32, np.int32, np.int32)]
     d.mod("numeric.cu").get_function("implicit")(
         d.drv.In(x), d.drv.In(xd), np.int32(n), *(d.drv.Out(o) for o in outs),
         block=(64, 1, 1), grid=((n + 63) // 64, 1))
     tenths = (x * np.float32(10)).astype(np.float32)
     want = [cuda_int(x, np.int32), cuda_int(x, np.uint32), cuda_int(xd, np.int64),
-            cuda_int(xd, np.uint64), cuda_int(x, np.int32), cuda_int(tenths, np.int32)]
+            cuda_int(xd, np.uint64), cuda_int(x, np.int32), cuda_int(tenths, np.int32),
+            cuda_int((np.float32(5) + x).astype(np.float32), np.int32)]
     same = np.concatenate([np.array([int(v) for v in o], dtype=object) ==
                            np.array([int(v) for v in w], dtype=object)
                            for o, w in zip(outs, want, strict=True)])

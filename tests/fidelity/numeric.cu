@@ -109,12 +109,13 @@ __global__ void rounding(const float* xs, const float* ys, const float* zs, cons
     ROUNDED(rn) ROUNDED(rz) ROUNDED(ru) ROUNDED(rd)
 }
 
-// Implicit conversions: initialisation, assignment, argument, return value, a macro.
+// Implicit conversions: initialisation, assignment, argument, return value, a macro, +=.
 #define TENTHS(v) ((v) * 10)
 __device__ int truncate_arg(int v) { return v; }
 __device__ long long as_long(double v) { return v; }
 __global__ void implicit(const float* x, const double* xd, int n, int* i32, unsigned int* u32,
-                         long long* i64, unsigned long long* u64, int* args, int* tenths)
+                         long long* i64, unsigned long long* u64, int* args, int* tenths,
+                         int* compound)
 {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n) return;
@@ -126,4 +127,7 @@ __global__ void implicit(const float* x, const double* xd, int n, int* i32, unsi
     u64[t] = s;
     args[t] = truncate_arg(x[t]);
     tenths[t] = TENTHS(x[t]);
+    int c = 5;
+    c += x[t];
+    compound[t] = c;
 }

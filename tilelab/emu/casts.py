@@ -151,6 +151,9 @@ _MESSAGE = re.compile(r"conversion from .(?:float|double|long double). to .([^'\
                       r"\{aka .([^'\u2019]+).\})? may change value")
 
 
+_COMPOUND = re.compile(r"\s*[-+*/]=(?!=)")  # the operator of `lhs op= rhs`
+
+
 def _int_dest(named: str, aka: str | None) -> str | None:
     """The integer type a conversion goes to, as the source may write it, or None."""
     return named if (aka or named) in _INT_DEST else None
@@ -218,15 +221,20 @@ def rewrite_implicit(code: str, diagnostics: list[dict]) -> str:
         if 0 <= j < len(text) and _IDENT.match(text, j):
             b = max(b, _token_end(text, j))
         expr = text[a:b] if 0 <= a < b <= len(text) else ""
-        if not expr.strip() or re.search(r"(?<![=!<>])=(?!=)", expr):
-            continue  # nothing to wrap, or a compound assignment (converts inside)
-        edits.setdefault(row, []).append((a, b, dest))
+        if not expr.strip():
+            continue
+        op = _COMPOUND.search(expr)
+        if op:  # `i += x`: the sum converts; the left side is read and written once
+            edits.setdefault(row, []).append((a, a + op.start(), "&"))
+        elif not re.search(r"(?<![=!<>])=(?!=)", expr):
+            edits.setdefault(row, []).append((a, b, dest))
     for row, spans in edits.items():
         text, last = lines[row], len(lines[row]) + 1
         for a, b, dest in sorted(set(spans), reverse=True):
             if b > last:
                 continue  # overlaps a span already wrapped
-            text = f"{text[:a]}tl_emu::Cvt<{dest}>::from({text[a:b]}){text[b:]}"
+            wrap = "tl_emu::cvt_ref(" if dest == "&" else f"tl_emu::Cvt<{dest}>::from("
+            text = f"{text[:a]}{wrap}{text[a:b]}){text[b:]}"
             last = a
         lines[row] = text
     return "\n".join(lines)

@@ -54,6 +54,16 @@ template <class T> struct Cvt {
   }
 };
 
+// `i += x` with i an integer and x floating: the result converts as a cast does.
+template <class T> struct CvtRef {
+  T& r;
+  template <class V> T& operator+=(V v) { return r = Cvt<T>::from(r + v); }
+  template <class V> T& operator-=(V v) { return r = Cvt<T>::from(r - v); }
+  template <class V> T& operator*=(V v) { return r = Cvt<T>::from(r * v); }
+  template <class V> T& operator/=(V v) { return r = Cvt<T>::from(r / v); }
+};
+template <class T> inline CvtRef<T> cvt_ref(T& r) { return CvtRef<T>{r}; }
+
 // ---- rounding an exact value given as (nearest, sign of the rest) ------------------------
 template <class F> inline F next_up(F x) {
   if (x != x || x == (F)INFINITY) return x;
