@@ -822,7 +822,7 @@ def cuda_math(d: types.SimpleNamespace) -> tuple:
 def ptx_shuffle(mode: str, lane: int, b: int, width: int) -> int:
     """The source lane of PTX's shfl.sync for ``__shfl*_sync(mask, v, b, width)`` (CUDA's
     c operand: ((32 - width) << 8) | (up ? 0 : 31)), or the lane itself."""
-    seg, bval = 32 - width, b & 31
+    seg, bval = (32 - width) & 31, b & 31
     clamp = 0 if mode == "up" else 31
     max_lane = (lane & seg) | (clamp & ~seg & 31)
     if mode == "idx":
@@ -835,7 +835,7 @@ def ptx_shuffle(mode: str, lane: int, b: int, width: int) -> int:
 
 def shuffle_widths(d: types.SimpleNamespace) -> tuple:
     offsets = [*range(8), 8, 13, 18, 23, 28, 33]
-    widths = [1, 2, 4, 8, 16, 32]
+    widths = [1, 2, 4, 8, 16, 32, 3, 12, 64]
     out = np.zeros(len(widths) * len(offsets) * 4 * 32, np.int32)
     d.mod("shuffle_width.cu").get_function("shfl_widths")(d.drv.Out(out), block=(32, 1, 1))
     want = [10 * ptx_shuffle(mode, lane, off, w) + 1 for w in widths for off in offsets
