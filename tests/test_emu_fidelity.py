@@ -490,6 +490,22 @@ def implicit_conversions(d: types.SimpleNamespace) -> tuple:
     return same.astype(np.int64), np.ones(len(same), np.int64)
 
 
+def narrow_casts(d: types.SimpleNamespace) -> tuple:
+    x, _ = _conversion_inputs()
+    x = np.concatenate([x, [-5.0, 300.0, 70000.0, -70000.0, 200.7, -129.5]]).astype(np.float32)
+    n = len(x)
+    outs = [np.zeros(n, t) for t in (np.uint8, np.int8, np.int16, np.uint16, np.uint8)]
+    d.mod("numeric.cu").get_function("narrow_casts")(
+        d.drv.In(x), np.int32(n), *(d.drv.Out(o) for o in outs), block=(128, 1, 1))
+    half = (x * np.float32(0.5)).astype(np.float32)
+    want = [cuda_int(x, np.uint32) & 0xFF, cuda_int(x, np.int32) & 0xFF,
+            cuda_int(x, np.int32) & 0xFFFF, cuda_int(x, np.uint32) & 0xFFFF,
+            cuda_int(half, np.uint32) & 0xFF]
+    got = [o.view(np.uint8 if o.itemsize == 1 else np.uint16) for o in outs]
+    return (np.concatenate(got).astype(np.int64),
+            np.concatenate([w.astype(np.int64) for w in want]))
+
+
 def histogram_clamp(d: types.SimpleNamespace) -> tuple:
     x = np.concatenate([_rng().uniform(-0.5, 1.5, 500),
                         [np.nan] * 7 + [np.inf] * 5 + [-np.inf] * 3 + [1e10, -1e10]])
@@ -1007,6 +1023,7 @@ CASES = [
     Case("casts_saturate_nan_to_zero", "numeric", conversions("casts")),
     Case("conversion_intrinsics_4_modes", "numeric", conversions("convert_modes")),
     Case("implicit_conversions", "numeric", implicit_conversions),
+    Case("narrow_casts_char_short", "numeric", narrow_casts, rtol=0, atol=0),
     Case("histogram_clamp_nan_inf", "numeric", histogram_clamp),
     Case("fmad_default_fused", "numeric", fmad(), rtol=0, atol=0),
     Case("fmad_false_rounds_twice", "numeric", fmad("--fmad=false"), rtol=0, atol=0),

@@ -131,3 +131,16 @@ __global__ void implicit(const float* x, const double* xd, int n, int* i32, unsi
     c += x[t];
     compound[t] = c;
 }
+
+// Casts to 8- and 16-bit types: nvcc converts to 32 bits (saturating) and keeps the low bytes.
+__global__ void narrow_casts(const float* x, int n, unsigned char* u8, signed char* s8,
+                             short* s16, unsigned short* u16, unsigned char* implicit_u8)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    u8[t] = (unsigned char)x[t];
+    s8[t] = (signed char)(x[t]);
+    s16[t] = static_cast<short>(x[t]);
+    u16[t] = (unsigned short)x[t];
+    implicit_u8[t] = x[t] * 0.5f;
+}

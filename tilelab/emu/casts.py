@@ -1,11 +1,11 @@
 """Casts to integer types, rewritten to convert as a GPU does (on the same line).
 
 On a GPU a floating value converted to an integer type saturates at the ends of the range
-and NaN gives 0; g++ on x86-64 gives INT_MIN (or wraps, for unsigned types). So each
-explicit conversion to ``int``, ``unsigned``, ``long long``, ``size_t``, ``int32_t``, ...
-(C cast ``(int)x``, ``static_cast<int>(x)``, functional ``int(x)``) becomes
-``tl_emu::Cvt<int>::from(x)``, which converts floating values with CUDA's rule and anything
-else exactly as the cast did.
+and NaN gives 0 (to ``char`` and ``short``, nvcc converts to 32 bits and keeps the low
+bytes); g++ on x86-64 gives INT_MIN (or wraps, for unsigned types). So each explicit
+conversion to an integer type (C cast ``(int)x``, ``static_cast<int>(x)``, functional
+``int(x)``) becomes ``tl_emu::Cvt<int>::from(x)``, which converts floating values with CUDA's
+rule and anything else exactly as the cast did.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from .lexer import bracket_pairs, directives
 
 Edit = tuple[int, int, str]
 
-_TYPE = (r"(?:(?:unsigned|signed)\s+)?(?:long\s+long(?:\s+int)?|long(?:\s+int)?|int)"
-         r"|unsigned|signed|size_t|ptrdiff_t|u?int(?:32|64)_t|intptr_t|uintptr_t")
+_TYPE = (r"(?:(?:unsigned|signed)\s+)?(?:long\s+long(?:\s+int)?|long(?:\s+int)?|short(?:\s+int)?"
+         r"|int|char)|unsigned|signed|size_t|ptrdiff_t|u?int(?:8|16|32|64)_t|intptr_t|uintptr_t")
 _C_CAST = re.compile(rf"\(\s*(?:const\s+)?({_TYPE})\s*(?:const\s*)?\)")
 # Any cast to a type the prefix of an operand may hold: `(float)`, `(const T*)`, ...
 _ANY_CAST = re.compile(
@@ -146,7 +146,8 @@ _IMPLICIT = re.compile(
     r" may change value \[-Wfloat-conversion\]", re.M)
 # The integer types a cast is rewritten for, as g++ spells them.
 _INT_DEST = frozenset(("int", "unsigned int", "long int", "long unsigned int", "long long int",
-                       "long long unsigned int"))
+                       "long long unsigned int", "char", "signed char", "unsigned char",
+                       "short int", "short unsigned int"))
 _MESSAGE = re.compile(r"conversion from .(?:float|double|long double). to .([^'\u2019]+).(?: "
                       r"\{aka .([^'\u2019]+).\})? may change value")
 
