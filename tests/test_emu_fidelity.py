@@ -476,17 +476,34 @@ def conversions(kernel: str) -> Callable:
 def implicit_conversions(d: types.SimpleNamespace) -> tuple:
     x, xd = _conversion_inputs()
     n = len(x)
-    outs = [np.zeros(n, t) for t in (*_INT_TYPES, np.int32, np.int32)]
+    outs = [np.zeros(n, t) for t in (*_INT_TYPES, np.int32, np.int32, np.int32)]
     d.mod("numeric.cu").get_function("implicit")(
         d.drv.In(x), d.drv.In(xd), np.int32(n), *(d.drv.Out(o) for o in outs),
         block=(64, 1, 1), grid=((n + 63) // 64, 1))
     tenths = (x * np.float32(10)).astype(np.float32)
     want = [cuda_int(x, np.int32), cuda_int(x, np.uint32), cuda_int(xd, np.int64),
-            cuda_int(xd, np.uint64), cuda_int(x, np.int32), cuda_int(tenths, np.int32)]
+            cuda_int(xd, np.uint64), cuda_int(x, np.int32), cuda_int(tenths, np.int32),
+            cuda_int((np.float32(5) + x).astype(np.float32), np.int32)]
     same = np.concatenate([np.array([int(v) for v in o], dtype=object) ==
                            np.array([int(v) for v in w], dtype=object)
                            for o, w in zip(outs, want, strict=True)])
     return same.astype(np.int64), np.ones(len(same), np.int64)
+
+
+def narrow_casts(d: types.SimpleNamespace) -> tuple:
+    x, _ = _conversion_inputs()
+    x = np.concatenate([x, [-5.0, 300.0, 70000.0, -70000.0, 200.7, -129.5]]).astype(np.float32)
+    n = len(x)
+    outs = [np.zeros(n, t) for t in (np.uint8, np.int8, np.int16, np.uint16, np.uint8)]
+    d.mod("numeric.cu").get_function("narrow_casts")(
+        d.drv.In(x), np.int32(n), *(d.drv.Out(o) for o in outs), block=(128, 1, 1))
+    half = (x * np.float32(0.5)).astype(np.float32)
+    want = [cuda_int(x, np.uint32) & 0xFF, cuda_int(x, np.int32) & 0xFF,
+            cuda_int(x, np.int32) & 0xFFFF, cuda_int(x, np.uint32) & 0xFFFF,
+            cuda_int(half, np.uint32) & 0xFF]
+    got = [o.view(np.uint8 if o.itemsize == 1 else np.uint16) for o in outs]
+    return (np.concatenate(got).astype(np.int64),
+            np.concatenate([w.astype(np.int64) for w in want]))
 
 
 def histogram_clamp(d: types.SimpleNamespace) -> tuple:
@@ -821,7 +838,7 @@ def cuda_math(d: types.SimpleNamespace) -> tuple:
 def ptx_shuffle(mode: str, lane: int, b: int, width: int) -> int:
     """The source lane of PTX's shfl.sync for ``__shfl*_sync(mask, v, b, width)`` (CUDA's
     c operand: ((32 - width) << 8) | (up ? 0 : 31)), or the lane itself."""
-    seg, bval = 32 - width, b & 31
+    seg, bval = (32 - width) & 31, b & 31
     clamp = 0 if mode == "up" else 31
     max_lane = (lane & seg) | (clamp & ~seg & 31)
     if mode == "idx":
@@ -834,7 +851,7 @@ def ptx_shuffle(mode: str, lane: int, b: int, width: int) -> int:
 
 def shuffle_widths(d: types.SimpleNamespace) -> tuple:
     offsets = [*range(8), 8, 13, 18, 23, 28, 33]
-    widths = [1, 2, 4, 8, 16, 32]
+    widths = [1, 2, 4, 8, 16, 32, 3, 12, 64]
     out = np.zeros(len(widths) * len(offsets) * 4 * 32, np.int32)
     d.mod("shuffle_width.cu").get_function("shfl_widths")(d.drv.Out(out), block=(32, 1, 1))
     want = [10 * ptx_shuffle(mode, lane, off, w) + 1 for w in widths for off in offsets
@@ -1006,6 +1023,7 @@ CASES = [
     Case("casts_saturate_nan_to_zero", "numeric", conversions("casts")),
     Case("conversion_intrinsics_4_modes", "numeric", conversions("convert_modes")),
     Case("implicit_conversions", "numeric", implicit_conversions),
+    Case("narrow_casts_char_short", "numeric", narrow_casts, rtol=0, atol=0),
     Case("histogram_clamp_nan_inf", "numeric", histogram_clamp),
     Case("fmad_default_fused", "numeric", fmad(), rtol=0, atol=0),
     Case("fmad_false_rounds_twice", "numeric", fmad("--fmad=false"), rtol=0, atol=0),

@@ -109,12 +109,13 @@ __global__ void rounding(const float* xs, const float* ys, const float* zs, cons
     ROUNDED(rn) ROUNDED(rz) ROUNDED(ru) ROUNDED(rd)
 }
 
-// Implicit conversions: initialisation, assignment, argument, return value, a macro.
+// Implicit conversions: initialisation, assignment, argument, return value, a macro, +=.
 #define TENTHS(v) ((v) * 10)
 __device__ int truncate_arg(int v) { return v; }
 __device__ long long as_long(double v) { return v; }
 __global__ void implicit(const float* x, const double* xd, int n, int* i32, unsigned int* u32,
-                         long long* i64, unsigned long long* u64, int* args, int* tenths)
+                         long long* i64, unsigned long long* u64, int* args, int* tenths,
+                         int* compound)
 {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n) return;
@@ -126,4 +127,20 @@ __global__ void implicit(const float* x, const double* xd, int n, int* i32, unsi
     u64[t] = s;
     args[t] = truncate_arg(x[t]);
     tenths[t] = TENTHS(x[t]);
+    int c = 5;
+    c += x[t];
+    compound[t] = c;
+}
+
+// Casts to 8- and 16-bit types: nvcc converts to 32 bits (saturating) and keeps the low bytes.
+__global__ void narrow_casts(const float* x, int n, unsigned char* u8, signed char* s8,
+                             short* s16, unsigned short* u16, unsigned char* implicit_u8)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    u8[t] = (unsigned char)x[t];
+    s8[t] = (signed char)(x[t]);
+    s16[t] = static_cast<short>(x[t]);
+    u16[t] = (unsigned short)x[t];
+    implicit_u8[t] = x[t] * 0.5f;
 }

@@ -1,11 +1,13 @@
-// Warp shuffles with a width argument: every width, every offset (even past the segment).
+// Warp shuffles with a width argument: every width, every offset (even past the segment);
+// widths that are no power of two (undefined for CUDA) as PTX computes them.
 #define FULL 0xffffffffu
 __global__ void shfl_widths(int* out)  // one warp
 {
     int lane = threadIdx.x, k = 0;
     int v = 10 * lane + 1;
-    for (int w = 1; w <= 32; w *= 2)
-        for (int d = 0; d < 34; d += d < 8 ? 1 : 5) {
+    const int widths[9] = {1, 2, 4, 8, 16, 32, 3, 12, 64};
+    for (int wi = 0; wi < 9; ++wi)
+        for (int d = 0, w = widths[wi]; d < 34; d += d < 8 ? 1 : 5) {
             out[(4 * k + 0) * 32 + lane] = __shfl_sync(FULL, v, d, w);
             out[(4 * k + 1) * 32 + lane] = __shfl_up_sync(FULL, v, d, w);
             out[(4 * k + 2) * 32 + lane] = __shfl_down_sync(FULL, v, d, w);

@@ -1,11 +1,11 @@
 """Casts to integer types, rewritten to convert as a GPU does (on the same line).
 
 On a GPU a floating value converted to an integer type saturates at the ends of the range
-and NaN gives 0; g++ on x86-64 gives INT_MIN (or wraps, for unsigned types). So each
-explicit conversion to ``int``, ``unsigned``, ``long long``, ``size_t``, ``int32_t``, ...
-(C cast ``(int)x``, ``static_cast<int>(x)``, functional ``int(x)``) becomes
-``tl_emu::Cvt<int>::from(x)``, which converts floating values with CUDA's rule and anything
-else exactly as the cast did.
+and NaN gives 0 (to ``char`` and ``short``, nvcc converts to 32 bits and keeps the low
+bytes); g++ on x86-64 gives INT_MIN (or wraps, for unsigned types). So each explicit
+conversion to an integer type (C cast ``(int)x``, ``static_cast<int>(x)``, functional
+``int(x)``) becomes ``tl_emu::Cvt<int>::from(x)``, which converts floating values with CUDA's
+rule and anything else exactly as the cast did.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from .lexer import bracket_pairs, directives
 
 Edit = tuple[int, int, str]
 
-_TYPE = (r"(?:(?:unsigned|signed)\s+)?(?:long\s+long(?:\s+int)?|long(?:\s+int)?|int)"
-         r"|unsigned|signed|size_t|ptrdiff_t|u?int(?:32|64)_t|intptr_t|uintptr_t")
+_TYPE = (r"(?:(?:unsigned|signed)\s+)?(?:long\s+long(?:\s+int)?|long(?:\s+int)?|short(?:\s+int)?"
+         r"|int|char)|unsigned|signed|size_t|ptrdiff_t|u?int(?:8|16|32|64)_t|intptr_t|uintptr_t")
 _C_CAST = re.compile(rf"\(\s*(?:const\s+)?({_TYPE})\s*(?:const\s*)?\)")
 # Any cast to a type the prefix of an operand may hold: `(float)`, `(const T*)`, ...
 _ANY_CAST = re.compile(
@@ -146,9 +146,13 @@ _IMPLICIT = re.compile(
     r" may change value \[-Wfloat-conversion\]", re.M)
 # The integer types a cast is rewritten for, as g++ spells them.
 _INT_DEST = frozenset(("int", "unsigned int", "long int", "long unsigned int", "long long int",
-                       "long long unsigned int"))
+                       "long long unsigned int", "char", "signed char", "unsigned char",
+                       "short int", "short unsigned int"))
 _MESSAGE = re.compile(r"conversion from .(?:float|double|long double). to .([^'\u2019]+).(?: "
                       r"\{aka .([^'\u2019]+).\})? may change value")
+
+
+_COMPOUND = re.compile(r"\s*[-+*/]=(?!=)")  # the operator of `lhs op= rhs`
 
 
 def _int_dest(named: str, aka: str | None) -> str | None:
@@ -218,15 +222,20 @@ def rewrite_implicit(code: str, diagnostics: list[dict]) -> str:
         if 0 <= j < len(text) and _IDENT.match(text, j):
             b = max(b, _token_end(text, j))
         expr = text[a:b] if 0 <= a < b <= len(text) else ""
-        if not expr.strip() or re.search(r"(?<![=!<>])=(?!=)", expr):
-            continue  # nothing to wrap, or a compound assignment (converts inside)
-        edits.setdefault(row, []).append((a, b, dest))
+        if not expr.strip():
+            continue
+        op = _COMPOUND.search(expr)
+        if op:  # `i += x`: the sum converts; the left side is read and written once
+            edits.setdefault(row, []).append((a, a + op.start(), "&"))
+        elif not re.search(r"(?<![=!<>])=(?!=)", expr):
+            edits.setdefault(row, []).append((a, b, dest))
     for row, spans in edits.items():
         text, last = lines[row], len(lines[row]) + 1
         for a, b, dest in sorted(set(spans), reverse=True):
             if b > last:
                 continue  # overlaps a span already wrapped
-            text = f"{text[:a]}tl_emu::Cvt<{dest}>::from({text[a:b]}){text[b:]}"
+            wrap = "tl_emu::cvt_ref(" if dest == "&" else f"tl_emu::Cvt<{dest}>::from("
+            text = f"{text[:a]}{wrap}{text[a:b]}){text[b:]}"
             last = a
         lines[row] = text
     return "\n".join(lines)

@@ -47,12 +47,26 @@ template <class T> struct Cvt {
   template <class V> static constexpr T from(V v) {
     using U = std::remove_cv_t<V>;
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> &&
-                  std::is_floating_point_v<typename Value<U>::type>)
-      return to_int<T>((typename Value<U>::type)v, RZ);
-    else
+                  std::is_floating_point_v<typename Value<U>::type>) {
+      if constexpr (sizeof(T) >= 4) return to_int<T>((typename Value<U>::type)v, RZ);
+      // nvcc converts to 32 bits (cvt.rzi.s32 or .u32) and keeps the low bytes
+      using Wide = std::conditional_t<std::is_signed_v<T>, int, unsigned int>;
+      return (T)to_int<Wide>((typename Value<U>::type)v, RZ);
+    } else {
       return (T)v;
+    }
   }
 };
+
+// `i += x` with i an integer and x floating: the result converts as a cast does.
+template <class T> struct CvtRef {
+  T& r;
+  template <class V> T& operator+=(V v) { return r = Cvt<T>::from(r + v); }
+  template <class V> T& operator-=(V v) { return r = Cvt<T>::from(r - v); }
+  template <class V> T& operator*=(V v) { return r = Cvt<T>::from(r * v); }
+  template <class V> T& operator/=(V v) { return r = Cvt<T>::from(r / v); }
+};
+template <class T> inline CvtRef<T> cvt_ref(T& r) { return CvtRef<T>{r}; }
 
 // ---- rounding an exact value given as (nearest, sign of the rest) ------------------------
 template <class F> inline F next_up(F x) {

@@ -64,24 +64,22 @@ template <class T> inline auto shuffle(int op, int line, unsigned mask, T var, i
 
 inline unsigned lane_of(int i) { return (unsigned)i & 31u; }
 
-// The source lane of a shuffle by `lane`, or -1 when the lane keeps its own value: PTX's
-// shfl.sync with c = ((32 - width) << 8) | (up ? 0 : 31). A segment of `width` lanes
-// starts at `seg`; up may not go below it, down/xor/idx not above it (a butterfly partner
-// below the segment, lane ^ mask with mask >= width, is read as PTX reads it). The lane or
-// offset operand counts modulo 32, as PTX's b[4:0].
+// The source lane of a shuffle by `lane`, or -1 when the lane keeps its own value, as
+// PTX's shfl.sync computes it from CUDA's c operand ((32 - width) << 8 | clamp, clamp 0 for
+// up and 31 otherwise): a segment of `width` lanes starts at lane & segmask; up may not go
+// below it, down/xor/idx not above it (a butterfly partner below the segment, lane ^ mask
+// with mask >= width, is read). The lane or offset operand counts modulo 32 (PTX's b[4:0]).
 inline int shuffle_source(const Fiber& F, unsigned lane) {
-  int width = F.wwidth;
-  if (width < 1 || width > 32 || (width & (width - 1))) width = 32;
-  const long long seg = (long long)lane & ~(width - 1), last = seg + width - 1;
-  const long long b = (unsigned)F.warg & 31u;
-  long long src;
+  const int segmask = (32 - F.wwidth) & 31, clamp = F.wop == W_UP ? 0 : 31;
+  const int l = (int)lane, b = F.warg & 31;
+  const int max_lane = (l & segmask) | (clamp & ~segmask), min_lane = l & segmask;
+  int src;
   switch (F.wop) {
-    case W_IDX: src = seg | (b & (width - 1)); break;
-    case W_UP: src = (long long)lane - b; if (src < seg) return -1; break;
-    case W_DOWN: src = (long long)lane + b; if (src > last) return -1; break;
-    default: src = (long long)lane ^ b; if (src > last) return -1;
+    case W_IDX: src = min_lane | (b & ~segmask); return src <= max_lane ? src : -1;
+    case W_UP: src = l - b; return src >= max_lane ? src : -1;
+    case W_DOWN: src = l + b; return src <= max_lane ? src : -1;
+    default: src = l ^ b; return src <= max_lane ? src : -1;
   }
-  return (int)src;
 }
 
 #ifdef TILELAB_ANALYSIS
