@@ -264,6 +264,15 @@ CELL = {
                "print('CONN' + 'ECTED')\n",
     "fork bomb": "import os, time\nwhile True:\n    try:\n        os.fork()\n"
                  "    except OSError:\n        time.sleep(0.2)\n",
+    "probe": "import os\nfor top, dirs, files in os.walk('/'):\n"  # packages' test data aside
+             "    if top.startswith(('/proc', '/sys', '/dev')) or '-packages/' in top:\n"
+             "        dirs[:] = []\n"
+             "        continue\n"
+             "    for name in files:\n        try:\n"
+             "            with open(os.path.join(top, name), 'rb') as f:\n"
+             "                if f.read(16).startswith(b'SQLite' + b' format 3'):\n"
+             "                    print('FOUND' + 'DB', os.path.join(top, name))\n"
+             "        except OSError:\n            pass\n",
     "10 GB": "b = bytearray(10 << 30)\nprint('ALLOC' + 'ATED')\n",
     "10 GB file": "f = open('/tmp/big', 'wb')\nf.seek(10 << 30)\nf.write(b'x')\nf.close()\n"
                   "print('WRO' + 'TE')\n",
@@ -280,31 +289,42 @@ CELL = {
              "        try:\n            open(f, 'w').write(json.dumps(v))\n"
              "        except OSError:\n            pass\n",
 }
+WIDGETS = ("from comm import create_comm\n"
+           "for i in range(8):\n"
+           "    create_comm(target_name='jupyter.widget',\n"
+           "                data={'state': {'value': 'w' * (8 << 20)}, 'buffer_paths': []})\n")
+ACTIVE = ("from IPython.display import HTML, SVG, Javascript, display\n"
+          "display(HTML('<script>alert(3)</script><b onclick=\"alert(4)\">x</b>'))\n"
+          "display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"alert(5)\">"
+          "<script>alert(6)</script></svg>'))\n"
+          "display(Javascript('alert(7)'))\n")
 OS = "the kernel tried to call the operating system"
+# a graded kernel is refused before any compiler sees it: the subset has no function pointer
+FN_PTR = "function pointer is not allowed in a graded kernel"
 SANDBOX_CASES = [
     # host code execution from a kernel (through libc, no forbidden name written)
-    Case("h01", "system() found from &printf", OS, kernel=walk_naive(
+    Case("h01", "system() found from &printf", FN_PTR, kernel=walk_naive(
         call("int", "const char*", "system", '"touch /tmp/tilelab-corpus-pwned"'))),
-    Case("h02", "execve through libc's syscall()", OS + r" \(execve\)", kernel=walk_naive(
+    Case("h02", "execve through libc's syscall()", FN_PTR, kernel=walk_naive(
         'const char* argv[] = {"/bin/sh", "-c", "id", 0};\n'
         + call("long", "long, ...", "syscall", "59L, argv[0], argv, 0"))),
-    Case("h03", "a global constructor that calls system()", "operating system while loading",
+    Case("h03", "a global constructor that calls system()", FN_PTR,
          kernel=walk_naive("", "__device__ int escape() {\n"
                            + call("int", "const char*", "system", '"id"') + "\nreturn 0; }\n"
                            "static int at_load = escape();\n")),
-    Case("h04", "ptrace of the grader", OS + r" \(ptrace\)",
+    Case("h04", "ptrace of the grader", FN_PTR,
          kernel=walk_naive(call("long", "int, int, void*, void*", "ptrace", "16, 1, 0, 0"))),
-    Case("h05", "writes /proc/<parent>/mem", OS + r" \(open", kernel=walk_naive(
+    Case("h05", "writes /proc/<parent>/mem", FN_PTR, kernel=walk_naive(
         call("void*", "const char*, const char*", "fopen", '"/proc/1/mem", "r+"'))),
     # a forged verdict
-    Case("f01", "an empty kernel that starts a detached process", OS, kernel=WALK + STUB.replace(
-        "{ }", "{\n" + call("int", "void", "fork", "") + "\n}")),
+    Case("f01", "an empty kernel that starts a detached process", FN_PTR,
+         kernel=WALK + STUB.replace("{ }", "{\n" + call("int", "void", "fork", "") + "\n}")),
     Case("f02", "a cell that rewrites every verdict it can find", "never written", kernel=STUB,
          python=CELL["forge"]),
     Case("f03", "an unpadded tile that writes a conflict-free report on the emulator's pipe",
-         "report channel", kernel=FORGED_REPORT, exercise="transpose_padded"),
-    Case("f04", "a constructor that writes the loader's report and exits", "report channel "
-         "while loading", kernel=FORGED_LOAD),
+         FN_PTR, kernel=FORGED_REPORT, exercise="transpose_padded"),
+    Case("f04", "a constructor that writes the loader's report and exits", FN_PTR,
+         kernel=FORGED_LOAD),
     # learner Python during the class run
     Case("c01", "appends code to the course's nbgrader config", "correct on", kernel=NAIVE,
          python=CELL["config"], points=(3, 0)),
@@ -312,11 +332,23 @@ SANDBOX_CASES = [
          kernel=NAIVE, python=CELL["ghost"], points=(3, 0)),
     Case("c03", "reads the gradebook", "correct on", kernel=NAIVE, python=CELL["gradebook"],
          points=(3, 0)),
+    Case("c13", "searches every file it can see for a gradebook", "correct on", kernel=NAIVE,
+         python=CELL["probe"], points=(3, 0)),
+    Case("a01", "script in markdown, outputs and a quoted compiler error", "does not compile",
+         kernel='#error <img src=x onerror="alert(1)"><script>alert(2)</script>\n' + NAIVE,
+         python=ACTIVE, edit="active"),
+    Case("k12", "a kernel cell of 200,000 unary minus signs", "nested too deeply",
+         edit="deep_cell"),
+    Case("k13", "a load-time constructor that never ends", "did not finish loading",
+         kernel="static int spin() { volatile int x = 1; while (x) { } return 0; }\n"
+         "static int at_load = spin();\n" + NAIVE),
+    Case("t01", "its own timestamp.txt from the year 2000", "correct on", kernel=NAIVE,
+         edit="timestamp", points=(3, 0)),
     Case("c04", "reads another student's notebook", "correct on", kernel=NAIVE,
          python=CELL["other"], points=(3, 0)),
     Case("c05", "connects to the network from a cell", "correct on", kernel=NAIVE,
          python=CELL["network"], points=(3, 0)),
-    Case("c06", "opens a socket from the kernel", OS + r" \(socket\)",
+    Case("c06", "opens a socket from the kernel", FN_PTR,
          kernel=walk_naive(call("int", "int, int, int", "socket", "2, 1, 0"))),
     Case("c07", "a fork bomb", "correct on", kernel=NAIVE, python=CELL["fork bomb"],
          points=(3, 0)),
@@ -331,8 +363,14 @@ SANDBOX_CASES = [
     Case("c12", "SIGKILLs its parent", "correct on", kernel=NAIVE, python=CELL["kill parent"],
          points=(3, 0)),
     # submissions lost
-    Case("d01", "a data file larger than any limit beside the notebook", "correct on",
-         kernel=NAIVE, edit="big_file", points=(3, 0)),
+    Case("d01", "a data file larger than any limit beside the notebook",
+         "a file may be at most", kernel=NAIVE, edit="big_file"),
+    Case("d05", "a 2 GiB sparse file (0 bytes on disk) beside a correct notebook",
+         "a file may be at most", kernel=NAIVE, edit="sparse_2g"),
+    Case("d06", "a 20 MiB markdown cell", "a notebook may be at most", kernel=NAIVE,
+         edit="huge_markdown"),
+    Case("w01", "a flood of widget messages (8 of 8 MiB)", "correct on", kernel=NAIVE,
+         python=WIDGETS, points=(3, 0)),
     Case("d02", "deletes every folder it can name", "correct on", kernel=NAIVE,
          python=CELL["delete"], points=(3, 0)),
     Case("d03", "its notebook is a link to the solutions' notebook", "symbolic link",
@@ -375,6 +413,39 @@ SANDBOX_CASES = [
          .replace("C[row * N + col] = acc;", "C[row * N + col] = acc + big[threadIdx.x];")),
 ]
 CASES += SANDBOX_CASES
+
+# ------------------------------------------- evidence the submission cannot shape (issue 23)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "submissions"
+REFUSED = "is not allowed in a graded kernel"
+UNMEASURED = "not measured: needs a GPU"
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / f"{name}.cu").read_text(encoding="utf-8")
+
+
+EVIDENCE_CASES = [  # kernel fixture, exercise, message, points on the emulator
+    ("v01", "tiled-replay_poison_check", "tiled", UNMEASURED, (3, 0)),
+    ("v02", "tiled-replay_memo", "tiled", UNMEASURED, (3, 0)),
+    ("v03", "transpose_padded-replay_skip_tiles", "transpose_padded", UNMEASURED, (3, 0)),
+    ("v04", "naive-cuda_arch_switch", "naive", "__CUDA_ARCH__ " + REFUSED, (0, 0)),
+    ("v05", "transpose_padded-sanitize_switch", "transpose_padded",
+     "__SANITIZE_THREAD__ " + REFUSED, (0, 0)),
+    ("v06", "transpose_padded-clock64_switch", "transpose_padded", r"clock64\(\) " + REFUSED,
+     (0, 0)),
+    ("v07", "transpose_padded-no_sanitize", "transpose_padded", "no_sanitize_thread", (0, 0)),
+    ("v08", "transpose_padded-alias_string", "transpose_padded", "alias", (0, 0)),
+    ("v09", "transpose_padded-load_time_forge", "transpose_padded", "file-scope initializer",
+     (0, 0)),
+    ("v10", "transpose_padded-pad_at_analysis_shape", "transpose_padded", UNMEASURED, (3, 0)),
+    ("v11", "naive-global_race", "naive", "wrong", (0, 0)),
+]
+CASES += [Case(student, name.replace("_", " "), message, kernel=fixture(name), exercise=ex,
+               points=points) for student, name, ex, message, points in EVIDENCE_CASES]
+KERNELS_OF = {case.student: case.kernel for case in CASES}
+if os.environ.get("TILELAB_CORPUS_ONLY"):  # a few cases by student id: c13,d05
+    CASES = [c for c in CASES if c.student in os.environ["TILELAB_CORPUS_ONLY"].split(",")]
 GOOD = ("aaron", "zoe")  # graded first and last: nothing a case does may change their points
 
 
@@ -403,6 +474,18 @@ def notebook_for(case: Case, root: Path | None = None, port: int = 0) -> bytes:
         for c in nb["cells"]:
             if c["metadata"].get("nbgrader", {}).get("grade_id") == f"kernel_{ex.id}":
                 c["metadata"]["nbgrader"]["grade_id"] = "my_kernel"
+    if case.edit == "deep_cell":
+        for c in nb["cells"]:
+            if c["metadata"].get("nbgrader", {}).get("grade_id") == f"kernel_{ex.id}":
+                var = "".join(c["source"]).split("=", 1)[0].strip()
+                c["source"] = f"{var} = " + "-" * 200000 + "1\n"
+    if case.edit == "huge_markdown":
+        nb["cells"].append({"cell_type": "markdown", "metadata": {},
+                            "source": "m" * (20 << 20)})
+    if case.edit == "active":
+        nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": (
+            "<script>alert(8)</script>\n\n<img src=x onerror=alert(9)>\n\n"
+            "[here](javascript:alert(10))\n\n<svg><script>alert(11)</script></svg>")})
     data = json.dumps(nb).encode()
     if case.edit == "latin1":
         data = data.replace(b"row-major", b"row-major \xe9\xff")
@@ -426,9 +509,11 @@ def build(root: Path, port: int) -> None:
     write_submissions(root, files)
     for case in CASES:
         folder = root / "autograder" / "submitted" / case.student / "01-naive"
-        if case.edit == "big_file":
+        if case.edit == "timestamp":
+            (folder / "timestamp.txt").write_text("2000-01-01 00:00:00.000000 UTC")
+        if case.edit in ("big_file", "sparse_2g"):
             with open(folder / "data.bin", "wb") as f:  # sparse: no disk used
-                f.truncate(BIG)
+                f.truncate(BIG if case.edit == "big_file" else 2 << 30)
         if case.edit == "link_notebook":  # the clean grade would read the reference kernel
             (folder / "naive.ipynb").unlink()
             (folder / "naive.ipynb").symlink_to(root / "solutions" / "01-naive" / "naive.ipynb")
@@ -495,7 +580,8 @@ def gradebook_points(root: Path) -> dict[tuple[str, str], tuple[float, float]]:
         for sub in gb.db.query(SubmittedAssignment).all():
             grades = {g.name: g.score for nb in sub.notebooks for g in nb.grades}
             for e in exercises.ASSIGNMENTS[sub.assignment.name]:
-                out[(sub.student.id, e)] = (grades[f"test_{e}_correct"], grades[f"test_{e}_speed"])
+                out[(sub.student.id, e)] = (grades[f"test_{e}_correct"],
+                                            grades.get(f"test_{e}_speed", 0.0))
     return out
 
 
@@ -583,25 +669,65 @@ def test_no_cell_reached_the_network_or_the_course(corpus):
     assert summary["connections"] == 0
     feedback = root / "autograder" / "feedback"  # each marker is printed only on success
     for student, marker in (("c03", "SQLite format"), ("c04", "GOT OTHER"),
-                            ("c05", "CONNECTED"), ("c08", "ALLOCATED"), ("c09", "WROTE")):
+                            ("c05", "CONNECTED"), ("c08", "ALLOCATED"), ("c09", "WROTE"),
+                            ("c13", "FOUNDDB"), ("c13", "SQLite format")):
         for path in (feedback / student).rglob("*.html"):
             assert marker not in path.read_text(errors="replace"), (student, path)
 
 
+def test_no_learner_script_in_a_page_the_instructor_opens(corpus):
+    from nbconvert import HTMLExporter
+    from support.active_html import active_content
+
+    root, _ = corpus
+    pages = {}
+    for student in ("aaron", "a01"):
+        feedback = root / "autograder" / "feedback" / student / "01-naive" / "naive.html"
+        autograded = root / "autograder" / "autograded" / student / "01-naive" / "naive.ipynb"
+        if not feedback.exists():
+            return  # a01 not among the cases run
+        pages[student] = (feedback.read_text(),
+                          HTMLExporter().from_filename(str(autograded))[0])
+    (fb_base, ag_base), (fb, ag) = pages["aaron"], pages["a01"]
+    assert "alert(" in fb  # its text is there, as text
+    assert active_content(fb, fb_base) == []
+    assert active_content(ag, ag_base) == []
+
+
+def test_the_csv_says_where_a_submission_time_came_from(corpus):
+    import csv
+
+    from tilelab.classroom import course
+
+    _, summary = corpus
+    with open(summary["csv"], encoding="utf-8") as f:
+        rows = {r["student_id"]: r for r in csv.DictReader(f)}
+    if "t01" in rows:
+        assert rows["t01"]["timestamp"].startswith("2000-01-01")
+        assert rows["t01"]["timestamp_from"] == course.TIMESTAMP_FROM
+    assert rows["aaron"]["timestamp_from"] == ""  # no timestamp.txt: none claimed
+
+
 def test_outputs_are_capped(corpus):
     root, _ = corpus
-    for path in (root / "autograder" / "feedback" / "c10").rglob("*"):
-        assert path.stat().st_size < 16 * 1024**2, path
+    for student in ("c10", "w01", "d01", "d05", "d06"):  # and nothing large copied
+        for kind in ("autograded", "feedback"):
+            for path in (root / "autograder" / kind / student).rglob("*"):
+                assert path.stat().st_size < 16 * 1024**2, path
+    for path in (root / "autograder" / "autograded" / "w01").rglob("*.ipynb"):
+        assert "widgets" not in json.loads(path.read_text())["metadata"]
 
 
 # ------------------------------------------------------------------ on a GPU
 
-KERNELS_OF = {case.student: case.kernel for case in CASES}
 GPU_CASES = {
     "endless loop": ("naive", KERNELS_OF["k04"], "longer than"),
     "out-of-bounds write": ("naive", KERNELS_OF["k05"], "elements wrong|memcheck|out of bounds"),
     "shared-memory over-ask": ("tiled", KERNELS_OF["k09"], "does not compile|shared"),
     "printf flood": ("naive", KERNELS_OF["k10"], "correct on|longer than"),
+    **{name: (ex, fixture(name), message) for _, name, ex, message, points in EVIDENCE_CASES
+       if points == (0, 0) and name != "naive-global_race"},
+    "global race": ("naive", fixture("naive-global_race"), "not on the emulator"),
 }
 
 

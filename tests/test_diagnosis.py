@@ -7,13 +7,17 @@ failing shape with the race analysis, and the message must name the mistake's ca
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
+import numpy as np
 import pytest
 
+from tilelab import emu
 from tilelab.catalog import exercises
 from tilelab.catalog.variants import only_kernel
-from tilelab.grading.diagnosis import CAUSES
+from tilelab.grading.diagnosis import CAUSES, race_diagnosis
 from tilelab.grading.sandbox import grade_source
 
 pytestmark = pytest.mark.slow
@@ -101,6 +105,13 @@ CASES: list[tuple[str, str, str, str]] = [
      mutate(ref("tiled"), ("__syncthreads();  // 1:", "//")), "race"),
     ("tiled", "no barrier after the products",
      mutate(ref("tiled"), ("__syncthreads();  // 2:", "//")), "race"),
+    ("tiled", "C added to before it is set",
+     mutate(ref("tiled"), ("C[row * N + col] = acc;", "C[row * N + col] += acc;")),
+     "never initialised"),
+    ("naive", "accumulator reset every 16 terms",
+     mutate(ref("naive"), ("acc += A[row * K + k] * B[k * N + col];",
+                           "acc = (k % 16 ? acc : 0.0f) + A[row * K + k] * B[k * N + col];")),
+     "accumulator reset"),
     ("tiled", "loads outside the matrix skipped, not zeroed",
      mutate(ref("tiled"), (TILED_LOADS, SKIPPED_LOADS)),
      "stale shared data"),
@@ -155,8 +166,10 @@ def test_each_mistake_gets_its_cause(exercise_id, mistake, source, cause):
     assert got, text
     assert got.group(1) == cause, text
     assert "round the grid up" not in text  # the grader fixes the grid
-    if cause != "race":
-        assert "__syncthreads() must separate" not in text
+    if cause == "race":  # each race here crosses warps: one fix, the block barrier
+        assert "put __syncthreads()" in text and "__syncwarp" not in text, text
+    else:
+        assert "__syncthreads()" not in text
 
 
 def test_correct_kernels_get_no_cause():
@@ -165,7 +178,46 @@ def test_correct_kernels_get_no_cause():
         assert v.correct, "\n".join(v.messages)
 
 
+SPINE = {"naive", "tiled", "transpose_shared", "transpose_padded", "matmul_at_padded",
+         "regblock"}
+
+
 def test_the_mistakes_cover_every_cause_and_exercise():
+    """These and the thirty of ``tests/data/mistakes`` (test_mistakes.py) name every cause
+    but the catch-all and the time limit (tested in test_no_gpu_answers.py)."""
     assert len(CASES) >= 15
-    assert {c[0] for c in CASES} == set(exercises.EXERCISES)
-    assert {c[3] for c in CASES} == set(CAUSES) - {"indexing"}
+    assert {c[0] for c in CASES} == SPINE
+    manifest = json.loads((Path(__file__).parent / "data/mistakes/mistakes.json").read_text())
+    named = {m.group(1) for c in manifest
+             if (m := re.match(r"Likely cause: ([a-z/ -]+?)(?::|$)", c["cause"]))}
+    assert {c[3] for c in CASES} | named == set(CAUSES) - {"indexing", "timed out"}
+
+
+WARP_SUM = r"""
+__global__ void warp_sum(const float* x, float* out)
+{
+    __shared__ float s[32];
+    int lane = threadIdx.x;
+    s[lane] = x[lane];
+    for (int off = 16; off > 0; off /= 2) {
+        if (lane < off)
+            s[lane] += s[lane + off];
+    }
+    if (lane == 0)
+        out[0] = s[0];
+}
+"""
+
+
+def test_a_race_within_one_warp_is_told_to_use_syncwarp():
+    """A warp-synchronous reduction without __syncwarp(): every race is between lanes of
+    one warp, so the fix is __syncwarp(), said once."""
+    mod = emu.SourceModule(WARP_SUM, analysis=True)
+    fn = mod.get_function("warp_sum")
+    x, out = np.arange(32, dtype=np.float32), np.zeros(1, np.float32)
+    fn(emu.In(x), emu.Out(out), block=(32, 1, 1), grid=(1, 1))
+    races = fn.last_report.analysis.races
+    assert races and all(r.same_warp for r in races)
+    text = str(race_diagnosis(races))
+    assert "put __syncwarp()" in text and "__syncthreads" not in text, text
+    assert "line 9" in text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import subprocess
@@ -10,6 +9,7 @@ import sys
 
 import nbformat
 import psutil
+import pytest
 
 from tilelab.classroom import guards, submissions
 
@@ -42,12 +42,15 @@ def _gradebook(path, rows):
 def test_the_gradebook_guard_restores_on_leaving_the_block(tmp_path):
     db = tmp_path / "gradebook.db"
     _gradebook(db, [("alice", "a"), ("bob", "b")])
-    with guards.GradebookGuard(db, "alice", tmp_path) as own:
+    with guards.GradebookGuard(db, "alice") as own:
         _gradebook(db, [("alice", "mine")])  # a student's own row: allowed
     assert own.tampered is None
-    with guards.GradebookGuard(db, "alice", tmp_path) as other:
+    with guards.GradebookGuard(db, "alice") as other:
         _gradebook(db, [("bob", "forged")])
     assert other.tampered and "changed the gradebook" in other.tampered
+    # the copy (every student's rows) was in a folder of its own, gone after the block
+    assert own.folder and not own.folder.exists() and not other.folder.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gradebook.db"]
     con = sqlite3.connect(db)
     assert ("bob", "forged") not in con.execute("SELECT * FROM student").fetchall()
     con.close()
@@ -57,22 +60,6 @@ def _notebook(path, cells):
     nb = nbformat.v4.new_notebook(cells=cells)
     nbformat.write(nb, path)
     return path
-
-
-def test_outputs_showing_a_solution_line_are_scrubbed(tmp_path):
-    secret = {"acc += As[ty][k] * Bs[k][tx];"}
-    cell = nbformat.v4.new_code_cell("print(open('x').read())")
-    cell.outputs = [nbformat.v4.new_output("stream", name="stdout",
-                                           text=["  acc += As[ty][k] * Bs[k][tx];\n"])]
-    path = _notebook(tmp_path / "n.ipynb", [cell])
-    assert submissions.scrub_outputs(path, secret) == 1
-    text = json.loads(path.read_text())["cells"][0]["outputs"][0]["text"]
-    assert submissions.LEAK_NOTE in "".join(text)
-    # a learner who wrote the line themselves may see it
-    path = _notebook(tmp_path / "own.ipynb", [cell])
-    own = nbformat.writes(nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_code_cell("acc += As[ty][k] * Bs[k][tx];")]))
-    assert submissions.scrub_outputs(path, secret, own) == 0
 
 
 def test_interrupted_cells_are_counted(tmp_path):
@@ -111,3 +98,27 @@ def test_links_and_special_files_in_a_submission_are_found(tmp_path):
     linked = tmp_path / "submitted" / "eve"
     linked.symlink_to(folder.parent, target_is_directory=True)  # the student's folder a link
     assert unsafe_entries(linked / "01-naive") == ["eve (a symbolic link)"]
+
+
+def test_sizes_are_checked_by_apparent_size_before_anything_reads(tmp_path):
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "naive.ipynb").write_text("{}")
+    assert submissions.refused_entries(sub, 100 << 20) == []
+    with open(sub / "data.bin", "wb") as f:
+        f.truncate(2 << 30)  # sparse: 2 GiB to a reader, no block on disk
+    assert os.stat(sub / "data.bin").st_blocks == 0
+    found = submissions.refused_entries(sub, 100 << 20)
+    assert found[0] == "data.bin (2048 MiB; a file may be at most 100 MiB)"
+    assert "in all" in found[-1]
+    assert "nothing of it was read" in submissions.refusal(found)
+    (sub / "data.bin").unlink()
+    with open(sub / "naive.ipynb", "wb") as f:
+        f.truncate(submissions.NOTEBOOK_LIMIT + 1)
+    assert submissions.oversized(sub, 100 << 20) == [
+        "naive.ipynb (16 MiB; a notebook may be at most 16 MiB)"]
+
+
+def test_a_kernel_cell_nested_too_deeply_is_refused_with_a_message():
+    with pytest.raises(submissions.KernelCellError, match="nested too deeply"):
+        submissions.kernel_from_cell("KERNEL = " + "-" * 200000 + "1")

@@ -50,8 +50,9 @@ def test_awarded_speed_is_reported_as_awarded():
     v = verdict()
     assert scoring.points(v, award=True).speed == v.max_points_speed > 0
     report = scoring.report(v, award=True)
-    assert f"awarded by the instructor  ({v.max_points_speed:g}/" in report
-    assert "speed: not measured  (0/" in scoring.report(v, award=False)
+    assert f"awarded by the instructor's policy (TILELAB_AWARD_SPEED_WITHOUT_GPU=1)  " \
+        f"({v.max_points_speed:g}/" in report
+    assert "speed: not measured: needs a GPU  (0/" in scoring.report(v, award=False)
     assert scoring.points(v, award=False).speed == 0
 
 
@@ -61,3 +62,69 @@ def test_a_zero_verdict_names_the_exercise_and_its_maxima():
     assert (v.max_points_correct, v.max_points_speed) == (ex.points_correct, ex.points_speed)
     assert v.max_bank_degree == ex.max_bank_degree and v.messages == ["not graded (0 points): why"]
     assert scoring.points(v, award=True).total == 0
+
+
+LOST = {  # a verdict, and what the report must say of each lost part
+    "not compiled": ({"compiled": False, "correct": False,
+                      "messages": ["the kernel does not compile:\nkernel.cu:3: error"]},
+                     ["lost 3 correctness points: it does not compile",
+                      "lost 2 speed points: not judged: the kernel is not correct"]),
+    "refused": ({"compiled": False, "correct": False,
+                 "messages": ["the kernel calls malloc, which a graded kernel may not use"]},
+                ["lost 3 correctness points: refused before it ran: the kernel calls malloc"]),
+    "timed out": ({"correct": False, "shapes": [
+        {"shape": [1, 1, 1], "ok": False,
+         "message": "kernel 'matmul_naive' did not finish within 5 s"}]},
+        ["lost 3 correctness points: timed out at shape (1, 1, 1)"]),
+    "wrong": ({"correct": False, "shapes": [
+        {"shape": [1, 1, 1], "ok": True},
+        {"shape": [37, 53, 29], "ok": False, "wrong": 40, "total": 1961}]},
+        ["lost 3 correctness points: wrong at 1 of 2 shapes (e.g. 40 of 1961 elements at "
+         "shape (37, 53, 29))"]),
+    "no GPU": ({}, ["lost 2 speed points: not measured: needs a GPU"]),
+    "slow": (CASES["GPU, slow"], ["lost 2 speed points: too slow: 1.10x over", "the gate is "
+                                  "2.3x (it needs to run 2.09x faster)"]),
+}
+
+
+@pytest.mark.parametrize("case", list(LOST))
+def test_every_lost_point_is_explained(case):
+    kw, says = LOST[case]
+    v = verdict(**kw)
+    report = scoring.report(v)
+    for s in says:
+        assert s in report, report
+    p = scoring.points(v)
+    lost = {m.group(2): float(m.group(1))
+            for m in re.finditer(r"lost (\d+(?:\.\d+)?) (correctness|speed) points?", report)}
+    assert lost.get("correctness", 0) == v.max_points_correct - p.correct
+    assert lost.get("speed", 0) == v.max_points_speed - p.speed
+
+
+def test_a_full_score_loses_nothing():
+    v = verdict(**CASES["GPU, fast"])
+    assert "lost" not in scoring.report(v)
+
+
+@pytest.mark.parametrize("exercise_id", [e.id for e in exercises.EXERCISES.values()
+                                         if e.speed_graded])
+@pytest.mark.parametrize("degree", [None, 1.0, 16.5])
+def test_on_the_emulator_no_exercise_earns_speed_points_from_its_analysis(exercise_id, degree):
+    """Whatever the emulator's analysis found (even a verdict claiming a passed gate), the
+    same for all six: "not measured: needs a GPU", 0 speed points unless awarded."""
+    v = verdict(exercise_id, bank_degree=degree, speed_passed=True)
+    assert scoring.points(v).speed == 0
+    assert "speed: not measured: needs a GPU  (0/" in scoring.report(v)
+    assert scoring.speed_status(v) == (False, "not measured: needs a GPU")
+    assert scoring.points(v, award=True).speed == v.max_points_speed
+    assert "awarded by the instructor's policy" in scoring.report(v, award=True)
+
+
+@pytest.mark.parametrize("exercise_id", [e.id for e in exercises.EXERCISES.values()
+                                         if not e.speed_graded])
+def test_a_correctness_only_step_says_so_and_has_no_speed_points_to_award(exercise_id):
+    v = verdict(exercise_id, speed_passed=None)
+    assert v.max_points_speed == 0
+    assert "speed: not graded (this step is graded for correctness only)" in scoring.report(v)
+    assert scoring.points(v, award=True).speed == 0
+    assert scoring.lost(v) == ""

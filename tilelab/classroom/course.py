@@ -8,6 +8,7 @@ configs). Cell and notebook names follow one convention: assignment ``01-naive``
 
 from __future__ import annotations
 
+import csv
 import os
 import shutil
 import sys
@@ -26,6 +27,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from tilelab import publish
 from tilelab.catalog import exercises
+from tilelab.classroom import active_content
 from tilelab.classroom.jupyter_sandbox import sandbox_autograde
 from tilelab.grading import scoring
 from tilelab.grading.verdict import Verdict
@@ -46,6 +48,12 @@ def kernel_cell_id(exercise_id: str) -> str:
 def test_cell_id(exercise_id: str, kind: str) -> str:
     """The hidden test's grade id; ``kind`` is ``correct`` or ``speed``."""
     return f"test_{exercise_id}_{kind}"
+
+
+def test_kinds(exercise_id: str) -> tuple[str, ...]:
+    """The hidden tests an exercise's notebook holds: a step graded for correctness only
+    has no speed test."""
+    return ("correct", "speed") if exercises.get(exercise_id).speed_graded else ("correct",)
 
 
 def config_path(course_root: str | Path) -> Path:
@@ -89,6 +97,7 @@ def open_api(course_root: str | Path, cell_timeout: int | None = None,
         config.ExecutePreprocessor.timeout = cell_timeout
     if sandboxed:
         sandbox_autograde(config)
+    active_content.sanitize_pipelines(config)  # no learner script in what is opened
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
 
 
@@ -126,11 +135,11 @@ def release(
     cd = api.coursedir
     names = list(assignments or exercises.ASSIGNMENTS)
     if (Path(cd.root) / publish.CONFIG_FILE).is_file():
-        publish.write_setup_cells(
-            [Path(cd.format_path(cd.source_directory, ".", a)) / f"{notebook_id(a)}.ipynb"
-             for a in names],
-            publish.repository_url(cd.root),
-        )
+        sources = {a: Path(cd.format_path(cd.source_directory, ".", a)) / f"{notebook_id(a)}.ipynb"
+                   for a in names}
+        url = publish.repository_url(cd.root)
+        publish.write_setup_cells(list(sources.values()), url)
+        publish.write_about_cells(sources, url)
     out = str(Path(dest).resolve()) if dest is not None else cd.release_directory
     with temp_attrs(cd, release_directory=out):
         for a in names:
@@ -174,6 +183,8 @@ def record(
         for v in verdicts:
             written[v.exercise] = {}
             for kind, points in scoring.points(v, award_without_gpu).as_dict().items():
+                if kind not in test_kinds(v.exercise):
+                    continue
                 grade = gb.find_grade(test_cell_id(v.exercise, kind), nb, assignment, student)
                 grade.manual_score = min(points, grade.max_score)
                 grade.needs_manual_grade = False
@@ -184,12 +195,31 @@ def record(
     return written
 
 
+TIMESTAMP_FROM = ("the submission's timestamp.txt: nbgrader submit writes it, but in "
+                  "submissions uploaded by other means the learner may have written it")
+
+
 def export_csv(coursedir: CourseDirectory, dest: Path) -> Path:
-    """``nbgrader export``: the whole gradebook as CSV."""
+    """``nbgrader export``: the whole gradebook as CSV, and beside each submission's time
+    where it came from (``timestamp_from``: nbgrader takes it from the submission's own
+    ``timestamp.txt``; empty where there was none)."""
     plugin = CsvExportPlugin()
     plugin.to = str(dest)
     with gradebook(coursedir) as gb:
         plugin.export(gb)
+    with open(dest, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if rows:
+        for row in rows:
+            folder = Path(coursedir.format_path(coursedir.submitted_directory,
+                                                row["student_id"], row["assignment"]))
+            stamp = folder / "timestamp.txt"
+            row["timestamp_from"] = (TIMESTAMP_FROM if row.get("timestamp") and
+                                     stamp.is_file() and not stamp.is_symlink() else "")
+        with open(dest, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
     return dest
 
 

@@ -10,8 +10,9 @@ one back nor deletes one). These guards remain for what a sandbox leaves (and fo
   a child subreaper, so even daemonized ones come back to it);
 - :class:`GradebookGuard` restores the gradebook when a submission's run changed any row
   that is not that student's own (or broke the file);
-- :func:`tilelab.classroom.submissions.scrub_outputs` removes notebook outputs that show a
-  reference solution.
+- :func:`tilelab.classroom.submissions.solution_shown` counts notebook outputs that show a
+  run of reference-solution lines the submission does not hold (for the instructor; the
+  feedback keeps them).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import hashlib
 import shutil
 import sqlite3
 import sys
+import tempfile
 from pathlib import Path
 
 import psutil
@@ -114,22 +116,35 @@ def gradebook_digest(db: Path, student: str) -> str | None:
 class GradebookGuard:
     """Keeps a copy of the gradebook while one student's notebook runs; on leaving the
     ``with`` block it restores the copy if anything but that student's rows changed, and
-    :attr:`tampered` says what was wrong (None: nothing)."""
+    :attr:`tampered` says what was wrong (None: nothing).
 
-    def __init__(self, db: Path, student: str, scratch: Path) -> None:
+    The copy holds every student's rows: it lives in a folder of its own, made here,
+    removed on leaving and bound into no sandbox (never beside the verdicts a notebook's
+    hidden tests read)."""
+
+    def __init__(self, db: Path, student: str) -> None:
         self.db, self.student = db, student
-        self.backup = scratch / "gradebook.backup.db"
+        self.folder: Path | None = None
         self.before: str | None = None
         self.tampered: str | None = None
 
+    @property
+    def backup(self) -> Path:
+        assert self.folder is not None, "the guard's copy exists only inside its block"
+        return self.folder / "gradebook.backup.db"
+
     def __enter__(self) -> GradebookGuard:
+        self.folder = Path(tempfile.mkdtemp(prefix="tilelab-gradebook-copy-"))
         if self.db.exists():
             shutil.copy2(self.db, self.backup)
             self.before = gradebook_digest(self.backup, self.student)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.tampered = self.verify()
+        try:
+            self.tampered = self.verify()
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def verify(self) -> str | None:
         """None when the gradebook is as it should be; else restore it and say what was wrong."""

@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from typing import Any
 
@@ -27,10 +26,12 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Float, Int
 
 from tilelab.grading import bubblewrap as sandbox
+from tilelab.grading.limits import Cgroup, Limits, shim, sized_folder, unmount
 
 #: The course's reference kernels, hidden from a notebook (its hidden tests read the class
 #: run's verdicts; nothing a notebook runs needs them).
 REFERENCE_KERNELS = f"{sandbox.PACKAGE_ROOT}/tilelab/kernels"
+CONNECTION_BYTES = 1 << 20  # the connection file and the sockets' names
 
 
 class SandboxedKernelManager(AsyncKernelManager):
@@ -38,26 +39,31 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     wall_seconds = Float(1800.0, config=True,
                          help="Total seconds one notebook's kernel may live (all its cells).")
-    memory_bytes = Int(8 << 30, config=True, help="Address space of each kernel process.")
+    memory_bytes = Int(8 << 30, config=True,
+                       help="Memory of the kernel's whole tree of processes, tmpfs included.")
     processes = Int(256, config=True, help="Processes the kernel may start.")
     output_bytes = Int(1 << 20, config=True, help="Kernel stdout/stderr kept, per stream.")
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._ipc_dir = tempfile.mkdtemp(prefix="tilelab-kernel-")
+        # the kernel may write there: a small tmpfs where the grader may mount one
+        self._ipc_sized = sized_folder(self._ipc_dir, CONNECTION_BYTES)
+        self._cgroup: Cgroup | None = None
         self.transport = "ipc"
         self.connection_file = os.path.join(self._ipc_dir, "kernel.json")
         self.ip = os.path.join(self._ipc_dir, "k")
 
     @property
-    def limits(self) -> sandbox.Limits:
-        # CUDA maps far more address space than it uses: where a GPU is bound in, the data
-        # segment is limited instead (as for the grading worker on a GPU)
+    def limits(self) -> Limits:
+        # the whole tree's memory in its cgroup; on the emulator each process's address
+        # space too, never where a GPU is bound in (CUDA maps far more than it uses)
         gpu = bool(sandbox.nvidia_devices())
-        return sandbox.Limits(wall_seconds=self.wall_seconds, cpu_seconds=int(self.wall_seconds),
-                              address_space=None if gpu else self.memory_bytes,
-                              data=self.memory_bytes if gpu else None,
-                              processes=self.processes, output_bytes=self.output_bytes)
+        return Limits(wall_seconds=self.wall_seconds, cpu_seconds=int(self.wall_seconds),
+                      memory=self.memory_bytes,
+                      address_space=None if gpu else self.memory_bytes,
+                      per_process_memory=not gpu,
+                      processes=self.processes, output_bytes=self.output_bytes)
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd = super().format_kernel_cmd(extra_arguments)
@@ -74,8 +80,9 @@ class SandboxedKernelManager(AsyncKernelManager):
         inner = sandbox.command(cmd, cwd, env=env, read_only=read_only,
                                 writable=[(self._ipc_dir, self._ipc_dir)], limits=self.limits,
                                 work_read_only=True, hidden=[REFERENCE_KERNELS])
-        return [sys.executable, "-m", "tilelab.grading.bubblewrap", "--limits",
-                sandbox.limits_to_json(self.limits), "--", *inner]
+        if self._cgroup is None:
+            self._cgroup = Cgroup.make(self.limits)
+        return [*shim(self.limits, self._cgroup, wall=self.wall_seconds), *inner]
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
         sandbox.require()
@@ -90,12 +97,17 @@ class SandboxedKernelManager(AsyncKernelManager):
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         if not restart:
+            if self._cgroup is not None:  # whatever the kernel left, then its cgroup
+                self._cgroup.close()
+                self._cgroup = None
+            if self._ipc_sized:
+                unmount(self._ipc_dir)
             shutil.rmtree(self._ipc_dir, ignore_errors=True)
 
 
 OUTPUT_LIMIT = 4 << 20  # bytes of outputs one notebook may leave (all its cells)
-OUTPUT_NOTE = (f"[tilelab: the notebook's outputs passed {OUTPUT_LIMIT >> 20} MiB; the rest "
-               "was dropped]\n")
+OUTPUT_NOTE = (f"[tilelab: the notebook's outputs and widget messages passed "
+               f"{OUTPUT_LIMIT >> 20} MiB; the rest was dropped]\n")
 
 
 def _execute_class() -> type:
@@ -103,24 +115,39 @@ def _execute_class() -> type:
 
     class SandboxedExecute(Execute):
         """nbgrader's Execute, its kernels started by :class:`SandboxedKernelManager`, the
-        outputs of one notebook capped at ``OUTPUT_LIMIT`` bytes (the rest is dropped)."""
+        outputs and comm (widget) messages of one notebook capped together at
+        ``OUTPUT_LIMIT`` bytes (the rest is dropped, with a note); no widget state is
+        kept in the grader's memory nor written into the notebook."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs["kernel_manager_class"] = SandboxedKernelManager  # Execute forces its own
             super().__init__(*args, **kwargs)
+            self.store_widget_state = False
             self._output_bytes = 0
+            self._output_capped = False
 
-        def output(self, outs: list, msg: dict, display_id: str | None,
-                   cell_index: int) -> Any:
+        def _counted(self, msg: dict, outs: list, cell_index: int) -> bool:
+            """Count ``msg``; False (after one note in the cell) once past the cap."""
             self._output_bytes += len(json.dumps(msg.get("content", {}), default=str))
+            self._output_bytes += sum(len(b) for b in msg.get("buffers") or ())
             if self._output_bytes <= OUTPUT_LIMIT:
-                return super().output(outs, msg, display_id, cell_index)
-            if not getattr(self, "_output_capped", False):
+                return True
+            if not self._output_capped:
                 self._output_capped = True
                 note = {**msg, "msg_type": "stream",
                         "content": {"name": "stderr", "text": OUTPUT_NOTE}}
-                return super().output(outs, note, None, cell_index)
+                super().output(outs, note, None, cell_index)
+            return False
+
+        def output(self, outs: list, msg: dict, display_id: str | None,
+                   cell_index: int) -> Any:
+            if self._counted(msg, outs, cell_index):
+                return super().output(outs, msg, display_id, cell_index)
             return None
+
+        def handle_comm_msg(self, outs: list, msg: dict, cell_index: int) -> None:
+            if self._counted(msg, outs, cell_index):
+                super().handle_comm_msg(outs, msg, cell_index)
 
     return SandboxedExecute
 

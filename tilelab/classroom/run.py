@@ -35,7 +35,7 @@ from tilelab.classroom.progress import Progress
 from tilelab.classroom.steps import VERDICT_FILE
 from tilelab.classroom.writer import Writer
 from tilelab.device import backend as backends
-from tilelab.grading import bubblewrap
+from tilelab.grading import bubblewrap, limits
 
 NO_SANDBOX_WARNING = (
     "GRADED WITHOUT A SANDBOX (--no-sandbox): every submitted notebook and kernel ran with "
@@ -56,10 +56,11 @@ class Executor(Protocol):
 
 
 def read_submission(cd: CourseDirectory, student: str, assignment: str) -> task.Submission:
-    """A submission's files; none where its folder holds links or special files (the task
-    then refuses it, naming them)."""
+    """A submission's files; none where its folder holds links, special files or files too
+    large (checked by apparent size before anything is read: the task then refuses it,
+    naming them)."""
     folder = Path(cd.format_path(cd.submitted_directory, student, assignment))
-    if unsafe := submissions.unsafe_entries(folder):
+    if unsafe := submissions.refused_entries(folder, cd.max_file_size * 1000):
         return task.Submission(student, assignment, {},
                                resume.digest_files({"\0unsafe": "\n".join(unsafe).encode()}),
                                unsafe)
@@ -100,6 +101,7 @@ def grade_class(
     (:mod:`tilelab.classroom.summary`)."""
     if sandboxed and not run_tasks.remote:
         bubblewrap.require()  # before any submission runs
+        limits.warn_missing_caps()
     timeout = settings.CELL_TIMEOUT.get() if cell_timeout is None else cell_timeout
     api = course.open_api(course_root, timeout)  # the config, read once
     cd = api.coursedir

@@ -26,7 +26,7 @@ from nbgrader.apps.api import NbGraderAPI
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.classroom import course, guards, submissions
-from tilelab.grading import scoring
+from tilelab.grading import gpulock, scoring
 from tilelab.grading.cache import cache_verdict
 from tilelab.grading.sandbox import grade_source
 from tilelab.grading.verdict import Verdict
@@ -45,12 +45,12 @@ class ClassRun:
     cell_timeout: int
     gates: dict[str, float] = field(default_factory=dict)
     failures: list[dict[str, Any]] = field(default_factory=list)
-    secret: set[str] = field(default_factory=set)
+    secret: list[tuple[str, ...]] = field(default_factory=list)  # the solution blocks
     sandboxed: bool = True
 
     def __post_init__(self) -> None:
         cd = self.api.coursedir
-        self.secret = submissions.solution_lines(
+        self.secret = submissions.solution_blocks(
             sorted(Path(cd.root, cd.source_directory).glob("*/*.ipynb"))
         )
 
@@ -115,10 +115,16 @@ def grade_notebook(
             verdicts.append(Verdict.for_exercise(ex, backend_name, gpu,
                                                  f"not graded (0 points): {exc}"))
             continue
-        verdict = grade_source(
-            exercise_id, source, backend_name=backend_name, gate=(gates or {}).get(exercise_id),
-            sandboxed=sandboxed,
-        )
+        if submissions.empty_kernel(source, ex.kernel):  # the released stub, untouched
+            verdict = Verdict.for_exercise(
+                ex, backend_name, gpu, f"not attempted (0 points): the body of {ex.kernel} "
+                "is empty, as released, so every element of its output is never written; "
+                "write the kernel and submit again")
+        else:
+            verdict = grade_source(
+                exercise_id, source, backend_name=backend_name,
+                gate=(gates or {}).get(exercise_id), sandboxed=sandboxed,
+            )
         if cache is not None:
             cache_verdict(cache, source, verdict)
         verdicts.append(verdict)
@@ -150,17 +156,10 @@ class Refusal(NamedTuple):
     text: str
 
 
-def unsafe_text(odd: list[str]) -> str:
-    """What a learner whose submission holds links or special files is told."""
-    return (f"the submission holds {', '.join(odd)}; a submission may hold only plain files "
-            "and folders. Replace links with copies of the files, remove the rest, and submit "
-            "again")
-
-
 def refuse(run: ClassRun, sub: Submission, refusal: Refusal) -> None:
-    """A submission not graded (its folder holds links or special files, its worker died,
-    the grader failed): nothing of it is read, copied or run; every kernel scores zero and
-    the learner is told why."""
+    """A submission not graded (its folder holds links, special files or files too large,
+    its worker died, the grader failed): nothing of it is read, copied or run; every kernel
+    scores zero and the learner is told why."""
     run.failed(sub.assignment, sub.student, refusal.step, refusal.text)
     sub.verdicts = [Verdict.for_exercise(exercises.get(e), run.backend, run.gpu,
                                          f"not graded (0 points): {refusal.text}")
@@ -172,8 +171,9 @@ def autograde(run: ClassRun, sub: Submission, cache: Path) -> None:
     behind are killed, a gradebook changed beyond this student's rows is restored."""
     db = Path(run.api.coursedir.db_url.removeprefix("sqlite:///"))
     with (
-        guards.GradebookGuard(db, sub.student, cache) as guard,
+        guards.GradebookGuard(db, sub.student) as guard,
         settings.environ(settings.VERDICT_CACHE.set_to(cache)),
+        gpulock.shared(),  # a GPU shared with other tasks: never while one is timed
         guards.Reaper() as reaper,
     ):
         result = run.api.autograde(sub.assignment, sub.student, force=True, create=True)
@@ -189,16 +189,18 @@ def autograde(run: ClassRun, sub: Submission, cache: Path) -> None:
 
 
 def scrub(run: ClassRun, sub: Submission) -> None:
-    """Outputs that show the reference solution go; cells a time limit stopped are noted."""
+    """Cells a time limit stopped are noted; outputs that show a run of solution lines the
+    submission does not hold are counted for the instructor (the feedback keeps them)."""
     executed = run.folder("autograded", sub.student, sub.assignment) / sub.notebook
-    leaks = submissions.scrub_outputs(executed, run.secret, sub.own_text)
+    shown = submissions.solution_shown(executed, run.secret, sub.own_text)
     if stopped := submissions.interrupted_cells(executed):
         sub.problem(run, "timeout", f"{stopped} cell(s) of the notebook ran longer than the "
                     f"{run.cell_timeout} s a class run allows a cell and was interrupted")
-    if leaks:
-        sub.problem(run, "solutions", f"{leaks} output(s) of the notebook showed the course's "
-                    "reference solution (read from the grading machine's disk); removed from "
-                    "the feedback")
+    if shown:
+        run.failed(sub.assignment, sub.student, "solutions", f"{shown} output(s) of the "
+                   f"notebook show {submissions.SOLUTION_RUN} or more consecutive lines of a "
+                   "reference solution that the submitted notebook does not contain; the "
+                   "feedback was left as it is")
 
 
 def record(run: ClassRun, sub: Submission) -> None:
@@ -230,8 +232,9 @@ def grade_one(run: ClassRun, assignment: str, student: str,
     graded, and why (see :func:`refuse`)."""
     sub = Submission(assignment, student)
     folder = run.folder("submitted", student, assignment)
-    if refusal is None and (odd := submissions.unsafe_entries(folder)):
-        refusal = Refusal("files", unsafe_text(odd))  # never read or copied through a link
+    if refusal is None and (odd := submissions.refused_entries(
+            folder, run.api.coursedir.max_file_size * 1000)):
+        refusal = Refusal("files", submissions.refusal(odd))  # never read, copied or followed
     if refusal is not None:
         refuse(run, sub, refusal)
     else:

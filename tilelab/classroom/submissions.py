@@ -1,8 +1,9 @@
 """Submitted and source notebooks, read with nbformat and never executed.
 
 A kernel is read from its ``kernel_<exercise>`` cell as the string literal the cell
-assigns (:func:`ast.literal_eval`: nothing runs); the course's solution lines are what no
-feedback may show; an executed notebook tells which cells a time limit stopped.
+assigns (:func:`ast.literal_eval`: nothing runs); an executed notebook tells which cells a
+time limit stopped, and whether an output shows a run of the course's solution lines that
+its author did not submit (counted for the instructor, never removed).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -20,9 +22,10 @@ from tilelab.catalog import exercises
 from tilelab.classroom.course import kernel_cell_id
 
 SOLUTION_MARKERS = ("BEGIN SOLUTION", "END SOLUTION")
-LEAK_NOTE = "[output removed by the grader: it showed the course's reference solution]"
 #: What reading a file that is not a sound notebook raises.
 NOTEBOOK_READ_LIMIT = 64 * 1024**2  # the most of a submitted notebook ever read
+NOTEBOOK_LIMIT = 16 * 1024**2  # a submitted notebook larger than this is not graded
+SUBMISSION_LIMIT = 256 * 1024**2  # nor a submission whose files add up to more
 UNREADABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, nbformat.ValidationError)
 
 
@@ -67,6 +70,57 @@ def unsafe_entries(folder: Path, limit: int = 5) -> list[str]:
             if len(found) >= limit:
                 return found
     return found
+
+
+def _mib(n: int) -> str:
+    return f"{n / 1024**2:.0f} MiB" if n >= 1024**2 else f"{n} bytes"
+
+
+def oversized(folder: Path, file_limit: int, limit: int = 5) -> list[str]:
+    """The files of a submission too large to grade, by their apparent size (``st_size``:
+    a sparse file of 2 GiB is 2 GiB to every reader and copier, though 0 bytes on disk),
+    checked before anything reads or copies them: a notebook over ``NOTEBOOK_LIMIT``, any
+    file over ``file_limit`` (nbgrader's ``CourseDirectory.max_file_size``), the whole
+    over ``SUBMISSION_LIMIT``. Links are not followed (:func:`unsafe_entries` names them)."""
+    found: list[str] = []
+    total = 0
+    if folder.is_symlink() or not folder.is_dir():
+        return found
+    for root, _dirs, files in os.walk(folder, followlinks=False):
+        for name in files:
+            path = Path(root, name)
+            st = path.lstat()
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            total += st.st_size
+            cap, what = ((NOTEBOOK_LIMIT, "a notebook") if name.endswith(".ipynb")
+                         else (file_limit, "a file"))
+            if st.st_size > cap:
+                found.append(f"{path.relative_to(folder)} ({_mib(st.st_size)}; {what} may be "
+                             f"at most {_mib(cap)})")
+            if len(found) >= limit:
+                return found
+    if total > SUBMISSION_LIMIT:
+        found.append(f"files of {_mib(total)} in all (a submission may be at most "
+                     f"{_mib(SUBMISSION_LIMIT)})")
+    return found
+
+
+def refused_entries(folder: Path, file_limit: int) -> list[str]:
+    """Why a submission folder is not graded at all (links, special files, sizes); []
+    when it may be read."""
+    return unsafe_entries(folder) or oversized(folder, file_limit)
+
+
+def refusal(entries: list[str]) -> str:
+    """The learner's sentence for a refused submission."""
+    if any(" at most " in e for e in entries):
+        return (f"the submission holds {', '.join(entries)}; nothing of it was read, copied "
+                "or run. Remove the large files (or clear the notebook's outputs) and submit "
+                "again")
+    return (f"the submission holds {', '.join(entries)}; a submission may hold only plain "
+            "files and folders. Replace links with copies of the files, remove the rest, "
+            "and submit again")
 
 
 def read_capped(path: Path) -> str:
@@ -127,10 +181,10 @@ def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
 
 def _missing_cell(path: Path, grade_id: str, ids: set[str]) -> str:
     """Why a notebook has no kernel cell ``grade_id``: another assignment's, or deleted."""
-    other = next(
-        (e.assignment for e in exercises.EXERCISES.values() if kernel_cell_id(e.id) in ids),
-        None,
-    )
+    mine = next((e.assignment for e in exercises.EXERCISES.values()
+                 if kernel_cell_id(e.id) == grade_id), None)
+    found = {e.assignment for e in exercises.EXERCISES.values() if kernel_cell_id(e.id) in ids}
+    other = next(iter(sorted(found)), None) if mine not in found else None
     if other is not None:
         return (
             f"{path.name} is the notebook of assignment {other}, not of the assignment it "
@@ -151,6 +205,11 @@ def kernel_from_cell(source: str, grade_id: str = "the kernel cell") -> str:
             f"{grade_id} is not valid Python (line {exc.lineno}: {exc.msg}); it must be "
             'NAME = r"""<your CUDA C>"""'
         ) from None
+    except (MemoryError, RecursionError):  # an expression nested thousands of levels deep
+        raise KernelCellError(
+            f"{grade_id} is nested too deeply for Python to read (thousands of operators or "
+            'brackets in a row?); it must be NAME = r"""<your CUDA C>"""'
+        ) from None
     found: tuple[str, str] | None = None
     for node in tree.body:
         if isinstance(node, ast.Assign | ast.AnnAssign):
@@ -161,7 +220,7 @@ def kernel_from_cell(source: str, grade_id: str = "the kernel cell") -> str:
             if names and node.value is not None:
                 try:
                     value = ast.literal_eval(node.value)
-                except (ValueError, TypeError, SyntaxError, RecursionError):
+                except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
                     continue
                 if isinstance(value, str):
                     found = (names[0], value)
@@ -174,31 +233,62 @@ def kernel_from_cell(source: str, grade_id: str = "the kernel cell") -> str:
     return found[1]
 
 
-def solution_lines(source_notebooks: list[Path], min_length: int = 16) -> set[str]:
-    """The distinctive lines between ``BEGIN SOLUTION`` and ``END SOLUTION`` of the course's
-    source notebooks: what no feedback may show."""
-    lines: set[str] = set()
+#: Consecutive lines of one solution block an output must show, in order, to count as
+#: showing the solution: no grader message, hint or common CUDA line is that long a run.
+SOLUTION_RUN = 6
+#: Of those, how many must be distinctive (long enough not to be an idiom such as ``}``).
+DISTINCTIVE = 4
+DISTINCTIVE_LENGTH = 16
+
+
+def _norm(line: str) -> str:
+    """A line with its whitespace collapsed and its ``//`` comment dropped."""
+    return " ".join(line.split("//", 1)[0].split())
+
+
+def solution_blocks(source_notebooks: list[Path]) -> list[tuple[str, ...]]:
+    """The lines between ``BEGIN SOLUTION`` and ``END SOLUTION`` of the course's source
+    notebooks, one tuple per block (normalised, blank lines dropped)."""
+    blocks: list[tuple[str, ...]] = []
     for path in source_notebooks:
         for cell in read(path).cells:
-            inside = False
+            block: list[str] | None = None
             for line in str(cell.get("source", "")).splitlines():
                 if SOLUTION_MARKERS[0] in line:
-                    inside = True
+                    block = []
                 elif SOLUTION_MARKERS[1] in line:
-                    inside = False
-                elif inside and len(line.strip()) >= min_length:
-                    lines.add(line.strip())
-    return lines
+                    if block:
+                        blocks.append(tuple(block))
+                    block = None
+                elif block is not None and _norm(line):
+                    block.append(_norm(line))
+    return blocks
 
 
-def source_lines(notebook_text: str) -> set[str]:
-    """The stripped source lines of a notebook's cells (its raw text, if it is not one)."""
+def _runs(blocks: list[tuple[str, ...]]) -> set[tuple[str, ...]]:
+    """Every window of :data:`SOLUTION_RUN` consecutive lines of a block with at least
+    :data:`DISTINCTIVE` distinctive lines."""
+    out = set()
+    for block in blocks:
+        for i in range(len(block) - SOLUTION_RUN + 1):
+            run = block[i:i + SOLUTION_RUN]
+            if sum(len(x) >= DISTINCTIVE_LENGTH for x in run) >= DISTINCTIVE:
+                out.add(run)
+    return out
+
+
+def _windows(text: str) -> set[tuple[str, ...]]:
+    lines = [n for n in map(_norm, text.splitlines()) if n]
+    return {tuple(lines[i:i + SOLUTION_RUN]) for i in range(len(lines) - SOLUTION_RUN + 1)}
+
+
+def notebook_text(notebook_text: str) -> str:
+    """The source of a notebook's cells, joined (its raw text, if it is not a notebook)."""
     try:
         nb = nbformat.reads(notebook_text, as_version=4, capture_validation_error={})
-        text = "\n".join(str(c.get("source", "")) for c in nb.cells)
+        return "\n".join(str(c.get("source", "")) for c in nb.cells)
     except UNREADABLE:
-        text = notebook_text
-    return {ln.strip() for ln in text.splitlines()}
+        return notebook_text
 
 
 def _text(value: Any) -> str:
@@ -211,25 +301,21 @@ def _output_text(output: dict[str, Any]) -> str:
     return "\n".join(map(_text, parts))
 
 
-def scrub_outputs(notebook: Path, secret: set[str], own: str = "") -> int:
-    """Replace every output of ``notebook`` that shows a line of ``secret`` the learner did
-    not write (``own``: their submitted notebook's text); returns how many."""
+def solution_shown(notebook: Path, blocks: list[tuple[str, ...]], own: str = "") -> int:
+    """How many outputs of an executed ``notebook`` show a run of :data:`SOLUTION_RUN`
+    consecutive lines of a solution block that the submitted notebook (``own``: its text)
+    does not hold: what its author could not have typed. A single line is never evidence
+    (a guard such as ``if (row < M && col < N)`` is every learner's, and the grader's
+    hints quote it). Nothing is changed: the feedback keeps every output."""
     try:
         nb = read(notebook)
     except UNREADABLE:
         return 0
-    own_lines = source_lines(own)
-    secret = {line for line in secret if line not in own_lines}
-    removed = 0
-    for cell in nb.cells:
-        outputs = cell.get("outputs") or []
-        for i, output in enumerate(outputs):
-            if any(line in _output_text(output) for line in secret):
-                outputs[i] = nbformat.v4.new_output("stream", name="stderr", text=LEAK_NOTE + "\n")
-                removed += 1
-    if removed:
-        nbformat.write(nb, notebook, capture_validation_error={})
-    return removed
+    secret = _runs(blocks) - _windows(notebook_text(own))
+    if not secret:
+        return 0
+    return sum(bool(_windows(_output_text(o)) & secret)
+               for cell in nb.cells for o in cell.get("outputs") or [])
 
 
 def interrupted_cells(notebook: Path) -> int:
@@ -243,3 +329,20 @@ def interrupted_cells(notebook: Path) -> int:
             for o in c.get("outputs") or [])
         for c in cells
     )
+
+
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def empty_kernel(source: str, kernel: str) -> bool:
+    """Whether the kernel ``kernel`` in ``source`` has an empty body (comments aside) and
+    nothing else is written outside it but preprocessor lines: the released stub, left
+    as it was. Such a kernel writes nothing; grading it would only say so, slowly."""
+    text = _COMMENTS.sub("", source)
+    m = re.search(rf"\b{re.escape(kernel)}\s*\([^)]*\)\s*\{{\s*\}}", text)
+    if m is None:
+        return False
+    rest = text[: m.start()] + text[m.end():]
+    lines = [ln.strip() for ln in rest.splitlines()]
+    return all(not ln or ln.startswith("#") or ln in ("__global__ void", "__global__")
+               for ln in lines)

@@ -105,7 +105,7 @@ class Writer:
         out: dict[str, dict[str, float]] = {}
         for e in exercises.ASSIGNMENTS[assignment]:
             out[e] = {}
-            for kind in ("correct", "speed"):
+            for kind in nbcourse.test_kinds(e):
                 score = by_name.get(nbcourse.test_cell_id(e, kind))
                 if score is None:
                     return None

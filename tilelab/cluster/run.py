@@ -39,18 +39,20 @@ def grade_on_worker(course: task.Course, sub: task.Submission) -> task.Result:
 
 class OnDask:
     """Tasks on a Dask cluster: a local one of ``workers`` workers (one per GPU with
-    ``gpus``), or the running one at ``scheduler``."""
+    ``gpus``, ``tasks_per_gpu`` workers to a GPU), or the running one at ``scheduler``."""
 
     def __init__(self, workers: int = 2, scheduler: str | None = None,
-                 gpus: bool = False) -> None:
+                 gpus: bool = False, tasks_per_gpu: int = 1) -> None:
         self.workers, self.scheduler, self.gpus = workers, scheduler, gpus
+        self.tasks_per_gpu = tasks_per_gpu
         self.remote = scheduler is not None
         self.where = scheduler or f"a local Dask cluster of {workers} worker(s)"
 
     def __call__(self, course: task.Course, todo: list[task.Submission],
                  about: dict[str, Any]) -> Iterator[task.Result]:
         opened = time.monotonic()
-        with start.open_client(self.workers, self.scheduler, gpus=self.gpus) as client:
+        with start.open_client(self.workers, self.scheduler, gpus=self.gpus,
+                               tasks_per_gpu=self.tasks_per_gpu) as client:
             about["workers"] = len(client.nthreads())
             about["cluster_start_seconds"] = round(time.monotonic() - opened, 2)
             deaths = start.allowed_failures(client) + 1
@@ -86,6 +88,8 @@ class OnDask:
                 yield result
 
 
-def on_dask(workers: int = 2, scheduler: str | None = None, gpus: bool = False) -> OnDask:
-    """The executor that grades a class's tasks on a Dask cluster (see :class:`OnDask`)."""
-    return OnDask(workers, scheduler, gpus)
+def on_dask(workers: int = 2, scheduler: str | None = None, gpus: bool = False,
+            tasks_per_gpu: int = 1) -> OnDask:
+    """The executor that grades a class's tasks on a Dask cluster (see :class:`OnDask`);
+    ``tasks_per_gpu`` tasks at once on each GPU of a local cluster."""
+    return OnDask(workers, scheduler, gpus, tasks_per_gpu)

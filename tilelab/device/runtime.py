@@ -79,8 +79,8 @@ PYCUDA_CACHE = "pycuda"
 
 def seed_pycuda_cache() -> None:
     """Make the PyCUDA cache folder ``$PYCUDA_CACHE_DIR`` names (PyCUDA makes only its
-    default one), and copy the base caches' PyCUDA builds into it (PyCUDA writes on every
-    miss, so it cannot use a read-only cache)."""
+    default one), and link the base caches' PyCUDA builds into it (PyCUDA writes on every
+    miss, so it cannot use a read-only cache itself)."""
     bases = [b for b in base_caches(PYCUDA_CACHE) if b.is_dir()]
     if bases:
         os.environ.setdefault("PYCUDA_CACHE_DIR",
@@ -92,7 +92,10 @@ def seed_pycuda_cache() -> None:
     for base in bases:
         for built in base.iterdir():
             if built.is_file() and not (target / built.name).exists():
-                shutil.copyfile(built, target / built.name)
+                try:  # read in place; a link costs nothing
+                    os.symlink(built, target / built.name)
+                except OSError:
+                    shutil.copyfile(built, target / built.name)
 
 
 def _gpu_runtime() -> Runtime:

@@ -13,8 +13,10 @@ kernel, the Jupyter kernel that runs a submitted notebook) runs under ``bwrap`` 
 - the NVIDIA device nodes bound in when the machine has them (a kernel runs on the GPU
   inside the sandbox): the control nodes and the grader's own GPU only
   (:mod:`tilelab.grading.gpu_nodes`);
-- resource limits (CPU time, memory, processes, file size, open files), a total wall-clock
-  budget after which the whole process tree is killed, and capped output.
+- one cgroup for its whole tree of processes (memory with its tmpfs pages, processes, CPU
+  time), per-process limits (file size, open files), sized tmpfs mounts, a total
+  wall-clock budget after which the whole tree is killed, and capped output: all applied
+  by :mod:`tilelab.grading.limits` and its launcher :mod:`tilelab.grading.enter`.
 
 The sandbox's own result comes back on a pipe created here (see :func:`run`) and is read
 only after the sandbox's whole pid namespace is gone.
@@ -23,15 +25,11 @@ only after the sandbox's whole pid namespace is gone.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import glob
-import json
 import os
-import resource
 import selectors
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -40,9 +38,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tilelab.grading import gpu_nodes
+from tilelab.grading import enter, gpu_nodes
+from tilelab.grading.limits import Cgroup, Limits, shim
 
 BWRAP = "bwrap"
+DEFAULT = Limits()
 #: The uid and gid a submission runs as, inside the sandbox ("nobody").
 INSIDE_ID = 65534
 #: The submission's private writable folder, as the sandbox sees it.
@@ -73,21 +73,6 @@ _ETC_FILES = (
     "/etc/passwd",
     "/etc/group",
 )
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Per-sandbox resource limits (``None``: not limited)."""
-
-    wall_seconds: float = 600.0  # total budget; the whole process tree is killed after it
-    cpu_seconds: int | None = 600  # RLIMIT_CPU, per process
-    address_space: int | None = 8 << 30  # RLIMIT_AS (the emulator; CUDA needs none)
-    data: int | None = None  # RLIMIT_DATA (on a GPU, instead of the address space)
-    processes: int | None = 256  # RLIMIT_NPROC, and a pids cgroup where one can be made
-    file_bytes: int | None = 256 << 20  # RLIMIT_FSIZE: any one file written
-    open_files: int | None = 512  # RLIMIT_NOFILE
-    output_bytes: int = 1 << 20  # of stdout and of stderr kept; the rest is dropped
-    tmp_bytes: int = 512 << 20  # size of the private /tmp (a tmpfs)
 
 
 @dataclass
@@ -188,7 +173,7 @@ def cuda_paths() -> list[str]:
 
 def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, str],
             read_only: Sequence[tuple[str, str]] = (), writable: Sequence[tuple[str, str]] = (),
-            limits: Limits = Limits(), work_read_only: bool = False,
+            limits: Limits = DEFAULT, work_read_only: bool = False,
             hidden: Sequence[str] = ()) -> list[str]:
     """The ``bwrap`` command line that runs ``argv`` with ``work`` as ``/sandbox``.
 
@@ -207,9 +192,10 @@ def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, s
     for p in python_paths() + cuda_paths():
         args += ["--ro-bind", p, p]
     args += ["--ro-bind", package_dir(), f"{PACKAGE_ROOT}/tilelab"]
-    for path in hidden:
-        args += ["--tmpfs", path]
-    args += ["--proc", "/proc", "--dev", "/dev"]
+    for path in hidden:  # an empty, read-only folder over it
+        args += ["--size", "4096", "--tmpfs", path, "--remount-ro", path]
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes),
+             "--tmpfs", "/dev/shm"]
     nodes, gpu_env = gpu_nodes.sandbox_gpu(nvidia_devices())
     for node in nodes:
         args += ["--dev-bind", node, node]
@@ -220,7 +206,9 @@ def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, s
         args += ["--ro-bind", os.fspath(host), inside]
     for host, inside in writable:
         args += ["--bind", os.fspath(host), inside]
-    args += ["--chdir", WORK, "--clearenv"]
+    # the sandbox's own root (the folders bwrap made for its mount points) is read-only:
+    # only /tmp, /dev/shm and the binds named writable above can be written
+    args += ["--remount-ro", "/", "--chdir", WORK, "--clearenv"]
     for k, v in sandbox_env({**gpu_env, **env}).items():
         args += ["--setenv", k, v]
     return [*args, "--", *argv]
@@ -253,69 +241,10 @@ def sandbox_env(extra: Mapping[str, str]) -> dict[str, str]:
     return base | dict(extra)
 
 
-def _limit_pairs(limits: Limits) -> list[tuple[str, int]]:
-    pairs = (("RLIMIT_CPU", limits.cpu_seconds), ("RLIMIT_AS", limits.address_space),
-             ("RLIMIT_DATA", limits.data), ("RLIMIT_NPROC", limits.processes),
-             ("RLIMIT_FSIZE", limits.file_bytes), ("RLIMIT_NOFILE", limits.open_files),
-             ("RLIMIT_CORE", 0))
-    return [(name, value) for name, value in pairs if value is not None]
-
-
-def _set_limits(limits: Limits) -> None:
-    for name, value in _limit_pairs(limits):
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(getattr(resource, name), (value, value))
-
-
-# Run before bwrap by exec (no preexec_fn: unsafe in a threaded process, a Jupyter kernel):
-# join the pids cgroup, set the limits, become bwrap.
-_EXEC = """import json, os, resource, sys
-cgroup = sys.argv[2]
-if cgroup:
-    try:
-        with open(cgroup + "/cgroup.procs", "w") as f:
-            f.write(str(os.getpid()))
-    except OSError:
-        pass
-for name, value in json.loads(sys.argv[1]):
-    try:
-        resource.setrlimit(getattr(resource, name), (value, value))
-    except (ValueError, OSError):
-        pass
-os.execvp(sys.argv[3], sys.argv[3:])
-"""
-
-
-def _pids_cgroup(limit: int | None) -> str | None:
-    """A fresh pids cgroup (v1 or delegated v2) capped at ``limit`` processes, where this
-    user may make one; RLIMIT_NPROC does not bind a sandbox started by root."""
-    if limit is None:
-        return None
-    for root in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
-        if not os.access(root, os.W_OK) or not os.path.exists(os.path.join(root, "cgroup.procs")):
-            continue
-        try:
-            path = tempfile.mkdtemp(prefix="tilelab-sandbox-", dir=root)
-            with open(os.path.join(path, "pids.max"), "w") as f:
-                f.write(str(limit))
-            return path
-        except OSError:
-            continue
-    return None
-
-
-def _enter(limits: Limits, cgroup: str | None) -> None:
-    """In the child before exec: caps and the pids cgroup (new session via Popen)."""
-    if cgroup:
-        with contextlib.suppress(OSError), open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
-            f.write(str(os.getpid()))
-    _set_limits(limits)
-
-
 CHANNEL = "{channel}"  # in ``run``'s argv: replaced by the result pipe's descriptor number
 
 
-def run(argv: Sequence[str], work: str | os.PathLike, *, limits: Limits = Limits(),
+def run(argv: Sequence[str], work: str | os.PathLike, *, limits: Limits = DEFAULT,
         env: Mapping[str, str] | None = None, stdin: bytes | None = None,
         read_only: Sequence[tuple[str, str]] = (),
         writable: Sequence[tuple[str, str]] = ()) -> Result:
@@ -324,25 +253,27 @@ def run(argv: Sequence[str], work: str | os.PathLike, *, limits: Limits = Limits
     The command finds a pipe made here for its result at the descriptor whose number
     replaces :data:`CHANNEL` in ``argv``; everything written on it, on stdout and on stderr
     is read while it runs (stdout and stderr capped) and returned only once the sandbox and
-    every process in it has ended."""
+    every process in it has ended. Its whole tree is in one cgroup of its own (where the
+    machine gives one: :func:`~tilelab.grading.limits.missing_caps`), removed at its end."""
     require()
     chan_r, chan_w = os.pipe()
     argv = [a.replace(CHANNEL, str(chan_w)) for a in argv]
     cmd = command(argv, work, env=env or {}, read_only=read_only, writable=writable,
                   limits=limits)
-    cgroup = _pids_cgroup(limits.processes)
-    shim = [sys.executable, "-S", "-c", _EXEC, json.dumps(_limit_pairs(limits)), cgroup or ""]
+    cgroup = Cgroup.make(limits)
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(
-            [*shim, *cmd], stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            [*shim(limits, cgroup), *cmd],
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(chan_w,),
             start_new_session=True,
         )
     except BaseException:
         os.close(chan_r)
         os.close(chan_w)
-        _drop_cgroup(cgroup)
+        if cgroup:
+            cgroup.close()
         raise
     os.close(chan_w)
     if stdin is not None and proc.stdin is not None:
@@ -351,17 +282,25 @@ def run(argv: Sequence[str], work: str | os.PathLike, *, limits: Limits = Limits
         with contextlib.suppress(OSError):
             proc.stdin.close()
     try:
-        out, err, chan, truncated, timed_out = _pump(proc, chan_r, limits, t0)
+        out, err, chan, truncated, timed_out = _pump(proc, chan_r, limits, t0, cgroup)
     finally:
-        _kill(proc)
+        enter.kill_tree(proc.pid, cgroup.folders if cgroup else [])
+        proc.wait()
+        for f in (proc.stdout, proc.stderr, proc.stdin):
+            if f is not None:
+                with contextlib.suppress(OSError):
+                    f.close()
         os.close(chan_r)
-        _drop_cgroup(cgroup)
+        if cgroup:
+            cgroup.close()
     return Result(None if timed_out else proc.returncode, out, err, chan, truncated,
                   timed_out, time.monotonic() - t0, cmd)
 
 
-def _pump(proc: subprocess.Popen, chan_r: int, limits: Limits, t0: float
-          ) -> tuple[bytes, bytes, bytes, bool, bool]:
+def _pump(proc: subprocess.Popen, chan_r: int, limits: Limits, t0: float,
+          cgroup: Cgroup | None) -> tuple[bytes, bytes, bytes, bool, bool]:
+    """Read the pipes until they close; ``timed_out`` once the wall budget, or the whole
+    tree's CPU time, is spent."""
     assert proc.stdout is not None and proc.stderr is not None
     bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray(),
             chan_r: bytearray()}
@@ -375,7 +314,8 @@ def _pump(proc: subprocess.Popen, chan_r: int, limits: Limits, t0: float
     try:
         while open_fds:
             left = t0 + limits.wall_seconds - time.monotonic()
-            if left <= 0:
+            used = cgroup.cpu_seconds() if cgroup and limits.cpu_seconds else None
+            if left <= 0 or (used is not None and used > (limits.cpu_seconds or 0)):
                 timed_out = True
                 break
             for key, _ in sel.select(min(left, 1.0)):
@@ -400,25 +340,6 @@ def _pump(proc: subprocess.Popen, chan_r: int, limits: Limits, t0: float
             bytes(bufs[chan_r]), truncated, timed_out)
 
 
-def _kill(proc: subprocess.Popen) -> None:
-    """Kill bwrap's session (its pid namespace dies with it) and reap it."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
-    proc.wait()
-    for f in (proc.stdout, proc.stderr, proc.stdin):
-        if f is not None:
-            with contextlib.suppress(OSError):
-                f.close()
-
-
-def _drop_cgroup(path: str | None) -> None:
-    if path:
-        with contextlib.suppress(OSError):
-            os.rmdir(path)
-
-
 @contextlib.contextmanager
 def private_folder(prefix: str = "tilelab-sandbox-"):
     """A fresh folder for one submission, removed afterwards (its owner only)."""
@@ -427,52 +348,3 @@ def private_folder(prefix: str = "tilelab-sandbox-"):
         yield Path(path)
     finally:
         shutil.rmtree(path, ignore_errors=True)
-
-
-def limits_to_json(limits: Limits) -> str:
-    return json.dumps(dataclasses.asdict(limits))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tilelab.grading.bubblewrap --limits JSON -- bwrap ...``: set the limits
-    and a pids cgroup, run the command, kill it (and so its sandbox) when its wall budget is spent.
-    For launchers that take a command line but no pre-exec hook (Jupyter's kernels)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) < 4 or args[0] != "--limits" or args[2] != "--":
-        print("usage: python -m tilelab.grading.bubblewrap --limits JSON -- COMMAND...",
-              file=sys.stderr)
-        return 2
-    limits = Limits(**json.loads(args[1]))
-    cgroup = _pids_cgroup(limits.processes)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _enter(limits, cgroup)
-            os.execvp(args[3], args[3:])
-        finally:
-            os._exit(127)
-    signal.signal(signal.SIGTERM, lambda *_: _end(pid))
-    signal.signal(signal.SIGINT, lambda *_: os.kill(pid, signal.SIGINT))
-    deadline = time.monotonic() + limits.wall_seconds
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            print(f"tilelab sandbox: the {limits.wall_seconds:g} s budget is spent; stopped",
-                  file=sys.stderr)
-            _end(pid)
-            _, status = os.waitpid(pid, 0)
-            break
-        time.sleep(0.2)
-    _drop_cgroup(cgroup)
-    return os.waitstatus_to_exitcode(status) & 0xFF
-
-
-def _end(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)  # bwrap: --die-with-parent takes the sandbox with it
-
-
-if __name__ == "__main__":
-    sys.exit(main())
