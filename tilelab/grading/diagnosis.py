@@ -412,7 +412,7 @@ def _value_fault(a: Attempt, problem: Problem, kern: Kernel) -> Diagnosis | None
     """A fault in the values themselves: every wrong element off by one constant (the sum
     started from it), or rounded to a whole number (an int variable on the way)."""
     bad = a.bad & np.isfinite(a.got)
-    if bad.sum() < a.bad.size // 2:  # a start value or an int marks most of the output
+    if not bad.any() or bad.sum() < a.bad.size // 2:  # it marks most of the output
         return None
     got, want = a.got[bad].astype(np.float64), a.expected[bad]
     if not np.array_equal(want, np.round(want)) and np.array_equal(got, np.trunc(got)):
