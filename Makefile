@@ -5,13 +5,24 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: book test browser postgres sandbox lint data clean
+.PHONY: book test browser postgres sandbox lint constraints data clean
 
-$(STAMP): requirements.txt pyproject.toml
+# requirements.txt names what the course imports; constraints.txt pins all they bring.
+$(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
+
+## Pin again everything requirements.txt brings (after changing it): a fresh environment,
+## then pip freeze into constraints.txt.
+constraints:
+	rm -rf .venv-constraints
+	$(PYTHON) -m venv .venv-constraints
+	.venv-constraints/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+	{ sed -n '/^#/p' constraints.txt; .venv-constraints/bin/python -m pip freeze --all --exclude pip; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf .venv-constraints
 
 ## Build the HTML book (no GPU needed) and open it in a browser where there is one.
 book: $(STAMP)

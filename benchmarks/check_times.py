@@ -1,16 +1,24 @@
-"""Wall time of ``tilelab check`` on the CPU emulator, per exercise, traffic counters on.
+"""Wall time of ``tilelab check`` per exercise, sandboxed (the default) and, as a yardstick
+measured in the same minute, unsandboxed; traffic counters on.
 
 Each run is the command a learner types (a fresh process: import, grade in a child,
 correctness on every shape, the analysis launch with races, banks and traffic), on the
-exercise's reference solution with the emulator's compile cache warm. Prints p50 and p95.
+exercise's reference solution after one warm-up check (the user's caches warm, as for a
+learner who checks again). The sandboxed and unsandboxed runs alternate, so that the
+yardstick sees the same load on a shared machine. Prints p50 and p95 of each.
 
-    python benchmarks/check_times.py [--repeat 10]
+With ``--backend gpu`` (on a machine with a GPU) it also prints the median seconds of each
+grading step of the sandboxed checks (the verdict's ``step_seconds``).
+
+    python benchmarks/check_times.py [--repeat 10] [--exercise tiled ...] [--backend gpu]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -19,28 +27,65 @@ from pathlib import Path
 
 import numpy as np
 
-from tilelab.catalog import exercises
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tilelab.catalog import exercises  # noqa: E402
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, dict]:
+    """Seconds one check took, and its verdict."""
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - t0
+    try:
+        return seconds, json.loads(out.stdout)["verdict"]
+    except (ValueError, KeyError) as exc:
+        raise SystemExit(f"{' '.join(cmd)} printed no verdict (exit {out.returncode}):\n"
+                         f"{out.stderr[-2000:]}") from exc
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--exercise", nargs="*", help="only these exercises (default: all)")
+    parser.add_argument("--backend", choices=("emu", "gpu"), default="emu")
+    parser.add_argument("--no-yardstick", action="store_true",
+                        help="skip the unsandboxed runs")
     a = parser.parse_args()
-    env = {**os.environ, "TILELAB_BACKEND": "emu"}
-    print(f"{'exercise':<18} {'p50 s':>7} {'p95 s':>7}  (n={a.repeat}, warm compile cache)")
+    env = {**os.environ, "TILELAB_BACKEND": a.backend,
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    plain = {**env, "TILELAB_SANDBOXED": "1"}  # as if already in a sandbox: none is made
+    print(f"{'exercise':<18} {'p50 s':>7} {'p95 s':>7}   {'unsandboxed p50':>15} {'p95':>6}"
+          f"  (n={a.repeat}, {a.backend}, after one warm-up check)")
+    chosen = [exercises.get(e) for e in a.exercise] if a.exercise else \
+        list(exercises.EXERCISES.values())
     with tempfile.TemporaryDirectory() as tmp:
-        for ex in exercises.EXERCISES.values():
+        for ex in chosen:
             src = Path(tmp) / f"{ex.id}.cu"
             src.write_text(ex.reference.source().replace(ex.reference.name + "(", ex.kernel + "("))
             cmd = [sys.executable, "-m", "tilelab.cli", "check", ex.id, str(src), "--json"]
-            subprocess.run(cmd, env=env, capture_output=True, check=True)  # warm the cache
-            times = []
+            timed(cmd, env)  # warm the user's caches
+            if not a.no_yardstick:
+                timed(cmd, plain)
+            boxed, bare, steps = [], [], []
             for _ in range(a.repeat):
-                t0 = time.perf_counter()
-                subprocess.run(cmd, env=env, capture_output=True, check=True)
-                times.append(time.perf_counter() - t0)
-            p50, p95 = np.percentile(times, [50, 95])
-            print(f"{ex.id:<18} {p50:>7.2f} {p95:>7.2f}")
+                seconds, verdict = timed(cmd, env)
+                boxed.append(seconds)
+                steps.append(verdict.get("step_seconds", {}))
+                if not a.no_yardstick:
+                    bare.append(timed(cmd, plain)[0])
+            p50, p95 = np.percentile(boxed, [50, 95])
+            line = f"{ex.id:<18} {p50:>7.2f} {p95:>7.2f}"
+            if bare:
+                q50, q95 = np.percentile(bare, [50, 95])
+                line += f"   {q50:>15.2f} {q95:>6.2f}"
+            print(line, flush=True)
+            if a.backend == "gpu":
+                names = sorted({k for s in steps for k in s})
+                print("    steps (median s): " + ", ".join(
+                    f"{k} {statistics.median(s.get(k, 0.0) for s in steps):.2f}"
+                    for k in names), flush=True)
 
 
 if __name__ == "__main__":

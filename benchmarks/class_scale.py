@@ -1,4 +1,4 @@
-"""A synthetic class graded on a Dask cluster of 1 and then 2 workers (or more).
+"""A synthetic class graded by 1 worker (this process) and then a Dask cluster of 2 (or more).
 
 The class (``--students`` learners, each submitting assignments 01-naive and 02-tiled,
 one kernel each) cycles through five kinds of submission: right (the reference kernel),
@@ -13,7 +13,7 @@ when workers share a machine), whether every grade is identical, and from the me
 time per kernel what a course of 1,000 learners x 5 kernels costs on 8 GPUs (one worker
 each).
 
-    python benchmarks/class_scale.py [--students 30] [--workers 1 2] [--gpu]
+    python benchmarks/class_scale.py [--students 30] [--workers 1 2] [--gpu] [--dask]
 
 Without ``--gpu`` the workers grade on the CPU emulator; with it each worker gets a GPU of
 its own (``--workers 1 2`` needs two GPUs). Run from the repository root.
@@ -39,9 +39,9 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 HOSTILE = (
     'KERNEL = r"""__global__ void {name}(const float* A, const float* B, float* C,'
     ' int M, int N, int K) {{ }}"""\n'
-    "import tilelab.grade\n"
-    "from tilelab.verdict import Verdict\n"
-    "tilelab.grade.grade_source = lambda e, s, **k: Verdict(e, 'emu', correct=True,"
+    "import tilelab.notebook\n"
+    "from tilelab.grading.verdict import Verdict\n"
+    "tilelab.notebook.grade_source = lambda e, s, **k: Verdict(e, 'emu', correct=True,"
     " speed_passed=True, points_correct=3, points_speed=2)\n"
 )
 KINDS = {  # kind -> exercise -> a fixture's stem, "solution", or a whole cell
@@ -91,10 +91,10 @@ def cpu_seconds() -> float:
 
 def verdict_docs(root: Path) -> list[dict]:
     """Each graded submission's verdict file (points, verdicts, step times)."""
-    from tilelab.cluster.writer import VERDICT_JSON
+    from tilelab.classroom.steps import VERDICT_FILE
 
     return [json.loads(path.read_text()) for path in
-            sorted((root / "autograder" / "feedback").glob(f"*/*/{VERDICT_JSON}"))]
+            sorted((root / "autograder" / "feedback").glob(f"*/*/{VERDICT_FILE}.json"))]
 
 
 def grades(docs: list[dict]) -> dict[str, object]:
@@ -149,15 +149,33 @@ def per_worker(timings: list[dict]) -> str:
             f"{', '.join(str(len(s)) for s in by.values())}")
 
 
+def label(workers: int, per_gpu: int, gpu: bool) -> str:
+    return f"{workers} worker(s)" + (f" x {per_gpu} task(s) per GPU" if gpu else "")
+
+
+def slots(run: dict) -> int:
+    """Tasks a run grades at once."""
+    return run["workers"] * run["tasks_per_gpu"]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--students", type=int, default=30, help="learners (2 submissions each)")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     p.add_argument("--gpu", action="store_true", help="one worker per GPU, speed measured")
+    p.add_argument("--tasks-per-gpu", type=int, nargs="+", default=[1],
+                   help="with --gpu: grade with N tasks at once on each GPU, for each N "
+                        "(the timed steps take the GPU alone)")
     p.add_argument("--json", help="also write the figures to this file")
+    p.add_argument("--dask", action="store_true",
+                   help="1 worker on a Dask cluster too (default: 1 worker is this process)")
     a = p.parse_args()
+    if any(n > 1 for n in a.tasks_per_gpu) and not a.gpu:
+        p.error("--tasks-per-gpu above 1 needs --gpu")
 
-    from tilelab.cluster.run import grade_class_on_cluster
+    from tilelab.classroom import grade_class
+    from tilelab.classroom.inline import inline
+    from tilelab.cluster.run import on_dask
 
     backend = "gpu" if a.gpu else "emu"
     runs = []
@@ -167,20 +185,22 @@ def main() -> int:
         print(f"class: {n} submissions ({a.students} learners x 2 assignments; right, wrong, "
               f"slow, broken, hostile), backend {backend}, {os.cpu_count()} CPU cores, "
               f"load average {os.getloadavg()[0]:.1f}")
-        for workers in a.workers:
-            root = Path(tmp) / f"w{workers}"
+        for workers, per_gpu in [(w, k) for w in a.workers for k in a.tasks_per_gpu]:
+            root = Path(tmp) / f"w{workers}-t{per_gpu}"
             shutil.copytree(template, root)
             load0 = os.getloadavg()[0]
             cpu0 = cpu_seconds()
             t0 = time.monotonic()
-            summary = grade_class_on_cluster(
-                root, backend=backend, workers=workers, progress=False
-            )
+            executor = (on_dask(workers, gpus=a.gpu, tasks_per_gpu=per_gpu)
+                        if workers > 1 or per_gpu > 1 or a.dask else inline)
+            summary = grade_class(root, backend=backend, progress=False, run_tasks=executor)
             wall = time.monotonic() - t0
             cpu = cpu_seconds() - cpu0  # the cluster's processes have ended: all counted
             timing = summary["timing"]
             runs.append({
                 "workers": workers,
+                "tasks_per_gpu": per_gpu,
+                "label": label(workers, per_gpu, a.gpu),
                 "submissions": summary["graded"],
                 "wall_seconds": round(wall, 1),
                 "grading_seconds": timing["wall_seconds"],
@@ -199,7 +219,7 @@ def main() -> int:
                 "step_seconds": step_seconds(docs, summary["timings"]),
             })
             r = runs[-1]
-            print(f"{workers} worker(s): {r['submissions']} submissions in "
+            print(f"{r['label']}: {r['submissions']} submissions in "
                   f"{r['grading_seconds']:.1f} s = {r['submissions_per_minute']:.1f} "
                   f"submissions/min (mean task {r['task_seconds_mean']:.1f} s; "
                   f"{wall:.1f} s with cluster start and CSV); {r['in_flight']:.2f} tasks "
@@ -216,34 +236,40 @@ def main() -> int:
         speedup = r["submissions_per_minute"] / base["submissions_per_minute"]
         r["speedup"] = round(speedup, 2)
         target = 1.7 if backend == "emu" else 1.8
-        print(f"speedup {base['workers']} -> {r['workers']} workers: {speedup:.2f}x "
+        print(f"speedup {base['label']} -> {r['label']}: {speedup:.2f}x "
               f"(target >= {target}x for 1 -> 2: {'met' if speedup >= target else 'NOT met'})")
     # on a shared machine the speedup is capped by the CPU the run is given, not by the cluster
     for r in runs[1:]:
-        need = base["cores_busy"] * r["workers"] / base["workers"]
-        print(f"{r['workers']} workers needed about {need:.2f} of {os.cpu_count()} cores to "
-              f"scale fully from {base['workers']} ({base['cores_busy']:.2f} cores busy); "
+        need = base["cores_busy"] * slots(r) / slots(base)
+        print(f"{r['label']} needed about {need:.2f} of {os.cpu_count()} cores to "
+              f"scale fully from {base['label']} ({base['cores_busy']:.2f} cores busy); "
               f"they got {r['cores_busy']:.2f}")
     for r in runs[1:]:  # the speedup's two losses: slower tasks, idle workers
         own, base_own = r["task_seconds"], base["task_seconds"]
-        print(f"tasks' own time, {r['workers']} vs {base['workers']} worker(s): {own:.1f} / "
+        print(f"tasks' own time, {r['label']} vs {base['label']}: {own:.1f} / "
               f"{base_own:.1f} s = {own / base_own:.3f}x (a task beside other workers is "
               f"that much slower)")
     for r in runs[1:]:  # which grading steps slow down beside other workers
         ratios = ", ".join(f"{k} {v:.2f}/{base['step_seconds'][k]:.2f} s"
                            for k, v in r["step_seconds"].items() if base["step_seconds"].get(k))
-        print(f"median step seconds, {r['workers']} vs {base['workers']} worker(s): {ratios}")
+        print(f"median step seconds, {r['label']} vs {base['label']}: {ratios}")
     same = all(r["grades"] == base["grades"] for r in runs)
     print(f"grades identical in every run: {'yes' if same else 'NO'}")
     # 1,000 learners x 5 kernels on 8 workers, from the measured time per kernel (01-naive
     # and 02-tiled hold one kernel each, so a task here is one kernel and its notebook)
     best = runs[-1]
     per_kernel = base["task_seconds_mean"]
-    efficiency = best.get("speedup", 1.0) * base["workers"] / best["workers"]
+    efficiency = best.get("speedup", 1.0) * slots(base) / slots(best)
     hours = 1000 * 5 * per_kernel / (8 * min(1.0, efficiency)) / 3600
     print(f"1,000 learners x 5 kernels on 8 {'GPUs' if a.gpu else 'workers'}: "
           f"{per_kernel:.1f} s per kernel x 5,000 / (8 x {min(1.0, efficiency):.2f} "
           f"efficiency) = {hours:.1f} h")
+    if a.gpu:  # one GPU's throughput at each setting, and what a course costs with it
+        for r in runs:
+            per_gpu_minute = r["submissions_per_minute"] / r["workers"]
+            print(f"{r['tasks_per_gpu']} task(s) per GPU: {per_gpu_minute:.1f} submissions/min "
+                  f"per GPU; 1,000 learners x 5 kernels: {5000 / per_gpu_minute / 60:.1f} h on "
+                  f"one GPU, {5000 / per_gpu_minute / 60 / 8:.2f} h on 8")
     if a.json:
         doc = {"backend": backend, "runs": [{k: v for k, v in r.items() if k != "grades"}
                                             for r in runs],

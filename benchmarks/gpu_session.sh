@@ -12,12 +12,21 @@
 # OUT_DIR/gates.json), cluster (the Dask cluster's `gpu` tests: a LocalCUDACluster worker per
 # GPU; needs dask-cuda), scale (benchmarks/class_scale.py --gpu with 1 and 2 workers: needs
 # two GPUs; SCALE_STUDENTS learners, 24 by default; every task's time and the median
-# seconds of each grading step in OUT_DIR/scale.json), sandbox (what each sandbox sees,
-# its cgroup caps and a GPU kernel graded inside its cgroup). A summary table is printed
-# last.
+# seconds of each grading step in OUT_DIR/scale.json), checktimes (`tilelab check` on the
+# GPU: p50/p95 per exercise and the median seconds of each grading step), pergpu
+# (class_scale on one GPU with 1, 2, 4 and 8 tasks at once: submissions per minute, grades
+# identical; OUT_DIR/pergpu.json), sharedgpu (tilelab bench shared_gpu: verdicts on the
+# wrong side of the gate with two graders on one GPU, without and with the GPU's lock),
+# hostile (tilelab check on the GPU of each replaying and lesson-skipping kernel of
+# tests/fixtures/submissions, then the `gpu` tests of the replay-proof speed run and of the
+# counters, which print ncu's time per kernel; OUT_DIR/hostile.json holds each verdict),
+# road (the road to cuBLAS alone: its Nsight Compute counters, the sgemm table with the
+# ablations and step 6, the ptxas report and the model that reads them -> OUT_DIR/data),
+# sandbox (what each sandbox sees, its cgroup caps, and a GPU kernel graded inside its
+# cgroup). A summary table is printed last.
 set -uo pipefail
 out="${1:?usage: gpu_session.sh OUT_DIR}"
-steps="${STEPS:-tests sandbox class corpus bench calibrate}"
+steps="${STEPS:-tests sandbox hostile class corpus bench calibrate}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
@@ -48,16 +57,30 @@ for s in $steps; do
     bench) run_step bench "${BENCH_LIMIT:-300}" "$py" -m tilelab.cli bench device matmul transpose \
              elementwise bank_stride occupancy sass racecheck shared_bw divergence \
              waves latency counters sgemm sgemm_ptxas --out "$out/data" ;;
+    road) run_step road "${ROAD_LIMIT:-600}" "$py" -m tilelab.cli bench counters sgemm \
+             sgemm_ptxas --out "$out/data" ;;
     calibrate) run_step calibrate "${CALIBRATE_LIMIT:-300}" "$py" -m tilelab.cli calibrate \
              --write "$out/gates.json" --out "$out/data" ;;
     cluster) run_step cluster "${CLUSTER_LIMIT:-200}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA tests/test_class_cluster.py ;;
     scale) run_step scale "${SCALE_LIMIT:-540}" "$py" benchmarks/class_scale.py --gpu \
              --students "${SCALE_STUDENTS:-24}" --workers 1 2 --json "$out/scale.json" ;;
+    checktimes) run_step checktimes "${CHECKTIMES_LIMIT:-100}" "$py" benchmarks/check_times.py \
+             --backend gpu --repeat "${CHECKTIMES_REPEAT:-3}" --exercise naive tiled ;;
+    pergpu) run_step pergpu "${PERGPU_LIMIT:-240}" "$py" benchmarks/class_scale.py --gpu \
+             --students "${PERGPU_STUDENTS:-6}" --workers 1 --tasks-per-gpu 1 2 4 8 \
+             --json "$out/pergpu.json" ;;
+    sharedgpu) run_step sharedgpu "${SHAREDGPU_LIMIT:-180}" "$py" -m tilelab.cli bench shared_gpu \
+             --out "$out/data" && "$py" -c "import json,sys; [print(r['variant'], '|', r['setting'], '|', \
+             r['wrong_side'], 'of', r['verdicts'], 'on the wrong side') for r in \
+             json.load(open(sys.argv[1]))['rows']]" "$out/data/shared_gpu.json" ;;
     corpus) run_step corpus "${CORPUS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_corpus.py ;;
-    *) echo "unknown step $s (tests sandbox class corpus bench calibrate cluster scale)"
-       exit 2 ;;
+    hostile) run_step hostile "${HOSTILE_LIMIT:-590}" bash -c "\"\$1\" benchmarks/hostile_gpu.py \
+             --json \"\$2/hostile.json\"; \"\$1\" -m pytest -m gpu -p no:cacheprovider \
+             -o addopts= -rA -s tests/test_gpu_grading.py tests/test_lesson_gate.py \
+             tests/test_grade.py -k 'replay or speed_run or ncu or counters or racing'" _ "$py" "$out" ;;
+    *) echo "unknown step $s (tests sandbox hostile class corpus bench road calibrate cluster scale checktimes pergpu sharedgpu)"; exit 2 ;;
   esac
 done
 echo

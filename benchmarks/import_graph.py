@@ -1,10 +1,15 @@
 """The shape of the ``tilelab`` package, from its source alone (nothing is imported).
 
 Prints the import layers (a module stands one floor above the highest module it imports;
-imports inside functions count), the cycles, the longest functions of the grading and
-class-run code, and the lines of every module. Run from the repository root::
+imports inside functions count), the floors and package cycles with every subpackage as
+one room, the module cycles, function-local imports of the package's own modules and
+private names imported across modules, the longest functions of the grading and class-run
+code, and the lines of every module. Run from the repository root::
 
     python benchmarks/import_graph.py [--package tilelab]
+
+``tests/test_structure.py`` holds the budget: no package cycle, no private name imported
+across modules, no function-local import of the package outside its entry points.
 """
 
 from __future__ import annotations
@@ -14,8 +19,11 @@ import ast
 from pathlib import Path
 
 #: The packages or modules whose longest functions are reported.
-WATCHED = ("grading", "classroom", "grade", "grade_worker", "check", "sanitizer",
-           "source_checks", "verdict", "gates", "isolation", "notebook")
+WATCHED = ("grading", "classroom", "cluster", "notebook")
+#: Modules that may import the package inside a function: the command line (each command
+#: imports what it needs), the grading worker (it imports the grader only once its sandbox
+#: is up) and the Sphinx extension's entry point (Sphinx imports it to find ``setup``).
+ENTRY_POINTS = ("cli", "grading.worker", "book")
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -158,29 +166,107 @@ def collapse(graph: dict[str, set[str]], units: tuple[str, ...]) -> dict[str, se
     return {m: deps - {m} for m, deps in out.items()}
 
 
+def subpackages(root: Path) -> tuple[str, ...]:
+    """Every subpackage of the package at ``root`` (dotted), each one room of the house."""
+    return tuple(sorted(
+        ".".join(p.parent.relative_to(root.parent).parts)
+        for p in root.rglob("__init__.py") if p.parent != root
+    ))
+
+
+def graph_of(root: Path) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports."""
+    mods = modules(root)
+    return {m: imports(m, p, set(mods)) for m, p in mods.items()}
+
+
+def package_cycles(root: Path) -> list[list[str]]:
+    """The cycles of the graph with every subpackage one room."""
+    return cycles(collapse(graph_of(root), subpackages(root)))
+
+
+def _function_bodies(tree: ast.AST):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def local_imports(root: Path, allowed: tuple[str, ...] = ENTRY_POINTS) -> list[str]:
+    """``module:line name`` of each import of the package inside a function, outside the
+    modules in ``allowed`` (names relative to the package)."""
+    package = root.name
+    keep = tuple(f"{package}.{a}" for a in allowed)
+    out = []
+    for name, path in modules(root).items():
+        if name in keep:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        seen = set()
+        for fn in _function_bodies(tree):
+            for node in _runtime_nodes(fn):
+                if isinstance(node, ast.Import):
+                    targets = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    targets = [("." * node.level) + (node.module or "")]
+                else:
+                    continue
+                for t in targets:
+                    if (t == package or t.startswith((f"{package}.", "."))) and \
+                            node.lineno not in seen:
+                        seen.add(node.lineno)
+                        out.append(f"{name}:{node.lineno} {t}")
+    return sorted(out)
+
+
+def private_imports(root: Path) -> list[str]:
+    """``module:line name`` of each private name (``_x``) imported from another module of
+    the package."""
+    package = root.name
+    out = []
+    for name, path in modules(root).items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (
+                node.level or (node.module or "").split(".")[0] == package
+            ):
+                out += [f"{name}:{node.lineno} {node.module}.{a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    return sorted(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--package", default="tilelab")
-    ap.add_argument("--units", nargs="*", default=["emu", "book"],
-                    help="subpackages also counted as one module each (default: emu book)")
+    ap.add_argument("--modules", action="store_true",
+                    help="also print the module-level layers")
     a = ap.parse_args()
-    mods = modules(Path(a.package))
-    graph = {m: imports(m, p, set(mods)) for m, p in mods.items()}
+    root = Path(a.package)
+    mods = modules(root)
+    graph = graph_of(root)
     fl = floors(graph)
-    print(f"modules: {len(mods)}   import layers: {max(fl.values())}")
-    for f in range(max(fl.values()), 0, -1):
-        print(f"  {f:2d}  " + " ".join(sorted(m for m, x in fl.items() if x == f)))
+    print(f"modules: {len(mods)}   module-level import layers: {max(fl.values())}")
+    if a.modules:
+        for f in range(max(fl.values()), 0, -1):
+            print(f"  {f:2d}  " + " ".join(sorted(m for m, x in fl.items() if x == f)))
     print("  longest chain: " + " -> ".join(chain(graph, fl)))
-    if a.units:
-        units = tuple(f"{a.package}.{u}" for u in a.units)
-        whole = collapse(graph, units)
-        wfl = floors(whole)
-        print(f"import layers with {', '.join(units)} as one module each: {max(wfl.values())}")
-        print("  longest chain: " + " -> ".join(chain(whole, wfl)))
-    cyc = cycles(graph)
-    print(f"cycles: {len(cyc)}")
-    for c in cyc:
-        print("  " + " <-> ".join(c))
+    rooms = subpackages(root)
+    house = collapse(graph, rooms)
+    hfl = floors(house)
+    print(f"floors, every subpackage one room: {max(hfl.values())}")
+    for f in range(max(hfl.values()), 0, -1):
+        print(f"  {f:2d}  " + " ".join(sorted(m for m, x in hfl.items() if x == f)))
+    for title, cyc in (("package cycles (every subpackage one room)", cycles(house)),
+                       ("module cycles", cycles(graph))):
+        print(f"{title}: {len(cyc)}")
+        for c in cyc:
+            print("  " + " <-> ".join(c))
+    for title, rows in (
+        ("function-local imports of the package outside "
+         f"{', '.join(ENTRY_POINTS)}", local_imports(root)),
+        ("private names imported across modules", private_imports(root)),
+    ):
+        print(f"{title}: {len(rows)}")
+        for row in rows:
+            print(f"  {row}")
     print("longest functions (grading and class run):")
     for n, where in longest_functions(mods, WATCHED):
         print(f"  {n:4d}  {where}")

@@ -40,9 +40,10 @@ from test_classroom import (
 
 from tilelab import classroom
 from tilelab.catalog import exercises
+from tilelab.classroom import resume
 from tilelab.classroom.progress import Progress
-from tilelab.cluster import resume, start
-from tilelab.cluster.run import grade_class_on_cluster
+from tilelab.cluster import start
+from tilelab.cluster.run import on_dask
 
 REPO = Path(__file__).resolve().parents[1]
 SAW = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
@@ -84,7 +85,7 @@ def test_two_workers_give_exactly_the_grades_of_one(tmp_path):
     shutil.copytree(one, two)
     serial = classroom.grade_class(one, backend="emu", progress=False)
     begun = time.time()
-    parallel = grade_class_on_cluster(two, backend="emu", workers=2, progress=False)
+    parallel = classroom.grade_class(two, backend="emu", run_tasks=on_dask(2), progress=False)
     ended = time.time()
     assert serial["failures"] == [] and parallel["failures"] == [], parallel["failures"]
     assert parallel["workers"] == 2 and parallel["graded"] == len(serial["submissions"])
@@ -184,8 +185,9 @@ def test_a_killed_worker_costs_nothing_and_twice_killed_gets_zero(tmp_path):
         killer = Killer(cluster.scheduler_address, {"sleepy": 1, "crasher": 2})
         killer.start()
         try:
-            summary = grade_class_on_cluster(
-                root, backend="emu", scheduler=cluster.scheduler_address, progress=False
+            summary = classroom.grade_class(
+                root, backend="emu", run_tasks=on_dask(scheduler=cluster.scheduler_address),
+                progress=False,
             )
         finally:
             killer.stop.set()
@@ -236,7 +238,7 @@ def test_an_interrupted_run_grades_only_what_is_missing_or_changed(tmp_path):
     total = 6  # carol submitted 02-tiled only
     assert 2 <= done < total
 
-    again = grade_class_on_cluster(root, backend="emu", workers=2, progress=False)
+    again = classroom.grade_class(root, backend="emu", run_tasks=on_dask(2), progress=False)
     assert again["graded"] == total - done and again["up_to_date"] == done
     assert again["failures"] == []
     want = expected_points(EMU)
@@ -244,22 +246,23 @@ def test_an_interrupted_run_grades_only_what_is_missing_or_changed(tmp_path):
     assert {s: p["naive"] for s, p in got.items()} == {s: want[s]["naive"] for s in got}
 
     # nothing changed: nothing graded
-    assert grade_class_on_cluster(root, backend="emu", workers=2, progress=False)["graded"] == 0
+    rerun = classroom.grade_class(root, backend="emu", run_tasks=on_dask(2), progress=False)
+    assert rerun["graded"] == 0
     # bob fixes his kernel: only his submission is graded again
     cell = kernel_cell(released_stub("naive"), solution_kernel("naive"))
     nb = root / "autograder" / "submitted" / "bob" / "01-naive" / "naive.ipynb"
     nb.write_text(json.dumps(submission("01-naive", {"naive": cell})))
-    fixed = grade_class_on_cluster(root, backend="emu", workers=2, progress=False)
+    fixed = classroom.grade_class(root, backend="emu", run_tasks=on_dask(2), progress=False)
     assert fixed["graded"] == 1 and fixed["submissions"][0]["student"] == "bob"
     assert points_in_gradebook(root)["bob"]["naive"] == (3, 0)
     # --student regrades that student even though nothing changed
-    one = grade_class_on_cluster(
-        root, backend="emu", workers=2, students=["grace"], progress=False
+    one = classroom.grade_class(
+        root, backend="emu", run_tasks=on_dask(2), students=["grace"], progress=False
     )
     assert [s["student"] for s in one["submissions"]] == ["grace"]
     # a changed grading input (a gate) makes every submission stale
-    stale = grade_class_on_cluster(
-        root, backend="emu", workers=2, gates={"naive": 9.0}, progress=False
+    stale = classroom.grade_class(
+        root, backend="emu", run_tasks=on_dask(2), gates={"naive": 9.0}, progress=False
     )
     assert stale["graded"] == total
 
@@ -378,8 +381,7 @@ def test_each_local_cuda_worker_grades_on_a_gpu_of_its_own():
 def test_a_submission_holding_a_link_sends_a_task_no_file_only_the_links_names(tmp_path):
     from nbgrader.coursedir import CourseDirectory
 
-    from tilelab.cluster import resume
-    from tilelab.cluster.run import read_submission
+    from tilelab.classroom.run import read_submission
 
     cd = CourseDirectory(root=str(tmp_path))
     folder = tmp_path / "submitted" / "mallory" / "01-naive"

@@ -210,7 +210,7 @@ def points_in_gradebook(root: Path) -> dict[str, dict[str, tuple[float, float]]]
             for e in exercises.ASSIGNMENTS[assignment]:
                 out.setdefault(student, {})[e] = (
                     grades[f"test_{e}_correct"],
-                    grades[f"test_{e}_speed"],
+                    grades.get(f"test_{e}_speed", 0.0),  # none for a correctness-only step
                 )
     return out
 

@@ -299,30 +299,32 @@ ACTIVE = ("from IPython.display import HTML, SVG, Javascript, display\n"
           "<script>alert(6)</script></svg>'))\n"
           "display(Javascript('alert(7)'))\n")
 OS = "the kernel tried to call the operating system"
+# a graded kernel is refused before any compiler sees it: the subset has no function pointer
+FN_PTR = "function pointer is not allowed in a graded kernel"
 SANDBOX_CASES = [
     # host code execution from a kernel (through libc, no forbidden name written)
-    Case("h01", "system() found from &printf", OS, kernel=walk_naive(
+    Case("h01", "system() found from &printf", FN_PTR, kernel=walk_naive(
         call("int", "const char*", "system", '"touch /tmp/tilelab-corpus-pwned"'))),
-    Case("h02", "execve through libc's syscall()", OS + r" \(execve\)", kernel=walk_naive(
+    Case("h02", "execve through libc's syscall()", FN_PTR, kernel=walk_naive(
         'const char* argv[] = {"/bin/sh", "-c", "id", 0};\n'
         + call("long", "long, ...", "syscall", "59L, argv[0], argv, 0"))),
-    Case("h03", "a global constructor that calls system()", "operating system while loading",
+    Case("h03", "a global constructor that calls system()", FN_PTR,
          kernel=walk_naive("", "__device__ int escape() {\n"
                            + call("int", "const char*", "system", '"id"') + "\nreturn 0; }\n"
                            "static int at_load = escape();\n")),
-    Case("h04", "ptrace of the grader", OS + r" \(ptrace\)",
+    Case("h04", "ptrace of the grader", FN_PTR,
          kernel=walk_naive(call("long", "int, int, void*, void*", "ptrace", "16, 1, 0, 0"))),
-    Case("h05", "writes /proc/<parent>/mem", OS + r" \(open", kernel=walk_naive(
+    Case("h05", "writes /proc/<parent>/mem", FN_PTR, kernel=walk_naive(
         call("void*", "const char*, const char*", "fopen", '"/proc/1/mem", "r+"'))),
     # a forged verdict
-    Case("f01", "an empty kernel that starts a detached process", OS, kernel=WALK + STUB.replace(
-        "{ }", "{\n" + call("int", "void", "fork", "") + "\n}")),
+    Case("f01", "an empty kernel that starts a detached process", FN_PTR,
+         kernel=WALK + STUB.replace("{ }", "{\n" + call("int", "void", "fork", "") + "\n}")),
     Case("f02", "a cell that rewrites every verdict it can find", "never written", kernel=STUB,
          python=CELL["forge"]),
     Case("f03", "an unpadded tile that writes a conflict-free report on the emulator's pipe",
-         "report channel", kernel=FORGED_REPORT, exercise="transpose_padded"),
-    Case("f04", "a constructor that writes the loader's report and exits", "report channel "
-         "while loading", kernel=FORGED_LOAD),
+         FN_PTR, kernel=FORGED_REPORT, exercise="transpose_padded"),
+    Case("f04", "a constructor that writes the loader's report and exits", FN_PTR,
+         kernel=FORGED_LOAD),
     # learner Python during the class run
     Case("c01", "appends code to the course's nbgrader config", "correct on", kernel=NAIVE,
          python=CELL["config"], points=(3, 0)),
@@ -346,7 +348,7 @@ SANDBOX_CASES = [
          python=CELL["other"], points=(3, 0)),
     Case("c05", "connects to the network from a cell", "correct on", kernel=NAIVE,
          python=CELL["network"], points=(3, 0)),
-    Case("c06", "opens a socket from the kernel", OS + r" \(socket\)",
+    Case("c06", "opens a socket from the kernel", FN_PTR,
          kernel=walk_naive(call("int", "int, int, int", "socket", "2, 1, 0"))),
     Case("c07", "a fork bomb", "correct on", kernel=NAIVE, python=CELL["fork bomb"],
          points=(3, 0)),

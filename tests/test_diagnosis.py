@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
+from tilelab import emu
 from tilelab.catalog import exercises
 from tilelab.catalog.variants import only_kernel
-from tilelab.grading.diagnosis import CAUSES
+from tilelab.grading.diagnosis import CAUSES, race_diagnosis
 from tilelab.grading.sandbox import grade_source
 
 pytestmark = pytest.mark.slow
@@ -155,8 +157,10 @@ def test_each_mistake_gets_its_cause(exercise_id, mistake, source, cause):
     assert got, text
     assert got.group(1) == cause, text
     assert "round the grid up" not in text  # the grader fixes the grid
-    if cause != "race":
-        assert "__syncthreads() must separate" not in text
+    if cause == "race":  # each race here crosses warps: one fix, the block barrier
+        assert "put __syncthreads()" in text and "__syncwarp" not in text, text
+    else:
+        assert "__syncthreads()" not in text
 
 
 def test_correct_kernels_get_no_cause():
@@ -169,3 +173,33 @@ def test_the_mistakes_cover_every_cause_and_exercise():
     assert len(CASES) >= 15
     assert {c[0] for c in CASES} == set(exercises.EXERCISES)
     assert {c[3] for c in CASES} == set(CAUSES) - {"indexing"}
+
+
+WARP_SUM = r"""
+__global__ void warp_sum(const float* x, float* out)
+{
+    __shared__ float s[32];
+    int lane = threadIdx.x;
+    s[lane] = x[lane];
+    for (int off = 16; off > 0; off /= 2) {
+        if (lane < off)
+            s[lane] += s[lane + off];
+    }
+    if (lane == 0)
+        out[0] = s[0];
+}
+"""
+
+
+def test_a_race_within_one_warp_is_told_to_use_syncwarp():
+    """A warp-synchronous reduction without __syncwarp(): every race is between lanes of
+    one warp, so the fix is __syncwarp(), said once."""
+    mod = emu.SourceModule(WARP_SUM, analysis=True)
+    fn = mod.get_function("warp_sum")
+    x, out = np.arange(32, dtype=np.float32), np.zeros(1, np.float32)
+    fn(emu.In(x), emu.Out(out), block=(32, 1, 1), grid=(1, 1))
+    races = fn.last_report.analysis.races
+    assert races and all(r.same_warp for r in races)
+    text = str(race_diagnosis(races))
+    assert "put __syncwarp()" in text and "__syncthreads" not in text, text
+    assert "line 9" in text

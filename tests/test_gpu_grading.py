@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -73,16 +74,52 @@ def test_memcheck_flags_an_out_of_bounds_store():
 
 def test_the_class_runs_base_cache_holds_every_speed_runs_course_build():
     from tilelab.device.runtime import PYCUDA_CACHE
-    from tilelab.grading import sandbox
+    from tilelab.grading import basecache
+    from tilelab.grading import bubblewrap as bwrap
 
-    if sandbox.bwrap.problem() is not None:
-        pytest.skip(f"no sandbox here: {sandbox.bwrap.problem()}")
-    sandbox._base_cache.cache_clear()
+    if bwrap.problem() is not None:
+        pytest.skip(f"no sandbox here: {bwrap.problem()}")
+    basecache.base_cache.cache_clear()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a part that could not be built fails here, saying why
-        base = sandbox._base_cache("gpu")
+        base = basecache.base_cache("gpu")
     assert base is not None
     sources = {ref.source() for ex in exercises.EXERCISES.values()
                for ref in (ex.baseline, ex.must_beat) if ref is not None}
     assert len(list((base / PYCUDA_CACHE).glob("*.cubin"))) == len(sources)
     assert list((base / "emu").iterdir())  # the emulator's prelude probe too
+
+
+def test_a_kernel_the_sanitizer_fails_gets_the_verdict_of_the_steps_in_turn():
+    # racecheck and memcheck run while the emulator counts the lesson's traffic; a race
+    # found takes that count back, and nothing is timed
+    from tilelab.grading.sanitizer import find_sanitizer
+
+    if find_sanitizer() is None:
+        pytest.skip("compute-sanitizer not installed")
+    v = _report(grade_source("tiled", tiled_without_barrier(2), backend_name="gpu"))
+    if not v.sanitizer:  # wrong already at some shape: the sanitizer never ran
+        pytest.skip("the barrier-less kernel was wrong before the sanitizer ran")
+    assert v.sanitizer["racecheck"]["errors"] > 0 and not v.correct
+    assert v.traffic is None and not v.speed_measured
+    assert v.sanitizer["racecheck"]["summary"] in v.messages
+    assert {"sanitizer", "lesson_traffic", "sanitizer_verdict"} <= set(v.step_seconds)
+SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
+REPLAYING = {  # fixture -> exercise: each scored 5/5 when its timed launches could replay
+    "tiled-replay_poison_check": "tiled",
+    "tiled-replay_memo": "tiled",
+    "transpose_padded-replay_skip_tiles": "transpose_padded",
+}
+
+
+@pytest.mark.parametrize("fixture", list(REPLAYING))
+def test_a_replaying_kernel_earns_at_most_its_correctness_points(fixture):
+    """Every timed launch gets new inputs, fresh poison and rotated buffers, and is checked:
+    a memo makes a launch wrong (nothing at all); a kernel that computes only into the
+    poison is timed doing the whole work (an untiled product: no speed points)."""
+    ex = exercises.get(REPLAYING[fixture])
+    v = _report(grade_source(ex.id, (SUBMISSIONS / f"{fixture}.cu").read_text(),
+                             backend_name="gpu"))
+    assert v.points <= ex.points_correct and not v.speed_passed, scoring.report(v)
+    if "memo" in fixture or "skip" in fixture:
+        assert v.points == 0 and "computed a wrong result" in scoring.report(v)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -27,23 +28,31 @@ def test_reference_solutions_are_correct_on_the_emulator(exercise_id):
     assert v.points_correct == ex.points_correct
     assert len(v.shapes) == len(ex.shapes)
     assert v.races == 0
-    if ex.max_bank_degree is not None:  # padded kernels: graded by conflicts instead of time
-        assert v.speed_passed and v.points_speed == ex.points_speed
+    # every exercise alike: the emulator's analysis is feedback, speed needs a GPU
+    assert not v.speed_measured and v.speed_passed is None and v.points_speed == 0
+    assert any("not measured: needs a GPU" in m for m in v.messages)
+    assert "speed: not measured: needs a GPU  (0/" in scoring.report(v)
+    if ex.max_bank_degree is not None:  # padded kernels: the degree, told as feedback
         assert v.bank_degree <= ex.max_bank_degree
-    else:
-        assert not v.speed_measured and v.points_speed == 0
-        assert any("speed was not measured" in m for m in v.messages)
+        assert "feedback only" in scoring.report(v)
 
 
-def test_unpadded_kernels_fail_the_bank_conflict_gate():
+def test_unpadded_kernels_are_told_their_bank_conflicts():
     unpadded = KERNELS["transpose_shared"].source()
     unpadded = unpadded.replace("transpose_padded", "unused").replace(
         "transpose_shared", "transpose_padded")
     v = emu("transpose_padded", unpadded)
     assert v.correct and not v.speed_passed and v.points_speed == 0
     assert v.bank_degree > 10
+    assert any("bank-conflict degree is" in m for m in v.messages)
     v = emu("matmul_at_padded", KERNELS["tiled32_at"].source())
     assert v.correct and not v.speed_passed and v.bank_degree > 1.1
+
+
+def test_the_instructors_policy_awards_speed_on_the_emulator_and_says_so():
+    v = emu("transpose_padded", KERNELS["transpose_padded"].source())
+    assert scoring.points(v, award=True).speed == v.max_points_speed
+    assert "awarded by the instructor's policy" in scoring.report(v, award=True)
 
 
 @pytest.mark.parametrize("which", [1, 2])
@@ -185,3 +194,122 @@ def test_a_naive_kernel_as_the_padded_matmul_earns_no_speed_points():
     src = KERNELS["naive"].source().replace("matmul_naive(", "matmul_tiled_at(")
     v = grade_source("matmul_at_padded", src, backend_name="gpu", sanitize=False)
     assert v.correct and not v.speed_passed, v.report()
+
+
+# ------------------------------------------------ speed runs that cannot be replayed
+
+SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
+
+
+def _checked_run(exercise_id: str, source: str, shape: tuple, repeat: int = 3):
+    """The graded speed run's launches (rotation, poison, per-launch checks) of ``source``
+    beside the exercise's baseline, on the emulator at a small shape."""
+    import numpy as np
+
+    from tilelab.device.bench import Timed, time_checked
+    from tilelab.device.runtime import get_runtime
+    from tilelab.grading.diagnosis import POISON_BITS
+    from tilelab.grading.pipeline import launch_check
+
+    ex = exercises.get(exercise_id)
+    rt = get_runtime("emu")
+    rng = np.random.default_rng(5)
+    kernels = {
+        "candidate": Timed(rt.SourceModule(source).get_function(ex.kernel), ex.launch),
+        "baseline": Timed(rt.SourceModule(ex.baseline.source()).get_function(ex.baseline.name),
+                          ex.baseline.launch),
+    }
+    return time_checked(rt, kernels, ex.problem, shape, rng, launch_check(ex, shape, rng),
+                        POISON_BITS, warmup=1, repeat=repeat)
+
+
+@pytest.mark.parametrize("exercise_id,shape", [("tiled", (64, 96, 64)),
+                                               ("transpose_padded", (64, 96))])
+def test_every_checked_launch_of_the_reference_is_right_and_timed(exercise_id, shape):
+    t = _checked_run(exercise_id, exercises.get(exercise_id).reference.source(), shape)
+    assert len(t["candidate"].samples_ms) == 3 and len(t["baseline"].samples_ms) == 3
+
+
+@pytest.mark.parametrize("fixture,exercise_id,shape", [
+    ("tiled-replay_memo", "tiled", (64, 96, 64)),
+    ("transpose_padded-replay_skip_tiles", "transpose_padded", (64, 96)),
+])
+def test_a_kernel_that_keeps_results_between_launches_fails_a_checked_launch(
+        fixture, exercise_id, shape):
+    """Right at its first launch, so the correctness step passes it; a later launch finds
+    its memo (on a GPU when the rotated buffers come round again, at launch 4; the
+    emulator may hand a kernel the same addresses sooner) and returns at once."""
+    from tilelab.device.bench import BUFFER_GROUPS, WrongLaunch
+
+    src = (SUBMISSIONS / f"{fixture}.cu").read_text()
+    with pytest.raises(WrongLaunch) as caught:
+        _checked_run(exercise_id, src, shape)
+    assert caught.value.label == "candidate" and 1 <= caught.value.index <= BUFFER_GROUPS
+    assert "never written" in caught.value.reason
+
+
+def test_a_kernel_that_computes_only_into_the_poison_does_the_whole_work_every_launch():
+    """``if (C[i] == C[i]) return;`` skipped every launch after the first when the poison
+    was written once; refilled before each launch, it computes every time, so it is timed
+    as what it is (an untiled product) and every launch is right."""
+    src = (SUBMISSIONS / "tiled-replay_poison_check.cu").read_text()
+    t = _checked_run("tiled", src, (64, 96, 64))
+    assert len(t["candidate"].samples_ms) == 3
+
+
+def test_each_launch_gets_inputs_no_other_launch_saw():
+    import numpy as np
+
+    from tilelab.catalog.problems import MATMUL
+    from tilelab.device.bench import InputSets
+
+    sets = InputSets(MATMUL.make_inputs, (48, 40, 36), np.random.default_rng(1), 25)
+    firsts = [sets[i]["A"] for i in range(len(sets))]
+    for i, a in enumerate(firsts):
+        assert a.shape == (48, 36) and a.dtype == np.float32
+        for b in firsts[i + 1:]:
+            assert not np.array_equal(a, b)
+            # not the same rows shifted either (no output rebuilt from an earlier one)
+            assert not any(np.array_equal(a[s:], b[:-s]) for s in range(1, 48))
+
+
+def test_a_wrong_timed_launch_earns_nothing_and_says_why():
+    import numpy as np
+
+    from tilelab.device.bench import WrongLaunch
+    from tilelab.grading import pipeline
+
+    ex = exercises.get("tiled")
+    msg = pipeline.wrong_launch_message(ex, WrongLaunch("candidate", 3, 25, "12 of 99 "
+                                                        "elements of C were never written."))
+    assert "launch 4 of 25" in msg and "never written" in msg and "no points" in msg
+    check = pipeline.launch_check(ex, (40, 40, 40), np.random.default_rng(0))
+    inputs = ex.problem.make_inputs((40, 40, 40), np.random.default_rng(0))
+    right = (inputs["A"].astype(np.float64) @ inputs["B"]).astype(np.float32)
+    assert check(inputs, right) is None
+    earlier = ex.problem.make_inputs((40, 40, 40), np.random.default_rng(1))
+    stale = (earlier["A"].astype(np.float64) @ earlier["B"]).astype(np.float32)
+    assert "sampled rows" in check(inputs, stale)  # an earlier launch's answer
+
+
+# ------------------------------------------------ the same correctness on both backends
+
+
+def test_a_kernel_racing_in_global_memory_fails_the_emulators_schedules():
+    """What a GPU grade also asks of a kernel: right under the emulator's varied orders."""
+    import numpy as np
+
+    src = (SUBMISSIONS / "naive-global_race.cu").read_text()
+    ex = exercises.get("naive")
+    why = pipeline.schedule_failure(ex, src, np.random.default_rng(0))
+    assert why is not None and "wrong" in why
+    assert pipeline.schedule_failure(ex, ex.reference.source(), np.random.default_rng(0)) is None
+    v = emu("naive", src)  # and graded on the emulator: no points either
+    assert not v.correct and v.points == 0, scoring.report(v)
+
+
+@pytest.mark.gpu
+def test_a_kernel_racing_in_global_memory_earns_nothing_on_a_gpu():
+    v = grade_source("naive", (SUBMISSIONS / "naive-global_race.cu").read_text(),
+                     backend_name="gpu")
+    assert not v.correct and v.points == 0, scoring.report(v)

@@ -14,7 +14,8 @@ from sqlalchemy import create_engine, inspect, text
 from test_class_cluster import small_class
 from test_classroom import EMU, expected_points
 
-from tilelab.cluster.run import grade_class_on_cluster
+from tilelab import classroom
+from tilelab.cluster.run import on_dask
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")]
 STUDENTS = ["alice", "bob", "frank", "grace", "henry", "mallory"]
@@ -54,7 +55,7 @@ def test_a_class_run_on_two_workers_records_in_postgresql(tmp_path, postgres):
         for student in STUDENTS:
             gb.update_or_create_student(student)
 
-    summary = grade_class_on_cluster(root, backend="emu", workers=2, progress=False)
+    summary = classroom.grade_class(root, backend="emu", run_tasks=on_dask(2), progress=False)
     assert summary["failures"] == [] and summary["graded"] == len(STUDENTS)
     assert not (root / "autograder" / "gradebook.db").exists()  # nothing went to SQLite
     want = expected_points(EMU)
@@ -69,6 +70,6 @@ def test_a_class_run_on_two_workers_records_in_postgresql(tmp_path, postgres):
     before = dump(url)
     assert len(before["grade"]) > 0
 
-    again = grade_class_on_cluster(root, backend="emu", workers=2, progress=False)
+    again = classroom.grade_class(root, backend="emu", run_tasks=on_dask(2), progress=False)
     assert again["graded"] == 0 and again["up_to_date"] == len(STUDENTS)
     assert dump(url) == before

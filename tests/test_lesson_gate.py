@@ -1,29 +1,41 @@
-"""On a GPU a speed gate is passed only with the lesson: the emulator counts the traffic of
-the same source, and a fast kernel that walks a column keeps its correctness points but not
-its speed points (on an H100 a transpose with no tile and strided reads beat the shared-tile
-reference in `tilelab calibrate`)."""
+"""On a GPU a speed gate is passed only with the lesson, judged from the GPU's own counters
+(Nsight Compute over the timed nvcc build at the speed shape); the emulator's count of the
+same source is feedback beside them. Without a GPU, the parser and the rules are tested on
+hand-written ncu output (tests/fixtures/ncu, a fixture, not a measurement); the `gpu` tests
+read the real counters."""
 
 from __future__ import annotations
+
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.catalog.variants import VARIANTS
-from tilelab.grading.pipeline import count_traffic, lesson_gate
+from tilelab.grading import counters, traffic
+from tilelab.grading.pipeline import Run, count_traffic, judge_lesson, lesson_gate
 from tilelab.grading.verdict import Verdict
 
+NCU = Path(__file__).parent / "fixtures" / "ncu"
 
-def gpu_verdict(exercise_id: str, source: str, speedup: float) -> Verdict:
+
+def recorded(name: str) -> dict[str, float]:
+    """The counts of a hand-written ncu CSV, as :func:`counters.measure` returns them."""
+    launches = counters.parse((NCU / f"{name}.csv").read_text())
+    assert len(launches) == 1
+    names = {v: k for k, v in counters.METRICS.items()}
+    return {names[m]: v for m, v in launches[0].items()}
+
+
+def gpu_verdict(exercise_id: str, speedup: float) -> Verdict:
     """A verdict as the GPU's speed step leaves it: correct, timed over the gate."""
     ex = exercises.get(exercise_id)
     v = Verdict.for_exercise(ex, "gpu", "a GPU")
     v.correct, v.speed_measured, v.speedup = True, True, speedup
     v.speed_passed = speedup >= ex.gate
-    counted = count_traffic(ex, source, np.random.default_rng(3))
-    assert isinstance(counted, dict), counted
-    v.traffic = counted
-    lesson_gate(ex, v)
     return v
 
 
@@ -31,23 +43,142 @@ def variant(exercise_id: str, key: str) -> str:
     return next(v for v in VARIANTS[exercise_id] if v.key == key).source()
 
 
-def test_a_fast_transpose_with_strided_reads_loses_its_speed_points():
-    v = gpu_verdict("transpose_shared", variant("transpose_shared", "strided_reads"), 3.8)
-    assert v.correct and not v.speed_passed
-    assert "sectors per request" in " ".join(v.messages)
+def test_ncus_csv_is_read_into_the_lessons_figures():
+    c = recorded("transpose_padded-unpadded")
+    assert set(c) == set(counters.METRICS)
+    f = counters.figures(exercises.get("transpose_padded"), c)
+    assert f["shared_wavefronts_per_load"] == pytest.approx(32.3, abs=0.01)
+    assert f["shared_wavefronts_per_store"] == 1.0
+    assert f["sectors_per_load_request"] == f["sectors_per_store_request"] == 4.0
+    assert f["sector_bytes_per_byte_moved"] == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("exercise_id", ["naive", "tiled", "transpose_shared",
-                                         "transpose_padded", "matmul_at_padded", "regblock"])
-def test_every_reference_keeps_its_speed_points(exercise_id):
+@pytest.mark.parametrize("exercise_id,fixture,skips", [
+    ("transpose_padded", "transpose_padded-unpadded", "bank conflicts"),
+    ("transpose_padded", "transpose_padded-padded", None),
+    ("transpose_shared", "transpose_shared-strided_reads", "32.0 sectors per request"),
+])
+def test_the_lesson_is_judged_from_the_counters(exercise_id, fixture, skips):
     ex = exercises.get(exercise_id)
-    v = gpu_verdict(exercise_id, ex.reference.source(), ex.gate + 1)
-    assert v.speed_passed, v.messages
+    v = gpu_verdict(exercise_id, ex.gate + 1)
+    v.counters = counters.figures(ex, recorded(fixture))
+    judge_lesson(ex, v)
+    if skips is None:
+        assert v.speed_passed, v.messages
+    else:
+        assert not v.speed_passed and skips in " ".join(v.messages)
 
 
-@pytest.mark.parametrize("exercise_id,key", [
+def test_a_kernel_with_no_shared_access_fails_a_padding_lesson():
+    ex = exercises.get("transpose_padded")
+    c = recorded("transpose_shared-strided_reads")
+    c["global_ld_sectors"] = c["global_ld_requests"] * 4  # coalesced, and no tile at all
+    assert "no shared-memory access" in counters.skipped_lesson(ex, counters.figures(ex, c))
+
+
+def test_the_counters_are_told_beside_the_emulators_prediction():
+    ex = exercises.get("transpose_padded")
+    f = counters.figures(ex, recorded("transpose_padded-unpadded"))
+    text = counters.describe(f, {"sectors_per_load_request": 4.0,
+                                 "sectors_per_store_request": 4.0}, 32.0)
+    assert "32.30 / 1.00 shared wavefronts" in text and "4096 x 4096" in text
+    assert "the emulator predicted 4.00 / 4.00" in text and "32.00" in text
+
+
+@pytest.mark.parametrize("params,euid,expected", [
+    ("RmProfilingAdminOnly: 1\nRmGpuComputeExecTimeout: 0\n", 65534, True),
+    ("RmProfilingAdminOnly: 1\n", 0, False),
+    ("RmProfilingAdminOnly: 0\n", 65534, False),
+])
+def test_counters_restricted_to_administrators_are_told_apart(params, euid, expected):
+    assert counters.restricted(params, euid) is expected
+
+
+def test_restricted_counters_are_refused_before_grading_with_what_to_do(tmp_path, monkeypatch):
+    """The driver's parameters as the NVIDIA module writes them; ncu stands in as a real
+    program on PATH (the check never runs it)."""
+    if counters.find_ncu() is None:
+        (tmp_path / "ncu").write_text("#!/bin/sh\nexit 0\n")
+        (tmp_path / "ncu").chmod(0o755)
+        monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    params = tmp_path / "params"
+    params.write_text("RmProfilingAdminOnly: 1\n")
+    why = counters.problem("TILELAB_LESSON_WITHOUT_COUNTERS", params, euid=65534)
+    assert "NVreg_RestrictProfilingToAdminUsers" in why
+    assert "TILELAB_LESSON_WITHOUT_COUNTERS=1" in why
+    params.write_text("RmProfilingAdminOnly: 0\n")
+    assert counters.problem("TILELAB_LESSON_WITHOUT_COUNTERS", params, euid=65534) is None
+
+
+def test_without_ncu_grading_is_refused_unless_lessons_go_unmeasured(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no ncu here
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    if counters.find_ncu() is not None:
+        pytest.skip("ncu found outside PATH")
+    monkeypatch.delenv(settings.LESSON_WITHOUT_COUNTERS.name, raising=False)
+    with pytest.raises(counters.CountersUnavailable, match=r"ncu is not installed.*=1"):
+        counters.preflight()
+    monkeypatch.setenv(settings.LESSON_WITHOUT_COUNTERS.name, "1")
+    counters.preflight()
+
+
+def test_unread_counters_leave_the_lesson_not_measured_never_the_emulators(tmp_path,
+                                                                           monkeypatch):
+    """No ncu: a kernel fast enough keeps no speed points, and the verdict says why; the
+    emulator's count (which would pass it) decides nothing."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    if counters.find_ncu() is not None:
+        pytest.skip("ncu found outside PATH")
+    ex = exercises.get("transpose_padded")
+    v = gpu_verdict(ex.id, ex.gate + 1)
+    lesson_gate(Run(ex, None, ex.reference.source(), text=ex.reference.source()), v)
+    assert not v.speed_passed and "lesson was not measured" in " ".join(v.messages)
+    assert v.counters and "error" in v.counters
+
+
+def test_the_emulators_count_is_feedback_that_names_a_strided_walk():
+    ex = exercises.get("transpose_shared")
+    counted = count_traffic(ex, variant("transpose_shared", "strided_reads"),
+                            np.random.default_rng(3))
+    assert isinstance(counted, dict), counted
+    assert "sectors per request" in traffic.skipped_lesson(counted, ex.reuses_tiles)
+
+
+# ------------------------------------------------ on a GPU: the real counters
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("exercise_id,key,passes", [
+    ("transpose_padded", "reference", True),
+    ("transpose_shared", "strided_reads", False),
+    ("transpose_shared", "reference", True),
+    ("matmul_at_padded", "reference", True),
+])
+def test_ncu_reads_the_lesson_of_the_timed_build(exercise_id, key, passes):
+    ex = exercises.get(exercise_id)
+    t0 = time.perf_counter()
+    f = counters.figures(ex, counters.measure(ex.id, variant(exercise_id, key)))
+    print(f"{exercise_id}/{key}: ncu took {time.perf_counter() - t0:.2f} s;",
+          counters.describe(f, None, None))
+    assert (counters.skipped_lesson(ex, f) is None) is passes
+
+
+@pytest.mark.gpu
+def test_ncu_counts_the_unpadded_tiles_conflicts():
+    ex = exercises.get("transpose_padded")
+    src = (Path(__file__).parent / "fixtures" / "submissions"
+           / "transpose_padded-unpadded.cu").read_text()
+    f = counters.figures(ex, counters.measure(ex.id, src))
+    print(counters.describe(f, None, None))
+    assert f["shared_wavefronts_per_load"] > 16
+    assert "bank conflicts" in counters.skipped_lesson(ex, f)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("exercise_id", "key"), [
     (e, v.key) for e, vs in VARIANTS.items() for v in vs if v.must == "pass"])
-def test_no_correct_variant_is_refused_by_its_traffic(exercise_id, key):
+def test_no_correct_variant_is_refused_by_its_counters(exercise_id, key):
     ex = exercises.get(exercise_id)
-    v = gpu_verdict(exercise_id, variant(exercise_id, key), ex.gate + 1)
-    assert v.speed_passed, v.messages
+    f = counters.figures(ex, counters.measure(ex.id, variant(exercise_id, key)))
+    assert counters.skipped_lesson(ex, f) is None, counters.describe(f, None, None)

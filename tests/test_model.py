@@ -116,3 +116,25 @@ def test_bench_names_a_missing_data_file_without_a_traceback(tmp_path, capsys):
 
     assert cli.main(["bench", "model", "--out", str(tmp_path)]) == 2
     assert "device.json is missing" in capsys.readouterr().err
+
+
+def test_wide_passes_see_the_quad_conflict_of_step_3():
+    # step 3: 16 threads of a row read B's tile 32 bytes apart: 16 chunks in 4 bank quads
+    assert model.wide_passes([t * 8 for t in range(16)] * 2) == 4
+    # warp tiling: 4 consecutive chunks, broadcast to 8 rows
+    assert model.wide_passes([(lane % 4) * 4 for lane in range(32)]) == 2
+    # a 512-byte run (a float4 row store) needs 4 wavefronts, conflict-free
+    assert model.wide_passes([4 * lane for lane in range(32)]) == 4
+
+
+def test_road_counts_follow_the_geometry():
+    c = {k: model.road_counts(k, 4096) for k in ("vec4", "warptile", "dbuf", "async",
+                                                    "dbuf_128x256x16_w64x64")}
+    n3 = 4096 ** 3 / 32  # warp-wide FFMAs of one product
+    assert all(x.ffma == n3 for x in c.values())
+    # the warp layout removes step 3's 2-way conflict on B's reads
+    assert c["warptile"].wavefronts < c["vec4"].wavefronts
+    # two buffers change no count; a larger micro-tile reads less per FFMA
+    assert c["dbuf"].wavefronts == c["warptile"].wavefronts
+    assert c["dbuf_128x256x16_w64x64"].wavefronts_per_unit < c["dbuf"].wavefronts_per_unit
+    assert c["dbuf_128x256x16_w64x64"].blocks == 32 * 16

@@ -50,8 +50,9 @@ def test_awarded_speed_is_reported_as_awarded():
     v = verdict()
     assert scoring.points(v, award=True).speed == v.max_points_speed > 0
     report = scoring.report(v, award=True)
-    assert f"awarded by the instructor  ({v.max_points_speed:g}/" in report
-    assert "speed: not measured  (0/" in scoring.report(v, award=False)
+    assert f"awarded by the instructor's policy (TILELAB_AWARD_SPEED_WITHOUT_GPU=1)  " \
+        f"({v.max_points_speed:g}/" in report
+    assert "speed: not measured: needs a GPU  (0/" in scoring.report(v, award=False)
     assert scoring.points(v, award=False).speed == 0
 
 
@@ -61,3 +62,27 @@ def test_a_zero_verdict_names_the_exercise_and_its_maxima():
     assert (v.max_points_correct, v.max_points_speed) == (ex.points_correct, ex.points_speed)
     assert v.max_bank_degree == ex.max_bank_degree and v.messages == ["not graded (0 points): why"]
     assert scoring.points(v, award=True).total == 0
+
+
+@pytest.mark.parametrize("exercise_id", [e.id for e in exercises.EXERCISES.values()
+                                         if e.speed_graded])
+@pytest.mark.parametrize("degree", [None, 1.0, 16.5])
+def test_on_the_emulator_no_exercise_earns_speed_points_from_its_analysis(exercise_id, degree):
+    """Whatever the emulator's analysis found (even a verdict claiming a passed gate), the
+    same for all six: "not measured: needs a GPU", 0 speed points unless awarded."""
+    v = verdict(exercise_id, bank_degree=degree, speed_passed=True)
+    assert scoring.points(v).speed == 0
+    assert "speed: not measured: needs a GPU  (0/" in scoring.report(v)
+    assert scoring.speed_status(v) == (False, "not measured: needs a GPU")
+    assert scoring.points(v, award=True).speed == v.max_points_speed
+    assert "awarded by the instructor's policy" in scoring.report(v, award=True)
+
+
+@pytest.mark.parametrize("exercise_id", [e.id for e in exercises.EXERCISES.values()
+                                         if not e.speed_graded])
+def test_a_correctness_only_step_says_so_and_has_no_speed_points_to_award(exercise_id):
+    v = verdict(exercise_id, speed_passed=None)
+    assert v.max_points_speed == 0
+    assert "speed: not graded (this step is graded for correctness only)" in scoring.report(v)
+    assert scoring.points(v, award=True).speed == 0
+    assert scoring.lost(v) == ""

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_every_step_and_configuration_is_right_on_the_emulator(key, rng):
     ref = sgemm.kernel_refs()[key]
     rt = get_runtime("emu")
-    fn = rt.SourceModule(ref.source()).get_function(ref.name)
+    fn = rt.SourceModule(sgemm.emulator_source(ref)).get_function(ref.name)
     for shape in sgemm.SMALL_SHAPES:
         result = check_function(rt, fn, MATMUL, ref.launch, shape, rng)
         assert result.ok, f"{key} {shape}: {result.message}"
@@ -107,3 +107,32 @@ def test_every_step_is_right_on_the_gpu(key, rng):
     for shape in (*sgemm.SMALL_SHAPES, (1000, 1030, 516)):
         result = check_function(rt, fn, MATMUL, ref.launch, shape, rng)
         assert result.ok, f"{key} {shape}: {result.message}"
+
+
+def test_the_emulator_reads_the_portable_branch_of_step_6_on_the_same_lines():
+    ref = sgemm.kernel_refs()["async"]
+    gpu, emu_src = ref.source().split("\n"), sgemm.emulator_source(ref).split("\n")
+    assert len(gpu) == len(emu_src)
+    assert any("cp.async" in line for line in gpu)
+    assert not any("asm" in line for line in emu_src)
+    # everything outside the blanked branches is untouched, line for line
+    kept = [i for i, line in enumerate(emu_src) if line]
+    assert all(emu_src[i] == gpu[i] or emu_src[i] == "#if 1" for i in kept)
+    assert sum(a != b for a, b in zip(gpu, emu_src, strict=True)) > 8
+
+
+def test_every_ablation_changes_one_thing_of_one_kernel():
+    """A pair in one file differs in one define; a pair across two steps' files keeps the
+    block tile, the threads and the outputs per thread."""
+    refs = sgemm.kernel_refs()
+    for name, _what, without, with_ in sgemm.ABLATIONS:
+        ra, rb = refs[without], refs[with_]
+        a, b = dict(ra.defines), dict(rb.defines)
+        changed = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
+        if ra.file == rb.file:
+            assert len(changed) == 1, (name, changed)
+            continue
+        assert all(a[k] == b[k] for k in ("BM", "BN", "BK")), name
+        assert ra.launch.block == rb.launch.block, name
+        ta, tb = sgemm.traffic(without), sgemm.traffic(with_)
+        assert ta.shared_operands_per_fma == tb.shared_operands_per_fma, name

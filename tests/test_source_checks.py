@@ -214,3 +214,144 @@ def test_a_name_of_the_emulators_built_by_a_splice_or_a_paste_is_refused(
         with pytest.raises(CompileError, match=what):
             translate(src)
     assert validate_source('// a ## in a comment\n#define MSG "## in a string"\n' + OK)
+
+
+# ------------------------------------------------ the graded subset (one allow-list)
+
+NAIVE_BODY = (
+    "__global__ void matmul_naive(const float* A, const float* B, float* C, int M, int N,"
+    " int K)\n{\n    int row = blockIdx.y * blockDim.y + threadIdx.y;\n"
+    "    int col = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (row < M && col < N) {\n        float acc = 0.0f;\n"
+    "        for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];\n"
+    "        C[row * N + col] = acc;\n    }\n}\n"
+)
+
+
+def _with(old: str, new: str) -> str:
+    assert old in NAIVE_BODY
+    return NAIVE_BODY.replace(old, new)
+
+
+SHARED = "__shared__ float t[32][33];"
+
+# construct -> (source, what the refusal names)
+OUTSIDE = {
+    "#ifdef __CUDA_ARCH__": ("#ifdef __CUDA_ARCH__\n#define STRIDE 1\n#else\n#define STRIDE 2\n"
+                             "#endif\n" + NAIVE_BODY, "__CUDA_ARCH__"),
+    "#ifdef __SANITIZE_THREAD__": ("#ifdef __SANITIZE_THREAD__\n#define PAD 1\n#endif\n"
+                                   + NAIVE_BODY, "__SANITIZE_THREAD__"),
+    "#if defined(__GNUC__)": ("#if defined(__GNUC__) && !defined(__NVCC__)\n#endif\n"
+                              + NAIVE_BODY, "__GNUC__"),
+    "#if __has_include": ("#if __has_include(<sanitizer/tsan_interface.h>)\n#endif\n"
+                          + NAIVE_BODY, "__has_include"),
+    "#ifdef __clang__": ("#ifdef __clang__\n#endif\n" + NAIVE_BODY, "__clang__"),
+    "a macro naming __CUDACC__": ("#define ON_GPU __CUDACC__\n" + NAIVE_BODY, "__CUDACC__"),
+    "#define __CUDA_ARCH__": ("#define __CUDA_ARCH__ 900\n" + NAIVE_BODY, "__CUDA_ARCH__"),
+    "clock64 timing": (_with("float acc = 0.0f;", "long long t0 = clock64(); float acc = 0.0f;"),
+                       "clock64"),
+    "clock timing": (_with("float acc = 0.0f;", "int t0 = clock(); float acc = 0.0f;"),
+                     "clock"),
+    "%globaltimer": (_with("float acc = 0.0f;", 'unsigned long long t; asm volatile('
+                           '"mov.u64 %0, %%globaltimer;" : "=l"(t)); float acc = 0.0f;'),
+                     "asm"),
+    "no_sanitize_thread": ("__device__ __attribute__((no_sanitize_thread)) float get(const "
+                           "float* p) { return *p; }\n" + NAIVE_BODY, "no_sanitize_thread"),
+    "no_sanitize(\"thread\")": ('__device__ __attribute__((no_sanitize("thread"))) float '
+                                "get(const float* p) { return *p; }\n" + NAIVE_BODY,
+                                "no_sanitize"),
+    "alias through a string": ('extern int forged __attribute__((alias("tl_emu_report")));\n'
+                               + NAIVE_BODY, "alias"),
+    "weak/used/section": ('__device__ int x __attribute__((used, section(".init")));\n'
+                          + NAIVE_BODY, "used"),
+    "[[gnu::constructor]]": ("[[gnu::constructor]] void at_load() {}\n" + NAIVE_BODY, "[[...]]"),
+    "__attribute__((constructor))": ("__attribute__((constructor)) void at_load() {}\n"
+                                     + NAIVE_BODY, "constructor"),
+    "a static initializer calling a function": (
+        "__device__ int escape() { return 1; }\nstatic int at_load = escape();\n" + NAIVE_BODY,
+        "file-scope initializer"),
+    "a file-scope object with a constructor": (
+        "struct Forge { int v; Forge() { v = 1; } };\nForge forge;\n" + NAIVE_BODY,
+        "file-scope object of a struct type"),
+    "a lambda run at load": ("static int x = [] { return 1; }();\n" + NAIVE_BODY,
+                             "file-scope"),
+    "asm": (_with("float acc = 0.0f;", 'float acc; asm("mov.f32 %0, 0f00000000;" : "=f"(acc));'),
+            "asm"),
+    "the address of printf": (_with("float acc = 0.0f;", "void* p = (void*)&printf; "
+                                    "float acc = 0.0f;"), "printf without a call"),
+    "a function pointer": (_with("float acc = 0.0f;", "int (*f)(int) = 0; float acc = 0.0f;"),
+                           "function pointer"),
+    "a typedef of a function type": ("typedef int fn_t(const char*);\n" + NAIVE_BODY,
+                                     "typedef of a function type"),
+    "a libc function": (_with("float acc = 0.0f;", "char cmd[3] = {'i', 'd', 0}; "
+                              "system(cmd); float acc = 0.0f;"), "system"),
+    "a compiler builtin": (_with("float acc = 0.0f;", "__builtin_trap(); float acc = 0.0f;"),
+                           "__builtin_trap"),
+    "a string outside printf": (_with("float acc = 0.0f;", 'const char* s = "x"; '
+                                      "float acc = 0.0f;"), "string literal"),
+    "a universal character name": (_with("float acc = 0.0f;", "int syst\\u0065m = 0; "
+                                         "float acc = 0.0f;"), "backslash"),
+    "a $ in a name": (_with("float acc = 0.0f;", "int a$b = 0; float acc = 0.0f;"), "'$'"),
+    "_Pragma of anything else": ('_Pragma("GCC optimize(\\"O0\\")")\n' + NAIVE_BODY,
+                                 "string literal|_Pragma"),
+    "#pragma GCC": ("#pragma GCC optimize(\"O0\")\n" + NAIVE_BODY, "#pragma"),
+    "#line": ("#line 1 \"x.cu\"\n" + NAIVE_BODY, "#line"),
+    "decltype": (_with("float acc = 0.0f;", "decltype(1.0f) acc = 0.0f;"), "decltype"),
+    "a statement expression": (_with("float acc = 0.0f;", "float acc = ({ 0.0f; });"),
+                               "statement expression"),
+    "a stringizing macro": ("#define STR(x) #x\n" + NAIVE_BODY, "# in the body"),
+    "a macro reaching libc": ("#define RUN system\n" + _with(
+        "float acc = 0.0f;", "char c[1] = {0}; RUN(c); float acc = 0.0f;"), "system"),
+}
+
+
+@pytest.mark.parametrize("case", list(OUTSIDE))
+def test_constructs_outside_the_graded_subset_are_refused_by_name(case):
+    from tilelab.grading.subset import NotInSubset, check_subset
+
+    source, named = OUTSIDE[case]
+    with pytest.raises(NotInSubset, match=r"line \d+: .*(" + named.replace("[", r"\[")
+                       .replace("(", r"\(").replace(")", r"\)").replace("$", r"\$")
+                       .replace("|", ")|(") + ")") as e:
+        check_subset(source)
+    assert "not allowed in a graded kernel: " in str(e.value)  # what to write instead follows
+
+
+def test_every_kernel_the_course_ships_is_in_the_graded_subset():
+    """Reference kernels, every variant, the course's .cu files, every solution's kernel."""
+    from pathlib import Path
+
+    from tilelab import classroom
+    from tilelab.catalog import exercises
+    from tilelab.catalog.reference import KERNELS
+    from tilelab.catalog.variants import VARIANTS
+    from tilelab.grading.subset import check_subset
+
+    root = Path(__file__).parent.parent
+    sources = [k.source() for k in KERNELS.values()]
+    sources += [v.source() for vs in VARIANTS.values() for v in vs]
+    sources += [p.read_text() for p in sorted((root / "tilelab" / "kernels").glob("*.cu"))]
+    for ex in exercises.EXERCISES.values():
+        nb = root / "solutions" / ex.assignment / f"{classroom.notebook_id(ex.assignment)}.ipynb"
+        sources.append(classroom.extract_kernel(nb, ex.id))
+    assert len(sources) > 60
+    for src in sources:
+        check_subset(src)
+
+
+def test_the_subset_allows_what_kernels_of_the_course_write():
+    from tilelab.grading.subset import check_subset
+
+    check_subset(
+        "#include <stdio.h>\n#ifndef TILE\n#define TILE 32\n#endif\n"
+        "#define IDX(r, c) ((r) * N + (c))\n"
+        "typedef float real;\nstruct Pair { float a, b; };\n"
+        "__device__ __forceinline__ real twice(real v) { return 2.0f * v; }\n"
+        "__device__ float scale = 1.0f;\n__constant__ int offsets[2] = {0, 1};\n"
+        "template <int T>\n__global__ void __launch_bounds__(256) k(float* __restrict__ C, int N)\n"
+        "{\n    __shared__ __align__(16) float s[TILE][TILE + 1];\n    Pair p; p.a = 1.0f;\n"
+        "    int i = threadIdx.x, j = 0, n = N;\n    float4 v = make_float4(0, 0, 0, 0);\n"
+        "    #pragma unroll\n    for (int q = 0; q < T; ++q) s[i][q] = v.x + p.a;\n"
+        "    __syncthreads();\n    atomicAdd(&C[0], twice(s[0][i]) * scale + offsets[j]);\n"
+        '    if (i == 0) printf("%d %d\\n", n, IDX(1, 2));\n}\n'
+    )

@@ -4,12 +4,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.grading import gates
+
+LESSON_HELP = ("on a GPU whose performance counters cannot be read (ncu missing, or counters "
+               "restricted to administrators), grade anyway with every lesson not measured "
+               "(no speed points for it); otherwise grading is refused, saying what to do")
+
+
+def no_gpu(cmd: str, what: str, instead: str) -> int | None:
+    """Where no GPU is usable: say so on one line (what needs it, why there is none, what to
+    do instead) and return the exit status 2; None where a GPU is usable."""
+    from tilelab.device import backend
+
+    ok, why = backend.gpu_probe()
+    if ok:
+        return None
+    print(f"tilelab {cmd}: {what} cannot run here: it needs a CUDA GPU and PyCUDA, and none "
+          f"is usable ({why}). Run it on a machine with a GPU; {instead}", file=sys.stderr)
+    return 2
 
 
 def cmd_list(a: argparse.Namespace) -> int:
@@ -26,8 +44,31 @@ def cmd_list(a: argparse.Namespace) -> int:
             if e["max_bank_degree"]
             else ""
         )
+        if not e["speed_graded"]:
+            print("    graded for correctness only (no speed gate)")
+            continue
         print(f"    gate: >= {e['gate']}x over {e['baseline']} at {tuple(e['speed_shape'])}{deg}")
     return 0
+
+
+def counters_ready(prog: str, backend_name: str | None, speed: bool,
+                   lesson_without_counters: bool) -> bool:
+    """Before grading on a GPU: whether the GPU's counters, which grade the lessons, can be
+    read (or the instructor grades lessons as not measured); says what to do otherwise."""
+    from tilelab.device import backend
+    from tilelab.grading import counters
+
+    if lesson_without_counters:
+        os.environ[settings.LESSON_WITHOUT_COUNTERS.name] = "1"
+    if not speed or (backend_name or backend.active()) != "gpu":
+        return True
+    try:
+        counters.preflight()
+    except counters.CountersUnavailable as exc:
+        print(f"{prog}: refusing to grade: {exc} (--lesson-without-counters grades them as not "
+              "measured)", file=sys.stderr)
+        return False
+    return True
 
 
 def cmd_check(a: argparse.Namespace) -> int:
@@ -37,6 +78,13 @@ def cmd_check(a: argparse.Namespace) -> int:
     path = Path(a.file)
     if not path.is_file():
         print(f"tilelab check: no such file: {path}", file=sys.stderr)
+        return 2
+    if a.backend == "gpu" and (
+        code := no_gpu("check", "--backend gpu",
+                       "or check on the CPU emulator: --backend emu (correctness, races, bank "
+                       "conflicts and traffic; no speed)")):
+        return code
+    if not counters_ready("tilelab check", a.backend, not a.no_speed, a.lesson_without_counters):
         return 2
     gate = gates.load(a.gates).get(a.exercise) if a.gates else None
     v = grade_source(
@@ -71,45 +119,67 @@ def cmd_check(a: argparse.Namespace) -> int:
 
 def cmd_grade(a: argparse.Namespace) -> int:
     from tilelab import classroom
+    from tilelab.classroom import summary as class_summary
+    from tilelab.classroom.inline import inline
     from tilelab.classroom.run import NO_SANDBOX_WARNING
+    from tilelab.device import backend as backends
     from tilelab.grading import bubblewrap
 
+    if a.workers < 1:
+        print(f"tilelab grade: --workers must be at least 1 (got {a.workers})", file=sys.stderr)
+        return 2
     if a.no_sandbox:
         print(f"tilelab grade: WARNING: {NO_SANDBOX_WARNING}", file=sys.stderr)
-    else:
+    elif not a.scheduler:  # tasks run on this machine: it needs the sandbox
         why = bubblewrap.problem()
         if why:
             print(f"tilelab grade: refusing to grade a class without a sandbox: {why} "
                   "(--no-sandbox grades anyway, with the instructor's rights)", file=sys.stderr)
             return 2
-    common = {
-        "assignments": a.assignment or None,
-        "students": a.student or None,
-        "backend": a.backend,
-        "award_speed_without_gpu": a.award_speed_without_gpu,
-        "progress": not a.quiet,
-        "gates": gates.load(a.gates) if a.gates else None,
-        "sandboxed": not a.no_sandbox,
-    }
-    if a.workers < 1:
-        print(f"tilelab grade: --workers must be at least 1 (got {a.workers})", file=sys.stderr)
+    if not counters_ready("tilelab grade", a.backend, True, a.lesson_without_counters):
         return 2
-    from tilelab.cluster.start import ClusterError
+    # on a remote cluster each worker uses its own backend unless one is named
+    backend = a.backend if a.scheduler else (a.backend or backends.active())
+    errors: tuple[type[Exception], ...] = ()
+    if a.workers == 1 and not a.scheduler and (a.tasks_per_gpu == 1 or backend != "gpu"):
+        run_tasks = inline
+    else:
+        from tilelab.cluster.run import on_dask
+        from tilelab.cluster.start import ClusterError
 
+        run_tasks, errors = on_dask(a.workers, a.scheduler, gpus=backend == "gpu"
+                                    and not a.scheduler, tasks_per_gpu=a.tasks_per_gpu), (
+                                        ClusterError,)
     try:
         summary = classroom.grade_class(
-            Path(a.course), workers=a.workers, scheduler=a.scheduler, force=a.force, **common
+            Path(a.course),
+            assignments=a.assignment or None,
+            students=a.student or None,
+            backend=backend,
+            award_speed_without_gpu=a.award_speed_without_gpu,
+            progress=not a.quiet,
+            gates=gates.load(a.gates) if a.gates else None,
+            force=a.force,
+            sandboxed=not a.no_sandbox,
+            run_tasks=run_tasks,
         )
-    except ClusterError as exc:
+    except errors as exc:
         print(f"tilelab grade: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(summary, indent=1, default=str))
+    if a.json:
+        print(json.dumps(summary, indent=1, default=str))
+    else:
+        print(class_summary.table(summary))
     return 0
 
 
 def cmd_release(a: argparse.Namespace) -> int:
-    from tilelab import classroom
+    from tilelab import classroom, picture
 
+    for name in a.assignment or exercises.ASSIGNMENTS:
+        folder = Path(a.course) / "solutions" / name
+        for path in picture.write_reference_pictures(folder, exercises.ASSIGNMENTS[name]):
+            print(f"drew {path}")
     for path in classroom.release(a.course, a.assignment):
         print(f"released {path}")
     return 0
@@ -118,6 +188,9 @@ def cmd_release(a: argparse.Namespace) -> int:
 def cmd_calibrate(a: argparse.Namespace) -> int:
     from tilelab.experiments.calibration import calibrate, table, write_data
 
+    if code := no_gpu("calibrate", "calibrating the speed gates (it times kernels)",
+                      "without one, grade with the default gates (no --gates)."):
+        return code
     doc = calibrate()
     data = write_data(doc, Path(a.out))
     print(table(doc))
@@ -143,6 +216,12 @@ def cmd_bench(a: argparse.Namespace) -> int:
     try:
         experiments.check_names(names)
         gpu = any(experiments.needs_gpu(n) for n in names)
+        cpu = [n for n in experiments.EXPERIMENTS if not experiments.needs_gpu(n)]
+        if gpu and (code := no_gpu(  # before anything runs: one line, no traceback
+                "bench", "the GPU experiments "
+                + ", ".join(n for n in names if experiments.needs_gpu(n)),
+                "these run without one: " + (", ".join(cpu) or "none") + ".")):
+            return code
         rt = get_runtime("gpu") if gpu else None  # a missing GPU: BackendError, one line
         for path in runner.run(names, Path(a.out), rt):
             print(f"wrote {path}")
@@ -172,6 +251,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", choices=("gpu", "emu"))
     s.add_argument("--no-speed", action="store_true", help="skip the speed gate")
     s.add_argument("--gates", help="gates file written by `tilelab calibrate`")
+    s.add_argument("--lesson-without-counters", action="store_true", help=LESSON_HELP)
     s.set_defaults(func=cmd_check)
     s = sub.add_parser("grade", help="autograde a class with nbgrader, then feedback and CSV")
     s.add_argument("--course", default=".", help="the course repository (default: here)")
@@ -184,6 +264,7 @@ def parser() -> argparse.ArgumentParser:
         help="without a GPU, give speed points anyway (they were not measured)",
     )
     s.add_argument("--gates", help="gates file written by `tilelab calibrate`")
+    s.add_argument("--lesson-without-counters", action="store_true", help=LESSON_HELP)
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.add_argument(
         "--workers",
@@ -193,6 +274,14 @@ def parser() -> argparse.ArgumentParser:
         "emulator workers without one); 1 (default): one submission after another, no Dask",
     )
     s.add_argument(
+        "--tasks-per-gpu",
+        type=int,
+        default=1,
+        metavar="N",
+        help="on a GPU machine, grade N submissions at once on each GPU (their compile, "
+        "correctness, sanitizer and notebook runs overlap; each timed step has the GPU alone)",
+    )
+    s.add_argument(
         "--scheduler",
         metavar="tcp://HOST:PORT",
         help="grade on the running Dask cluster of this scheduler (workers with --nthreads 1)",
@@ -200,8 +289,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--force",
         action="store_true",
-        help="on a cluster, regrade submissions already graded from the same files and inputs",
+        help="regrade submissions already graded from the same files and inputs",
     )
+    s.add_argument("--json", action="store_true",
+                   help="print the whole summary as JSON instead of the short table")
     s.add_argument(
         "--no-sandbox",
         action="store_true",

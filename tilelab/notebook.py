@@ -8,7 +8,9 @@ sends back a verdict, the emulator's analysis included; this module only prints 
 
 from __future__ import annotations
 
-from tilelab import settings
+from pathlib import Path
+
+from tilelab import picture, settings
 from tilelab.catalog import exercises
 from tilelab.device import backend
 from tilelab.grading import scoring
@@ -60,17 +62,20 @@ def setup() -> None:
         print(speed_advice(None))
 
 
-def check(exercise_id: str, source: str) -> None:
-    """Grade ``source`` like the hidden tests do and print a verdict a learner can act on."""
+def check(exercise_id: str, source: str, show: bool = False) -> None:
+    """Grade ``source`` like the hidden tests do and print a verdict a learner can act on.
+
+    ``show``: also draw what one block of the kernel read and wrote beside the reference
+    (:mod:`tilelab.picture`); drawn without asking when it explains a failure."""
     ex = exercises.get(exercise_id)
-    print(backend_line())
-    try:
+    try:  # the report's first line names the backend; each line is printed once
         if settings.CLASS_GRADING.get():
             print("(the visible check is skipped during class grading: the hidden tests grade it)")
             return
         verdict = grade_source(ex.id, source)
         print(scoring.report(verdict, settings.AWARD_SPEED_WITHOUT_GPU.get()))
     except Exception as exc:  # the check must explain, never raise
+        print(backend_line())
         print(f"The check could not run: {type(exc).__name__}: {exc}")
         return
     if verdict.speed_measured and verdict.gpu and verdict.gpu.strip() != exercises.GRADING_GPU:
@@ -78,6 +83,44 @@ def check(exercise_id: str, source: str) -> None:
     if verdict.backend == "emu" and verdict.compiled and (text := scoring.analysis_text(verdict)):
         print()
         print(text)
+    show_picture(ex, verdict, show)
+
+
+def show_picture(ex: exercises.Exercise, verdict: Verdict, asked: bool) -> None:
+    """Draw the kernel's trace when asked, or when it explains a failure: the kernel
+    touched other elements than the reference, or a bank gate failed. Never raises."""
+    if not verdict.touch:
+        if asked:
+            print("(no picture: it is drawn from the CPU emulator's run of a kernel that "
+                  "compiles; on a GPU, set TILELAB_BACKEND=emu to draw it)")
+        return
+    try:
+        ref = picture.reference_touch(ex)
+        bank_failed = verdict.bank_degree is not None and verdict.speed_passed is False
+        if not (asked or bank_failed or (not verdict.correct
+                                         and picture.differs(verdict.touch, ref))):
+            return
+        png = picture.draw(ex, verdict.touch, ref)
+    except Exception as exc:  # the picture helps; it must never hide the verdict
+        print(f"(no picture: {type(exc).__name__}: {exc})")
+        return
+    print("\nWhat one block of your kernel read and wrote, beside the reference's:")
+    display_png(png, f"tilelab_{ex.id}.png")
+
+
+def display_png(png: bytes, name: str) -> None:
+    """Show a PNG in a notebook, or write it to ``name`` and say where."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Image, display
+
+        if get_ipython() is not None:
+            display(Image(data=png))
+            return
+    except ImportError:
+        pass
+    Path(name).write_bytes(png)
+    print(f"(picture written to {name})")
 
 
 def grade(exercise_id: str, source: str) -> Verdict:

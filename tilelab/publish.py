@@ -2,7 +2,7 @@
 
 One place names the course's public repository: ``repository: url`` in ``_config.yml``
 (the book's launch buttons read it too). An empty value means "not published yet". The
-release step (``python -m tilelab.classroom release``) writes the set-up cell rendered
+release step (``tilelab release``) writes the set-up cell rendered
 from it into every source notebook before nbgrader releases them, so the notebooks, the
 book and the configuration cannot disagree (a test compares them).
 """
@@ -15,8 +15,11 @@ from pathlib import Path
 
 import yaml
 
+from tilelab.catalog import exercises
+
 CONFIG_FILE = "_config.yml"
 SETUP_CELL_ID = "colab_setup"
+GRADING_CELL_ID = "grading"  # the notebook's about cell: the book's chapter and the grading
 GITHUB = re.compile(r"https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 WHEEL_GLOB = "tilelab-*.whl"
 
@@ -96,5 +99,106 @@ def write_setup_cells(notebooks: list[Path], url: str) -> list[Path]:
             cells[0]["source"] = lines
             text_out = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
             path.write_text(text_out, encoding="utf-8")
+            changed.append(path)
+    return changed
+
+
+# ---------------------------------------------------------------- the about cell
+
+#: each registry chapter tag: the chapter's page (without suffix) and its title
+CHAPTERS = {
+    "book/naive": ("book/02-naive-matmul", "A naive matrix multiply"),
+    "book/tiling": ("book/03-tiling", "Tiling with shared memory"),
+    "book/banks": ("book/04-banks-padding", "Bank conflicts and padding"),
+    "book/cublas": ("book/06-cublas", "Beyond padding: the road to cuBLAS"),
+}
+
+
+def book_url(url: str) -> str:
+    """The published book of a course whose repository is ``url`` (GitHub Pages: the
+    project site https://OWNER.github.io/NAME/); "" while the course is not published."""
+    if not url:
+        return ""
+    owner, name = url.rstrip("/").split("/")[-2:]
+    return f"https://{owner.lower()}.github.io/{name}/"
+
+
+def chapter_line(url: str, chapter: str) -> str:
+    """The sentence that sends a learner to the chapter: a link into the published book,
+    or, before publication, the chapter's name and where its source is (a relative link
+    would be dead in Colab or in a notebook opened alone)."""
+    page, title = CHAPTERS[chapter]
+    if url:
+        return f"Read the chapter [{title}]({book_url(url)}{page}.html) first."
+    return (f"Read the chapter *{title}* first (the book is not published yet: its source "
+            f"is `{page}.md` in the course's repository).")
+
+
+def _points(n: float) -> str:
+    return f"{n:g} point" + ("" if n == 1 else "s")
+
+
+def grading_line(ex: exercises.Exercise) -> str:
+    """What one step is graded on, from the registry (the gates the grader applies)."""
+    head = f"- `{ex.kernel}` ({ex.id}): {_points(ex.points_correct)} if correct on every shape"
+    if not ex.speed_graded:
+        return head + " (graded for correctness only)."
+    shape = ", ".join(str(s) for s in ex.speed_shape)
+    line = (f"{head}, {_points(ex.points_speed)} if at least {ex.gate:g}x faster than "
+            f"{ex.baseline.label} at ({shape}) on a GPU")
+    if ex.must_beat is not None:
+        line += f", and faster than {ex.must_beat.label}"
+    if ex.max_bank_degree is not None:
+        line += (f"; without a GPU, when the worst shared-memory access line averages at "
+                 f"most {ex.max_bank_degree:g} bank passes per warp-wide access (its "
+                 "bank-conflict degree: 1 = conflict-free, 32 = fully serialised) on the "
+                 "emulator")
+    return line + "."
+
+
+def about_cell(assignment: str, url: str) -> str:
+    """The notebook's about cell, generated at release: the chapter to read and how each
+    step is graded, both from the registry and ``_config.yml``."""
+    ids = exercises.ASSIGNMENTS[assignment]
+    chapters = dict.fromkeys(exercises.get(i).chapter for i in ids)
+    total = sum(exercises.get(i).points_correct + exercises.get(i).points_speed for i in ids)
+    lines = [chapter_line(url, c) for c in chapters]
+    lines += ["", f"Grading ({total:g} points; every kernel is checked on fresh random inputs "
+              "at several shapes, most of them not multiples of the block):", ""]
+    lines += [grading_line(exercises.get(i)) for i in ids]
+    lines += ["", "Without a GPU, kernels run on the course's CPU emulator: it checks "
+              "correctness, looks for shared-memory races and counts bank conflicts; speed "
+              "is not measured there."]
+    return "\n".join(lines)
+
+
+def _cells_with(nb: dict, grade_id: str) -> list[dict]:
+    return [c for c in nb["cells"]
+            if (c.get("metadata") or {}).get("nbgrader", {}).get("grade_id") == grade_id]
+
+
+def notebook_about_cell(path: str | Path) -> str | None:
+    """The about cell's source in one notebook (None when it has none)."""
+    cells = _cells_with(json.loads(Path(path).read_text(encoding="utf-8")), GRADING_CELL_ID)
+    if not cells:
+        return None
+    src = cells[0]["source"]
+    return "".join(src) if isinstance(src, list) else src
+
+
+def write_about_cells(notebooks: dict[str, Path], url: str) -> list[Path]:
+    """Write each assignment's about cell (``notebooks``: assignment -> its source
+    notebook); return the notebooks that changed."""
+    changed = []
+    for assignment, path in notebooks.items():
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        cells = _cells_with(nb, GRADING_CELL_ID)
+        if not cells:
+            raise PublishError(f"{path}: no {GRADING_CELL_ID!r} cell to write the grading into")
+        lines = about_cell(assignment, url).splitlines(keepends=True)
+        if cells[0]["source"] != lines:
+            cells[0]["source"] = lines
+            path.write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
+                            encoding="utf-8")
             changed.append(path)
     return changed

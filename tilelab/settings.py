@@ -102,6 +102,10 @@ CELL_TIMEOUT: Variable[int] = Variable(
 AWARD_SPEED_WITHOUT_GPU: Variable[bool] = Variable(
     "TILELAB_AWARD_SPEED_WITHOUT_GPU", "", _flag, "1/true/yes or 0/false/no",
     "award speed points where speed cannot be measured (no GPU); set by `tilelab grade`")
+LESSON_WITHOUT_COUNTERS: Variable[bool] = Variable(
+    "TILELAB_LESSON_WITHOUT_COUNTERS", "", _flag, "1/true/yes or 0/false/no",
+    "grade on a GPU whose performance counters cannot be read, every lesson graded as not "
+    "measured (no speed points for it); otherwise such a GPU is refused before grading")
 CLASS_GRADING: Variable[bool] = Variable(
     "TILELAB_CLASS_GRADING", "", lambda t: bool(t), "any non-empty value",
     "set while a class run's nbgrader executes notebooks: the visible checks stand aside")
@@ -119,8 +123,14 @@ BOOK_STRICT: Variable[bool | None] = Variable(
     "TILELAB_BOOK_STRICT", "", lambda t: _flag(t) if t else None, "1/true/yes or 0/false/no",
     "a book build where every missing measured value is a warning")
 
+GPU_LOCK: Variable[str | None] = Variable(
+    "TILELAB_GPU_LOCK", "", _optional, "a folder",
+    "the lock folder of the GPU a class run's grading tasks share (tilelab.grading.gpulock): "
+    "untimed work holds it shared, a timed step alone; set by the class run per GPU")
+
 ALL: tuple[Variable, ...] = (BACKEND, GRADE_TIMEOUT, CELL_TIMEOUT, AWARD_SPEED_WITHOUT_GPU,
-                             CLASS_GRADING, VERDICT_CACHE, SANDBOXED, BOOK_DATA, BOOK_STRICT)
+                             LESSON_WITHOUT_COUNTERS, CLASS_GRADING, VERDICT_CACHE, SANDBOXED,
+                             BOOK_DATA, BOOK_STRICT, GPU_LOCK)
 EMULATOR_VARIABLES = ("TILELAB_EMU_TIMEOUT", "TILELAB_EMU_CXX", "TILELAB_CACHE",
                       "TILELAB_CACHE_BASE")
 

@@ -16,6 +16,7 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 from tilelab.book import style, worked
 from tilelab.book.data import format_value
+from tilelab.experiments.perfmodel import bank_passes
 
 WARP = 32
 SECTOR = 32  # bytes the memory system moves per sector
@@ -324,8 +325,6 @@ def warp_reads(path: Path, ty: int = 5, k: int = 9) -> None:
     needs; beside them, the store of the transposed-tile kernel, down a column."""
     from matplotlib import colormaps
     from matplotlib.colors import ListedColormap
-
-    from tilelab.experiments.perfmodel import bank_passes
 
     cmap = ListedColormap(colormaps["hsv"](np.linspace(0, 1, BANKS, endpoint=False)))
     idx = np.arange(32)[:, None] * 32 + np.arange(32)[None, :]

@@ -10,7 +10,7 @@ from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.util.docutils import SphinxDirective
 
-from tilelab.book import charts, context, expr, images, tables, worked
+from tilelab.book import charts, context, diagrams, expr, images, tables, worked
 from tilelab.book.data import (
     DataError,
     Dataset,
@@ -235,8 +235,6 @@ class Diagram(_BookDirective):
                                       "width": directives.unchanged}
 
     def run(self) -> list[nodes.Node]:
-        from tilelab.book import diagrams
-
         kind = self.arguments[0]
         if kind not in diagrams.DIAGRAMS:
             return self.fail(DataError(f"no diagram {kind!r}; one of "

@@ -10,8 +10,8 @@ from tilelab.book.data import DataError
 from tilelab.book.directives import build_table
 from tilelab.catalog import exercises
 
-HEADS = ["exercise (assignment: kernel)", "speed gate on a GPU", "on the emulator",
-         "points (correct + speed)"]
+HEADS = ["exercise (assignment: kernel)", "what it teaches", "speed gate on a GPU",
+         "on the emulator", "points (correct + speed)"]
 
 
 def rows() -> list[list[str]]:
@@ -19,14 +19,19 @@ def rows() -> list[list[str]]:
     out = []
     for ex in exercises.EXERCISES.values():
         d = ex.to_dict()
-        emu = (f"conflict degree ≤ {d['max_bank_degree']}" if d.get("max_bank_degree")
-               else "correctness only")
+        emu = (f"worst access line's average bank-conflict degree ≤ {d['max_bank_degree']}"
+               if d.get("max_bank_degree") else "correctness only")
         shape = " × ".join(str(s) for s in d["speed_shape"])
         pts = d["points"]
         optional = " — optional" if d.get("optional") else ""
-        out.append([f"{d['id']} ({d['assignment']}: {d['kernel']}){optional}",
-                    f"≥ {d['gate']}× over {d['baseline']}, at {shape}", emu,
-                    f"{pts['correctness']:g} + {pts['speed']:g}"])
+        gate = (f"≥ {d['gate']}× over {d['baseline']}, at {shape}" if ex.speed_graded
+                else "none: correctness only")
+        out.append([f"{d['id']} ({d['assignment']}: {d['kernel']}){optional}", ex.teaches,
+                    gate, emu, f"{pts['correctness']:g} + {pts['speed']:g}"])
+    for assignment, ids in exercises.ASSIGNMENTS.items():
+        total = sum(exercises.get(i).points_correct + exercises.get(i).points_speed
+                    for i in ids)
+        out.append([f"{assignment}: {len(ids)} steps", "", "", "", f"{total:g} in all"])
     return out
 
 

@@ -36,10 +36,33 @@ TRANSPOSE_SHAPES: tuple[Shape, ...] = (
     (517, 333),
 )
 
+# The small steps: 2-D shapes for the elementwise add, 1-D lengths for the reduction and
+# the stencil (none a multiple of 256 but two, tiny ones, one past a block by one), whole
+# tiles only for the tiled loop's stage (its edges are the next step).
+ADD2D_SHAPES: tuple[Shape, ...] = (
+    (1, 1), (15, 17), (16, 16), (33, 65), (100, 37), (31, 300), (1100, 37), (45, 1300),
+)
+LINE_SHAPES: tuple[Shape, ...] = (
+    (1,), (31,), (256,), (257,), (1000,), (4099,), (20001,),
+)
+WHOLE_TILE_SHAPES: tuple[Shape, ...] = (
+    (32, 32, 32), (64, 32, 96), (32, 96, 64), (96, 64, 160), (64, 32, 576), (1056, 32, 64),
+    (32, 1056, 64),
+)
+
 MATMUL_SIGNATURE = (
     "__global__ void {name}(const float* A, const float* B, float* C, int M, int N, int K)"
 )
 TRANSPOSE_SIGNATURE = "__global__ void {name}(const float* in, float* out, int rows, int cols)"
+ADD2D_SIGNATURE = ("__global__ void add2d(const float* A, const float* B, float* C, int M, "
+                   "int N)")
+LINE_SIGNATURE = "__global__ void {name}(const float* x, float* {out}, int n)"
+
+#: the gate of a step graded for correctness only (it has no speed test)
+CORRECTNESS_ONLY = (
+    "This step is graded for correctness only: its lesson is an index, a guard or a barrier, "
+    "which a wrong output or the emulator's race check shows, not a time."
+)
 
 
 @dataclass(frozen=True)
@@ -66,6 +89,12 @@ class Exercise:
     points_correct: float = 3.0
     points_speed: float = 2.0
     optional: bool = False  # a stretch exercise: not needed to complete the course
+    teaches: str = ""  # the one idea the step asks for (the instructors' page shows it)
+
+    @property
+    def speed_graded(self) -> bool:
+        """Whether the step has a speed test (a gate); False: graded for correctness only."""
+        return self.points_speed > 0
 
     @property
     def problem(self) -> Problem:
@@ -96,10 +125,27 @@ class Exercise:
             "points": {"correctness": self.points_correct, "speed": self.points_speed},
             "chapter": self.chapter,
             "optional": self.optional,
+            "speed_graded": self.speed_graded,
+            "teaches": self.teaches,
         }
 
 
+def _step(id: str, assignment: str, title: str, ref: str, signature: str, shapes: tuple,
+          chapter: str, teaches: str, points: float = 2.0, **kw) -> Exercise:
+    """A step graded for correctness only: the gate's baseline is its own reference."""
+    r = KERNELS[ref]
+    return Exercise(id=id, assignment=assignment, title=title, kernel=r.name,
+                    signature=signature, reference=r, baseline=r,
+                    speed_shape=shapes[-1], gate=1.0, gate_reason=CORRECTNESS_ONLY,
+                    chapter=chapter, shapes=shapes, points_correct=points, points_speed=0.0,
+                    teaches=teaches, **kw)
+
+
 _EXERCISES = (
+    _step("add2d", "01-naive", "Add two matrices, one thread per element", "add2d",
+          ADD2D_SIGNATURE, ADD2D_SHAPES, "book/naive",
+          "2-D indexing (row from y, column from x) and the guard for a grid that overhangs "
+          "the matrix"),
     Exercise(
         id="naive",
         assignment="01-naive",
@@ -118,7 +164,31 @@ _EXERCISES = (
             "calibrate`)."
         ),
         chapter="book/naive",
+        teaches="coalescing: threadIdx.x walks the columns, so a warp reads and writes "
+                "consecutive addresses",
     ),
+    _step("block_sum", "02-tiled", "Sum each block's 256 values in shared memory",
+          "block_sum", LINE_SIGNATURE.format(name="block_sum", out="sums"), LINE_SHAPES,
+          "book/tiling",
+          "shared memory shared by a block, and a barrier between every step of a tree"),
+    _step("stencil", "02-tiled", "A 5-point stencil with its halo in shared memory",
+          "stencil", LINE_SIGNATURE.format(name="stencil", out="y"), LINE_SHAPES,
+          "book/tiling",
+          "staging a block's values and its halo in shared memory, each global value "
+          "loaded once"),
+    _step("tile_pair", "02-tiled", "Tiled multiply, stage 1: load one tile pair",
+          "tile_pair", MATMUL_SIGNATURE.format(name="tile_pair"), MATMUL_SHAPES,
+          "book/tiling",
+          "which element of A's and B's tile each thread loads, with zeros outside"),
+    _step("first_tile", "02-tiled", "Tiled multiply, stage 2: the barrier and one tile's "
+          "partial product", "first_tile", MATMUL_SIGNATURE.format(name="first_tile"),
+          MATMUL_SHAPES, "book/tiling",
+          "the first barrier: a thread reads tile elements other threads stored"),
+    _step("tiled_loop", "02-tiled", "Tiled multiply, stage 3: the loop over whole tiles",
+          "tiled_loop", MATMUL_SIGNATURE.format(name="matmul_tiled_loop"),
+          WHOLE_TILE_SHAPES, "book/tiling",
+          "the loop over K's tiles and the second barrier, before the next loads overwrite "
+          "the tiles"),
     Exercise(
         id="tiled",
         assignment="02-tiled",
@@ -139,6 +209,8 @@ _EXERCISES = (
             "by `tilelab calibrate`)."
         ),
         chapter="book/tiling",
+        teaches="the whole tiled kernel: the edges of shapes that are not whole tiles, and "
+                "the speed of reusing each tile 32 times",
     ),
     Exercise(
         id="transpose_shared",
@@ -160,6 +232,7 @@ _EXERCISES = (
             "(book/data/calibration.json, written by `tilelab calibrate`)."
         ),
         chapter="book/banks",
+        teaches="a shared tile turns a strided global access into two coalesced ones",
     ),
     Exercise(
         id="transpose_padded",
@@ -181,7 +254,13 @@ _EXERCISES = (
         ),
         chapter="book/banks",
         max_bank_degree=1.1,
+        teaches="the bank-conflict fix: a padded row moves each column into 32 banks",
     ),
+    _step("matmul_at", "03-padded", "Tiled matmul with A's tile stored transposed",
+          "tiled32_at", MATMUL_SIGNATURE.format(name="matmul_tiled_at"), MATMUL_SHAPES,
+          "book/banks",
+          "a transposed store into shared memory (As[tx][ty]) and reading it back "
+          "transposed; the emulator shows its 32-way conflict"),
     Exercise(
         id="matmul_at_padded",
         assignment="03-padded",
@@ -203,6 +282,30 @@ _EXERCISES = (
         max_bank_degree=1.1,
         must_beat=KERNELS["naive"],
         reuses_tiles=True,
+        teaches="padding a tile that a warp stores down a column",
+    ),
+    Exercise(
+        id="regblock_1d",
+        assignment="04-regblock",
+        title="Register blocking in 1-D: 8 elements of a column of C per thread",
+        kernel="matmul_regblock_1d",
+        signature=MATMUL_SIGNATURE.format(name="matmul_regblock_1d"),
+        reference=KERNELS["regblock_1d"],
+        baseline=KERNELS["tiled32"],
+        speed_shape=(2048, 2048, 2048),
+        gate=1.3,
+        gate_reason=(
+            "Register blocking is the lesson: one value of B's tile in a register serves 8 "
+            "multiply-adds. The baseline is the course's tiled kernel (TILE 32); the "
+            "lesson-skipping kernel computes its 8 elements straight from global memory; the "
+            "instructors' page shows the measured variants and margins "
+            "(book/data/calibration.json, written by `tilelab calibrate`)."
+        ),
+        chapter="book/cublas",
+        optional=True,
+        reuses_tiles=True,
+        teaches="register blocking in one dimension: a value loaded once into a register, "
+                "used 8 times",
     ),
     Exercise(
         id="regblock",
@@ -223,7 +326,13 @@ _EXERCISES = (
         ),
         chapter="book/cublas",
         optional=True,
+        teaches="register blocking in two dimensions: a 4x4 micro-tile, 8 shared loads "
+                "for 16 multiply-adds",
     ),
+    _step("vec4", "04-regblock", "float4 loads from global and shared memory (optional)",
+          "vec4", MATMUL_SIGNATURE.format(name="matmul_vec4"), MATMUL_SHAPES, "book/cublas",
+          "16-byte loads: one float4 moves four values, with a scalar path at the edges",
+          optional=True),
 )
 
 EXERCISES: dict[str, Exercise] = {e.id: e for e in _EXERCISES}

@@ -6,7 +6,20 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from tilelab.catalog.problems import COPY, MATMUL, TRANSPOSE, Launch, Problem
+from tilelab.catalog.problems import (
+    ADD2D,
+    BLOCK_1D,
+    BLOCK_SUM,
+    COPY,
+    FIRST_TILE,
+    MATMUL,
+    ONE,
+    STENCIL,
+    TILE_PAIR,
+    TRANSPOSE,
+    Launch,
+    Problem,
+)
 
 
 def kernel_file(name: str) -> str:
@@ -45,6 +58,8 @@ class KernelRef:
 def _sq(b: int) -> Launch:
     return Launch(block=(b, b, 1), grid_dims=("N", "M"), tile=(b, b))
 
+
+_LINE = Launch(block=(BLOCK_1D, 1, 1), grid_dims=("n", ONE), tile=(BLOCK_1D, 1))
 
 _T32x8 = Launch(block=(32, 8, 1), grid_dims=("cols", "rows"), tile=(32, 32))
 
@@ -170,7 +185,20 @@ KERNELS: dict[str, KernelRef] = {
             "double buffering, 128x128x16, warp 64x32, 2x2 sub-tiles of 4x4 per thread",
             (*_WARPTILE, ("MINB", "2")),
         ),
-                KernelRef(
+        # The small steps before and between the course's kernels (one idea each).
+        KernelRef("add2d", "step_add2d.cu", "add2d", ADD2D, _sq(16),
+                  "2-D elementwise add, one thread per element"),
+        KernelRef("block_sum", "step_block_sum.cu", "block_sum", BLOCK_SUM, _LINE,
+                  "block reduction in shared memory, 256 threads"),
+        KernelRef("stencil", "step_stencil.cu", "stencil", STENCIL, _LINE,
+                  "5-point 1-D stencil, halo staged in shared memory"),
+        KernelRef("tile_pair", "step_tile_pair.cu", "tile_pair", TILE_PAIR, _sq(32),
+                  "tiled multiply, stage 1: one tile pair loaded"),
+        KernelRef("first_tile", "step_first_tile.cu", "first_tile", FIRST_TILE, _sq(32),
+                  "tiled multiply, stage 2: the partial product of one tile"),
+        KernelRef("tiled_loop", "step_tiled_loop.cu", "matmul_tiled_loop", MATMUL, _sq(32),
+                  "tiled multiply, stage 3: the loop over whole tiles"),
+        KernelRef(
             "copy", "transpose.cu", "copy_tile", COPY, _T32x8, "copy (same traffic, no transpose)"
         ),
         KernelRef(
@@ -216,11 +244,32 @@ def tiled_without_barrier(which: int, tile: int = 32) -> str:
     return src.replace(mark, "/* barrier removed */ //")
 
 
+_REGBLOCK_1D_GLOBAL = """\
+// Eight elements of one column of C per thread, as the 1-D launch asks (rows ty + 8 i),
+// each a dot product read straight from global memory: no tile, no register reused.
+__global__ void matmul_regblock_1d(const float* A, const float* B, float* C, int M, int N,
+                                   int K)
+{
+    int col = blockIdx.x * 64 + threadIdx.x;
+    for (int i = 0; i < 8; ++i) {
+        int row = blockIdx.y * 64 + threadIdx.y + 8 * i;
+        if (row < M && col < N) {
+            float acc = 0.0f;
+            for (int k = 0; k < K; ++k)
+                acc += A[row * K + k] * B[k * N + col];
+            C[row * N + col] = acc;
+        }
+    }
+}
+"""
+
+
 def slow_but_right(exercise_id: str) -> str:
     """A correct kernel for the exercise, under its name and launch, that skips the
     exercise's lesson: the speed gate must fail it. naive: threadIdx.x walks rows
     (uncoalesced); tiled: the naive kernel (untiled); the padded ones: unpadded;
-    regblock: the tiled kernel, one 16x16 sub-tile at a time (no register blocking)."""
+    regblock: the tiled kernel, one 16x16 sub-tile at a time (no register blocking);
+    regblock_1d: eight dot products per thread straight from global memory."""
     if exercise_id == "naive":
         return (
             KERNELS["naive_xrow"].source()
@@ -248,4 +297,6 @@ def slow_but_right(exercise_id: str) -> str:
         return KERNELS["tiled32_at"].source()
     if exercise_id == "regblock":
         return kernel_file("matmul_tiled_subtiles.cu")
+    if exercise_id == "regblock_1d":
+        return _REGBLOCK_1D_GLOBAL
     raise KeyError(f"no slow-but-right kernel for {exercise_id!r}")

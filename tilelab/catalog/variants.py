@@ -333,8 +333,16 @@ _VARIANTS: tuple[Variant, ...] = (
        "fail", "course", lambda: slow_but_right("regblock")),
     _v("regblock", "naive", "16 naive dot products per thread (no tiles)", "fail", "course",
        lambda: _REGBLOCK_NAIVE),
+    _v("regblock_1d", "reference", "reference (64x64x8 tile, 8 per thread)", "pass", "course",
+       lambda: KERNELS["regblock_1d"].source()),
+    _v("regblock_1d", "bk16", "K walked 16 at a time (64x64x16 tile)", "pass", "course",
+       lambda: _edited(KERNELS["regblock_1d"].source(), "#define BK 8", "#define BK 16")),
+    _v("regblock_1d", "global", "baseline skipped: 8 dot products per thread from global "
+       "memory (no tiles)", "fail", "course", lambda: slow_but_right("regblock_1d")),
 )
 
+#: the variants of every step with a speed gate (a correctness-only step has none)
 VARIANTS: dict[str, tuple[Variant, ...]] = {
-    e: tuple(v for v in _VARIANTS if v.exercise == e) for e in exercises.EXERCISES
+    e.id: tuple(v for v in _VARIANTS if v.exercise == e.id)
+    for e in exercises.EXERCISES.values() if e.speed_graded
 }

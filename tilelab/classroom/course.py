@@ -28,6 +28,7 @@ from traitlets.config.loader import PyFileConfigLoader
 from tilelab import publish
 from tilelab.catalog import exercises
 from tilelab.classroom import active_content
+from tilelab.classroom.jupyter_sandbox import sandbox_autograde
 from tilelab.grading import scoring
 from tilelab.grading.verdict import Verdict
 
@@ -47,6 +48,12 @@ def kernel_cell_id(exercise_id: str) -> str:
 def test_cell_id(exercise_id: str, kind: str) -> str:
     """The hidden test's grade id; ``kind`` is ``correct`` or ``speed``."""
     return f"test_{exercise_id}_{kind}"
+
+
+def test_kinds(exercise_id: str) -> tuple[str, ...]:
+    """The hidden tests an exercise's notebook holds: a step graded for correctness only
+    has no speed test."""
+    return ("correct", "speed") if exercises.get(exercise_id).speed_graded else ("correct",)
 
 
 def config_path(course_root: str | Path) -> Path:
@@ -89,8 +96,6 @@ def open_api(course_root: str | Path, cell_timeout: int | None = None,
         config.Execute.timeout = cell_timeout
         config.ExecutePreprocessor.timeout = cell_timeout
     if sandboxed:
-        from tilelab.classroom.jupyter_sandbox import sandbox_autograde
-
         sandbox_autograde(config)
     active_content.sanitize_pipelines(config)  # no learner script in what is opened
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
@@ -130,11 +135,11 @@ def release(
     cd = api.coursedir
     names = list(assignments or exercises.ASSIGNMENTS)
     if (Path(cd.root) / publish.CONFIG_FILE).is_file():
-        publish.write_setup_cells(
-            [Path(cd.format_path(cd.source_directory, ".", a)) / f"{notebook_id(a)}.ipynb"
-             for a in names],
-            publish.repository_url(cd.root),
-        )
+        sources = {a: Path(cd.format_path(cd.source_directory, ".", a)) / f"{notebook_id(a)}.ipynb"
+                   for a in names}
+        url = publish.repository_url(cd.root)
+        publish.write_setup_cells(list(sources.values()), url)
+        publish.write_about_cells(sources, url)
     out = str(Path(dest).resolve()) if dest is not None else cd.release_directory
     with temp_attrs(cd, release_directory=out):
         for a in names:
@@ -178,6 +183,8 @@ def record(
         for v in verdicts:
             written[v.exercise] = {}
             for kind, points in scoring.points(v, award_without_gpu).as_dict().items():
+                if kind not in test_kinds(v.exercise):
+                    continue
                 grade = gb.find_grade(test_cell_id(v.exercise, kind), nb, assignment, student)
                 grade.manual_score = min(points, grade.max_score)
                 grade.needs_manual_grade = False

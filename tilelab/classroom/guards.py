@@ -10,8 +10,9 @@ one back nor deletes one). These guards remain for what a sandbox leaves (and fo
   a child subreaper, so even daemonized ones come back to it);
 - :class:`GradebookGuard` restores the gradebook when a submission's run changed any row
   that is not that student's own (or broke the file);
-- :func:`tilelab.classroom.submissions.scrub_outputs` removes notebook outputs that show a
-  reference solution.
+- :func:`tilelab.classroom.submissions.solution_shown` counts notebook outputs that show a
+  run of reference-solution lines the submission does not hold (for the instructor; the
+  feedback keeps them).
 """
 
 from __future__ import annotations

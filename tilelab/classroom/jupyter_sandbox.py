@@ -62,7 +62,6 @@ class SandboxedKernelManager(AsyncKernelManager):
         return Limits(wall_seconds=self.wall_seconds, cpu_seconds=int(self.wall_seconds),
                       memory=self.memory_bytes,
                       address_space=None if gpu else self.memory_bytes,
-                      per_process_memory=not gpu,
                       processes=self.processes, output_bytes=self.output_bytes)
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:

@@ -1,28 +1,39 @@
-"""Grade a class with nbgrader: every submission through the steps, then the CSV.
+"""Grade a class with nbgrader: one driver over one unit of work, the executor handed in.
+
+:func:`grade_class` lists the submissions, leaves out those already graded from the same
+files and grading inputs (unless asked to regrade them), hands the rest to an executor as
+tasks (:func:`tilelab.classroom.task.grade`: each in a private course, writing nothing
+shared) and records each result as it arrives (:class:`tilelab.classroom.writer.Writer`,
+the one writer of the gradebook and the feedback), then exports nbgrader's CSV and the
+per-kernel CSV (:mod:`tilelab.classroom.kernel_csv`). Where tasks run is the executor's
+business: this process (:mod:`tilelab.classroom.inline`, the default) or a Dask cluster
+(:func:`tilelab.cluster.run.on_dask`, which the command line hands in).
 
 Points come only from the grader's clean process. A learner's Python runs inside the
 notebook kernel during ``nbgrader autograde`` and could patch the grader there, so each
 kernel cell is read straight from the submitted notebook (by its ``kernel_<exercise>``
 grade id; nothing is executed), graded by :func:`tilelab.grading.sandbox.grade_source`,
 and its points are written over the hidden tests' scores in the gradebook (as nbgrader
-manual scores), so the CSV export and the feedback show only those. This clean grade runs
-before autograding, so the hidden tests, which call the same grader, get its verdict back
-from a cache instead of grading every kernel twice. The verdicts are also written next to
-the feedback as ``tilelab_verdict.txt`` and ``.json``.
+manual scores), so the CSV export and the feedback show only those (see
+:mod:`tilelab.classroom.steps`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+from nbgrader.coursedir import CourseDirectory
 
 from tilelab import settings
 from tilelab.catalog import exercises
-from tilelab.classroom import course
+from tilelab.classroom import course, kernel_csv, resume, submissions, summary, task
+from tilelab.classroom.inline import inline
 from tilelab.classroom.progress import Progress
-from tilelab.classroom.steps import ClassRun, grade_one, protocol
+from tilelab.classroom.steps import VERDICT_FILE
+from tilelab.classroom.writer import Writer
 from tilelab.device import backend as backends
 from tilelab.grading import bubblewrap, limits
 
@@ -33,46 +44,27 @@ NO_SANDBOX_WARNING = (
 )
 
 
-def _summary(run: ClassRun) -> dict[str, Any]:
-    """The class summary before any submission is graded."""
-    summary: dict[str, Any] = {
-        "backend": run.backend,
-        "gpu": run.gpu,
-        "speed_measured": run.backend == "gpu",
-        "award_speed_without_gpu": run.award,
-        "gates": {e.id: run.gates.get(e.id, e.gate) for e in exercises.EXERCISES.values()},
-        "submissions": [],
-        "failures": run.failures,
-    }
-    if run.backend != "gpu":
-        summary["note"] = (
-            "no GPU: speed was not measured; padded kernels were graded by their emulated "
-            "bank-conflict degree, other speed points were "
-            + ("awarded anyway (as asked)" if run.award else "not awarded")
-        )
-    return summary
+class Executor(Protocol):
+    """Where a class run's tasks run: a callable yielding each task's result as it ends,
+    and saying in ``about`` how many workers it had and how long they took to start."""
+
+    remote: bool  # tasks run on other machines: their own backend and sandbox check
+    where: str  # said in the summary: "this process", "local Dask cluster, 2 workers" ...
+
+    def __call__(self, course: task.Course, todo: list[task.Submission],
+                 about: dict[str, Any]) -> Iterator[task.Result]: ...
 
 
-def _grade_all(run: ClassRun, work: list[tuple[str, str]], progress: bool) -> list[dict]:
-    """Record each assignment in the gradebook, then grade every submission; one failure
-    never stops the run."""
-    for a in sorted({a for a, _ in work}):
-        try:
-            course.ensure_in_gradebook(run.api, a)
-        except Exception as exc:
-            run.failures.append({"assignment": a, "step": "release", "error": str(exc)})
-    done = []
-    bar = Progress(len(work), progress)
-    for a, s in work:
-        start = time.monotonic()
-        try:
-            done.append(grade_one(run, a, s))
-            done[-1]["seconds"] = round(time.monotonic() - start, 2)
-        except Exception as exc:  # the grader's own failure: record it, go on
-            run.failed(a, s, "internal", f"{type(exc).__name__}: {exc}")
-        bar.step(f"{a} {s}", time.monotonic() - start)
-    bar.close()
-    return done
+def read_submission(cd: CourseDirectory, student: str, assignment: str) -> task.Submission:
+    """A submission's files; none where its folder holds links, special files or files too
+    large (the task then refuses it, naming them): none is read before its size is known."""
+    folder = Path(cd.format_path(cd.submitted_directory, student, assignment))
+    if unsafe := submissions.refused_entries(folder, cd.max_file_size * 1000):
+        return task.Submission(student, assignment, {},
+                               resume.digest_files({"\0unsafe": "\n".join(unsafe).encode()}),
+                               unsafe)
+    files = resume.read_tree(folder)
+    return task.Submission(student, assignment, files, resume.digest_files(files))
 
 
 def grade_class(
@@ -84,54 +76,101 @@ def grade_class(
     progress: bool = True,
     cell_timeout: int | None = None,
     gates: dict[str, float] | None = None,
-    workers: int = 1,
-    scheduler: str | None = None,
     force: bool = False,
     sandboxed: bool = True,
+    run_tasks: Executor = inline,
 ) -> dict[str, Any]:
-    """Autograde, re-grade every kernel cleanly, generate feedback and export the CSV, for
-    every submission under ``autograder/submitted/`` (or the ones named). One bad
-    submission never stops the run, nor changes another's grade: its failure is in the
-    summary (see :mod:`tilelab.classroom.guards`). ``gates``: calibrated speed gates by
-    exercise (``tilelab calibrate``), instead of the registry's defaults. ``cell_timeout``:
-    seconds a notebook cell may run (default ``TILELAB_CELL_TIMEOUT``, 120).
-
-    With ``workers`` above 1 or a ``scheduler`` address, the submissions are graded as
-    tasks on a Dask cluster instead (see :mod:`tilelab.cluster`), and submissions graded
-    before from the same files and inputs are skipped unless ``force``.
+    """Autograde, re-grade every kernel cleanly, generate feedback and export the CSVs, for
+    every submission under ``autograder/submitted/`` (or the named students', always
+    regraded); a submission graded before from the same files and grading inputs is left
+    as it is unless ``force``. One bad submission never stops the run, nor changes
+    another's grade: its failure is in the summary (see :mod:`tilelab.classroom.guards`).
+    ``gates``: calibrated speed gates by exercise (``tilelab calibrate``), instead of the
+    registry's defaults. ``cell_timeout``: seconds a notebook cell may run (default
+    ``TILELAB_CELL_TIMEOUT``, 120). ``backend`` None: this machine's (each worker's own
+    on a remote cluster).
 
     Only students of the gradebook are graded (``nbgrader db student add``); a folder of
     anyone else is reported in ``unknown_students``. ``sandboxed`` (the default): every
     kernel is graded, and every notebook run, in a bubblewrap sandbox that sees only its
-    own submission (raises :class:`~tilelab.grading.bubblewrap.SandboxUnavailable`, saying
-    what to install, where none can be made); False runs learners' code with the
-    instructor's rights."""
-    if sandboxed:
+    own submission (where tasks run here, raises
+    :class:`~tilelab.grading.bubblewrap.SandboxUnavailable`, saying what to install, where
+    none can be made; a remote task without one is refused and graded again next run);
+    False runs learners' code with the instructor's rights. Returns the summary
+    (:mod:`tilelab.classroom.summary`)."""
+    if sandboxed and not run_tasks.remote:
         bubblewrap.require()  # before any submission runs
         limits.warn_missing_caps()
-    if workers > 1 or scheduler:
-        from tilelab.cluster.run import grade_class_on_cluster
-
-        return grade_class_on_cluster(
-            course_root, assignments, students, backend, award_speed_without_gpu, progress,
-            cell_timeout, gates, workers=workers, scheduler=scheduler, force=force,
-            sandboxed=sandboxed,
-        )
     timeout = settings.CELL_TIMEOUT.get() if cell_timeout is None else cell_timeout
-    api = course.open_api(course_root, timeout, sandboxed=sandboxed)  # the config, read once
+    api = course.open_api(course_root, timeout)  # the config, read once
+    cd = api.coursedir
     work, strangers = course.to_grade(api, assignments, students)
-    chosen = backend or backends.active()
-    gpu = backends.gpu_probe()[1] if chosen == "gpu" else None
-    run = ClassRun(api, chosen, gpu, award_speed_without_gpu, timeout, gates or {},
-                   sandboxed=sandboxed)
-    summary = _summary(run)
-    course.report_strangers(summary, run.failures, strangers)
-    with settings.environ(protocol(run)):
-        summary["submissions"] = _grade_all(run, work, progress)
-    csv = Path(api.coursedir.root) / "autograder" / course.CSV_FILE
+    chosen = backend or (None if run_tasks.remote else backends.active())
+    all_gates = {e.id: (gates or {}).get(e.id, e.gate) for e in exercises.EXERCISES.values()}
+    out = summary.start(chosen, award_speed_without_gpu, all_gates, run_tasks.where)
+    course.report_strangers(out, out["failures"], strangers)
+    names = sorted({a for a, _ in work})
+    for a in names:
+        try:
+            course.ensure_in_gradebook(api, a)
+        except Exception as exc:
+            out["failures"].append({"assignment": a, "step": "release", "error": str(exc)})
+    files = task.course_files(api)
+    run_settings = {
+        "backend": chosen,
+        "award_speed_without_gpu": award_speed_without_gpu,
+        "cell_timeout": timeout,
+        "gates": all_gates,
+        "sandboxed": sandboxed,
+    }
+    digest = resume.inputs_digest(files, run_settings)
+    begun = time.monotonic()
+    with Writer(cd) as writer:
+        todo = []
+        for a, s in work:
+            sub = read_submission(cd, s, a)
+            doc = resume.recorded(writer.folder("feedback", s, a) / f"{VERDICT_FILE}.json")
+            fresh = resume.up_to_date(doc, sub.digest, digest, writer.scores(s, a))
+            if fresh and not force and not students:
+                out["up_to_date"] += 1
+            else:
+                todo.append(sub)
+        bar = Progress(len(todo), progress, skipped=out["up_to_date"])
+        try:
+            if todo:
+                inputs = task.Course(
+                    files=files,
+                    gradebook=task.template_gradebook(files, names),
+                    backend=chosen,
+                    award_speed_without_gpu=award_speed_without_gpu,
+                    cell_timeout=timeout,
+                    gates=gates or {},
+                    digest=digest,
+                    sandboxed=sandboxed,
+                )
+                for result in run_tasks(inputs, todo, out):
+                    _record(writer, result, out)
+                    bar.step(f"{result.assignment} {result.student}", result.seconds)
+        finally:
+            bar.close()
+    summary.finish(out, time.monotonic() - begun)
+    autograder = Path(cd.root) / "autograder"
+    for key, export in (("csv", course.export_csv), ("kernels_csv", kernel_csv.write)):
+        dest = autograder / (course.CSV_FILE if key == "csv" else kernel_csv.FILE)
+        try:
+            out[key] = str(export(cd, dest))
+        except Exception as exc:
+            out["failures"].append({"step": "export", "error": f"{dest.name}: {exc}"})
+    return out
+
+
+def _record(writer: Writer, result: task.Result, out: dict[str, Any]) -> None:
+    """One result into the gradebook and folders, then into the summary."""
     try:
-        course.export_csv(api.coursedir, csv)
-        summary["csv"] = str(csv)
+        writer.record(result)
     except Exception as exc:
-        summary["failures"].append({"step": "export", "error": str(exc)})
-    return summary
+        out["failures"].append({
+            "assignment": result.assignment, "student": result.student, "step": "record",
+            "error": f"{type(exc).__name__}: {exc}",
+        })
+    summary.add(out, result)

@@ -17,16 +17,16 @@ import json
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from nbgrader.apps.api import NbGraderAPI
 
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.classroom import course, guards, submissions
-from tilelab.grading import scoring
+from tilelab.grading import gpulock, scoring
 from tilelab.grading.cache import cache_verdict
 from tilelab.grading.sandbox import grade_source
 from tilelab.grading.verdict import Verdict
@@ -45,12 +45,12 @@ class ClassRun:
     cell_timeout: int
     gates: dict[str, float] = field(default_factory=dict)
     failures: list[dict[str, Any]] = field(default_factory=list)
-    secret: set[str] = field(default_factory=set)
+    secret: list[tuple[str, ...]] = field(default_factory=list)  # the solution blocks
     sandboxed: bool = True
 
     def __post_init__(self) -> None:
         cd = self.api.coursedir
-        self.secret = submissions.solution_lines(
+        self.secret = submissions.solution_blocks(
             sorted(Path(cd.root, cd.source_directory).glob("*/*.ipynb"))
         )
 
@@ -143,13 +143,26 @@ def clean_grade(run: ClassRun, sub: Submission, cache: Path) -> None:
         ]
 
 
-def refuse(run: ClassRun, sub: Submission, odd: list[str]) -> None:
-    """A submission folder holding links, special files or files too large: nothing of it
-    is read, copied or run; every kernel scores zero and the learner is told what to remove."""
-    text = submissions.refusal(odd)
-    run.failed(sub.assignment, sub.student, "files", text)
+class Refusal(NamedTuple):
+    """Why a submission is not graded at all: the failure's step and the learner's text."""
+
+    step: str
+    text: str
+
+
+def unsafe_text(odd: list[str]) -> str:
+    """What a learner whose submission holds links, special files or files too large is
+    told."""
+    return submissions.refusal(odd)
+
+
+def refuse(run: ClassRun, sub: Submission, refusal: Refusal) -> None:
+    """A submission not graded (its folder holds links or special files, its worker died,
+    the grader failed): nothing of it is read, copied or run; every kernel scores zero and
+    the learner is told why."""
+    run.failed(sub.assignment, sub.student, refusal.step, refusal.text)
     sub.verdicts = [Verdict.for_exercise(exercises.get(e), run.backend, run.gpu,
-                                         f"not graded (0 points): {text}")
+                                         f"not graded (0 points): {refusal.text}")
                     for e in exercises.ASSIGNMENTS[sub.assignment]]
 
 
@@ -160,6 +173,7 @@ def autograde(run: ClassRun, sub: Submission, cache: Path) -> None:
     with (
         guards.GradebookGuard(db, sub.student) as guard,
         settings.environ(settings.VERDICT_CACHE.set_to(cache)),
+        gpulock.shared(),  # a GPU shared with other tasks: never while one is timed
         guards.Reaper() as reaper,
     ):
         result = run.api.autograde(sub.assignment, sub.student, force=True, create=True)
@@ -175,16 +189,18 @@ def autograde(run: ClassRun, sub: Submission, cache: Path) -> None:
 
 
 def scrub(run: ClassRun, sub: Submission) -> None:
-    """Outputs that show the reference solution go; cells a time limit stopped are noted."""
+    """Cells a time limit stopped are noted; outputs that show a run of solution lines the
+    submission does not hold are counted for the instructor (the feedback keeps them)."""
     executed = run.folder("autograded", sub.student, sub.assignment) / sub.notebook
-    leaks = submissions.scrub_outputs(executed, run.secret, sub.own_text)
+    shown = submissions.solution_shown(executed, run.secret, sub.own_text)
     if stopped := submissions.interrupted_cells(executed):
         sub.problem(run, "timeout", f"{stopped} cell(s) of the notebook ran longer than the "
                     f"{run.cell_timeout} s a class run allows a cell and was interrupted")
-    if leaks:
-        sub.problem(run, "solutions", f"{leaks} output(s) of the notebook showed the course's "
-                    "reference solution (read from the grading machine's disk); removed from "
-                    "the feedback")
+    if shown:
+        run.failed(sub.assignment, sub.student, "solutions", f"{shown} output(s) of the "
+                   f"notebook show {submissions.SOLUTION_RUN} or more consecutive lines of a "
+                   "reference solution that the submitted notebook does not contain; the "
+                   "feedback was left as it is")
 
 
 def record(run: ClassRun, sub: Submission) -> None:
@@ -198,27 +214,28 @@ def record(run: ClassRun, sub: Submission) -> None:
         run.failed(sub.assignment, sub.student, "gradebook", f"{type(exc).__name__}: {exc}")
 
 
-def feedback(run: ClassRun, sub: Submission) -> None:
-    """nbgrader's feedback, and the verdict files beside it (kept from later submissions)."""
-    result = run.api.generate_feedback(sub.assignment, sub.student, force=True)
-    if not result.get("success"):
-        run.failed(sub.assignment, sub.student, "generate_feedback",
-                   result.get("error") or result.get("log") or "")
+def feedback(run: ClassRun, sub: Submission, refused: bool = False) -> None:
+    """nbgrader's feedback (none for a refused submission: no notebook ran), and the
+    verdict files beside it."""
+    if not refused:
+        result = run.api.generate_feedback(sub.assignment, sub.student, force=True)
+        if not result.get("success"):
+            run.failed(sub.assignment, sub.student, "generate_feedback",
+                       result.get("error") or result.get("log") or "")
     folder = run.folder("feedback", sub.student, sub.assignment)
     write_verdicts(folder, sub.student, sub.assignment, sub.verdicts, sub.points, run.award)
 
 
 def grade_one(run: ClassRun, assignment: str, student: str,
-              unsafe: list[str] | None = None) -> dict[str, Any]:
-    """Every step for one submission; its line of the class summary. ``unsafe``: the links
-    and special files its folder held where they were found before (a cluster task's
-    copy of the folder holds none of them)."""
+              refusal: Refusal | None = None) -> dict[str, Any]:
+    """Every step for one submission; its line of the class summary. ``refusal``: not
+    graded, and why (see :func:`refuse`)."""
     sub = Submission(assignment, student)
     folder = run.folder("submitted", student, assignment)
-    odd = (submissions.refused_entries(folder, run.api.coursedir.max_file_size * 1000)
-           if unsafe is None else unsafe)
-    if odd:  # never read or copied through a link
-        refuse(run, sub, odd)
+    if refusal is None and (odd := submissions.unsafe_entries(folder)):
+        refusal = Refusal("files", unsafe_text(odd))  # never read or copied through a link
+    if refusal is not None:
+        refuse(run, sub, refusal)
     else:
         sub.own_text = submissions.read_capped(folder / sub.notebook)  # before its code runs
         with tempfile.TemporaryDirectory(prefix="tilelab-verdicts-") as tmp:
@@ -226,7 +243,7 @@ def grade_one(run: ClassRun, assignment: str, student: str,
             autograde(run, sub, Path(tmp))
     scrub(run, sub)
     record(run, sub)
-    feedback(run, sub)
+    feedback(run, sub, refused=refusal is not None)
     return {
         "assignment": assignment,
         "student": student,
@@ -281,7 +298,7 @@ def write_verdicts(
     doc = {
         "student": student,
         "assignment": assignment,
-        "graded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "graded_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "award_speed_without_gpu": award_without_gpu,
         "points": points,
         "verdicts": [v.to_dict() for v in verdicts],

@@ -1,8 +1,9 @@
 """Submitted and source notebooks, read with nbformat and never executed.
 
 A kernel is read from its ``kernel_<exercise>`` cell as the string literal the cell
-assigns (:func:`ast.literal_eval`: nothing runs); the course's solution lines are what no
-feedback may show; an executed notebook tells which cells a time limit stopped.
+assigns (:func:`ast.literal_eval`: nothing runs); an executed notebook tells which cells a
+time limit stopped, and whether an output shows a run of the course's solution lines that
+its author did not submit (counted for the instructor, never removed).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from tilelab.catalog import exercises
 from tilelab.classroom.course import kernel_cell_id
 
 SOLUTION_MARKERS = ("BEGIN SOLUTION", "END SOLUTION")
-LEAK_NOTE = "[output removed by the grader: it showed the course's reference solution]"
 #: What reading a file that is not a sound notebook raises.
 NOTEBOOK_READ_LIMIT = 64 * 1024**2  # the most of a submitted notebook ever read
 NOTEBOOK_LIMIT = 16 * 1024**2  # a submitted notebook larger than this is not graded
@@ -180,10 +180,10 @@ def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
 
 def _missing_cell(path: Path, grade_id: str, ids: set[str]) -> str:
     """Why a notebook has no kernel cell ``grade_id``: another assignment's, or deleted."""
-    other = next(
-        (e.assignment for e in exercises.EXERCISES.values() if kernel_cell_id(e.id) in ids),
-        None,
-    )
+    mine = next((e.assignment for e in exercises.EXERCISES.values()
+                 if kernel_cell_id(e.id) == grade_id), None)
+    found = {e.assignment for e in exercises.EXERCISES.values() if kernel_cell_id(e.id) in ids}
+    other = next(iter(sorted(found)), None) if mine not in found else None
     if other is not None:
         return (
             f"{path.name} is the notebook of assignment {other}, not of the assignment it "
@@ -232,31 +232,62 @@ def kernel_from_cell(source: str, grade_id: str = "the kernel cell") -> str:
     return found[1]
 
 
-def solution_lines(source_notebooks: list[Path], min_length: int = 16) -> set[str]:
-    """The distinctive lines between ``BEGIN SOLUTION`` and ``END SOLUTION`` of the course's
-    source notebooks: what no feedback may show."""
-    lines: set[str] = set()
+#: Consecutive lines of one solution block an output must show, in order, to count as
+#: showing the solution: no grader message, hint or common CUDA line is that long a run.
+SOLUTION_RUN = 6
+#: Of those, how many must be distinctive (long enough not to be an idiom such as ``}``).
+DISTINCTIVE = 4
+DISTINCTIVE_LENGTH = 16
+
+
+def _norm(line: str) -> str:
+    """A line with its whitespace collapsed and its ``//`` comment dropped."""
+    return " ".join(line.split("//", 1)[0].split())
+
+
+def solution_blocks(source_notebooks: list[Path]) -> list[tuple[str, ...]]:
+    """The lines between ``BEGIN SOLUTION`` and ``END SOLUTION`` of the course's source
+    notebooks, one tuple per block (normalised, blank lines dropped)."""
+    blocks: list[tuple[str, ...]] = []
     for path in source_notebooks:
         for cell in read(path).cells:
-            inside = False
+            block: list[str] | None = None
             for line in str(cell.get("source", "")).splitlines():
                 if SOLUTION_MARKERS[0] in line:
-                    inside = True
+                    block = []
                 elif SOLUTION_MARKERS[1] in line:
-                    inside = False
-                elif inside and len(line.strip()) >= min_length:
-                    lines.add(line.strip())
-    return lines
+                    if block:
+                        blocks.append(tuple(block))
+                    block = None
+                elif block is not None and _norm(line):
+                    block.append(_norm(line))
+    return blocks
 
 
-def source_lines(notebook_text: str) -> set[str]:
-    """The stripped source lines of a notebook's cells (its raw text, if it is not one)."""
+def _runs(blocks: list[tuple[str, ...]]) -> set[tuple[str, ...]]:
+    """Every window of :data:`SOLUTION_RUN` consecutive lines of a block with at least
+    :data:`DISTINCTIVE` distinctive lines."""
+    out = set()
+    for block in blocks:
+        for i in range(len(block) - SOLUTION_RUN + 1):
+            run = block[i:i + SOLUTION_RUN]
+            if sum(len(x) >= DISTINCTIVE_LENGTH for x in run) >= DISTINCTIVE:
+                out.add(run)
+    return out
+
+
+def _windows(text: str) -> set[tuple[str, ...]]:
+    lines = [n for n in map(_norm, text.splitlines()) if n]
+    return {tuple(lines[i:i + SOLUTION_RUN]) for i in range(len(lines) - SOLUTION_RUN + 1)}
+
+
+def notebook_text(notebook_text: str) -> str:
+    """The source of a notebook's cells, joined (its raw text, if it is not a notebook)."""
     try:
         nb = nbformat.reads(notebook_text, as_version=4, capture_validation_error={})
-        text = "\n".join(str(c.get("source", "")) for c in nb.cells)
+        return "\n".join(str(c.get("source", "")) for c in nb.cells)
     except UNREADABLE:
-        text = notebook_text
-    return {ln.strip() for ln in text.splitlines()}
+        return notebook_text
 
 
 def _text(value: Any) -> str:
@@ -269,25 +300,21 @@ def _output_text(output: dict[str, Any]) -> str:
     return "\n".join(map(_text, parts))
 
 
-def scrub_outputs(notebook: Path, secret: set[str], own: str = "") -> int:
-    """Replace every output of ``notebook`` that shows a line of ``secret`` the learner did
-    not write (``own``: their submitted notebook's text); returns how many."""
+def solution_shown(notebook: Path, blocks: list[tuple[str, ...]], own: str = "") -> int:
+    """How many outputs of an executed ``notebook`` show a run of :data:`SOLUTION_RUN`
+    consecutive lines of a solution block that the submitted notebook (``own``: its text)
+    does not hold: what its author could not have typed. A single line is never evidence
+    (a guard such as ``if (row < M && col < N)`` is every learner's, and the grader's
+    hints quote it). Nothing is changed: the feedback keeps every output."""
     try:
         nb = read(notebook)
     except UNREADABLE:
         return 0
-    own_lines = source_lines(own)
-    secret = {line for line in secret if line not in own_lines}
-    removed = 0
-    for cell in nb.cells:
-        outputs = cell.get("outputs") or []
-        for i, output in enumerate(outputs):
-            if any(line in _output_text(output) for line in secret):
-                outputs[i] = nbformat.v4.new_output("stream", name="stderr", text=LEAK_NOTE + "\n")
-                removed += 1
-    if removed:
-        nbformat.write(nb, notebook, capture_validation_error={})
-    return removed
+    secret = _runs(blocks) - _windows(notebook_text(own))
+    if not secret:
+        return 0
+    return sum(bool(_windows(_output_text(o)) & secret)
+               for cell in nb.cells for o in cell.get("outputs") or [])
 
 
 def interrupted_cells(notebook: Path) -> int:

@@ -1,12 +1,8 @@
-"""Grade a class on a Dask cluster: one task per (student, assignment), one writer.
+"""Where a class run's tasks run when one process is not enough: a Dask cluster.
 
 - :mod:`tilelab.cluster.start`: a local cluster (one worker per GPU, or emulator workers)
   or any running scheduler; the Slurm recipe with dask-jobqueue;
-- :mod:`tilelab.cluster.tasks`: what a task receives and returns, and the task itself
-  (grading one submission in a private copy of the course);
-- :mod:`tilelab.cluster.writer`: the coordinator's single writer into nbgrader's gradebook
-  and the feedback folders;
-- :mod:`tilelab.cluster.resume`: content hashes, so a rerun grades only what changed;
-- :mod:`tilelab.cluster.run`: the run loop that ties them together (its progress:
-  :mod:`tilelab.classroom.progress`).
+- :mod:`tilelab.cluster.run`: the executor (:func:`~tilelab.cluster.run.on_dask`) that
+  :func:`tilelab.classroom.grade_class` is handed: each task
+  (:func:`tilelab.classroom.task.grade`) on a worker, a twice-killed worker's task 0 points.
 """

@@ -11,13 +11,15 @@ nothing: the scheduler runs the task again elsewhere. A task whose worker dies
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import dask
 from distributed import Client, LocalCluster
 
-from tilelab.grading import gpu_nodes
+from tilelab.grading import gpu_nodes, gpulock
 
 #: Worker deaths a task may cause and still be run again (Dask's ``allowed-failures``).
 ALLOWED_FAILURES = 1
@@ -44,12 +46,25 @@ def gpu_count() -> int:
     return sum(line.startswith("GPU ") for line in out.splitlines())
 
 
-def local_cluster(workers: int, gpus: bool) -> Any:
+def local_cluster(workers: int, gpus: bool, tasks_per_gpu: int = 1,
+                  locks: Path | None = None) -> Any:
     """A cluster of ``workers`` local worker processes, one thread each. With ``gpus``: one
     worker per GPU, ``CUDA_VISIBLE_DEVICES`` set for each (dask-cuda's LocalCUDACluster;
-    where dask-cuda is not installed, the same through a worker spec per GPU)."""
+    where dask-cuda is not installed, the same through a worker spec per GPU); with
+    ``tasks_per_gpu`` above 1, that many workers per GPU, which share the GPU's lock (a
+    folder under ``locks``, see :mod:`tilelab.grading.gpulock`): their untimed work
+    overlaps, each timed step has the GPU alone."""
     if workers < 1:
         raise ClusterError(f"--workers must be at least 1 (got {workers})")
+    if tasks_per_gpu < 1:
+        raise ClusterError(f"--tasks-per-gpu must be at least 1 (got {tasks_per_gpu})")
+    if gpus and tasks_per_gpu > 1:
+        if locks is None:
+            raise ClusterError("several tasks per GPU need a folder for the GPUs' locks")
+        if workers > (have := gpu_count()):
+            raise ClusterError(f"--workers {workers} asks for {workers} GPU(s) but this "
+                               f"machine has {have}; give --workers {have} or fewer")
+        return per_gpu_cluster(list(range(workers)), tasks_per_gpu, locks)
     if not gpus:
         return LocalCluster(
             n_workers=workers,
@@ -78,18 +93,23 @@ def local_cluster(workers: int, gpus: bool) -> Any:
     )
 
 
-def per_gpu_cluster(devices: list[int]) -> Any:
-    """One nanny-managed worker per GPU, each seeing only its own device."""
+def per_gpu_cluster(devices: list[int], tasks_per_gpu: int = 1,
+                    locks: Path | None = None) -> Any:
+    """``tasks_per_gpu`` nanny-managed workers per GPU, each seeing only its own device
+    (and, several to a GPU, sharing that GPU's lock folder under ``locks``)."""
     from distributed import Nanny, Scheduler, SpecCluster
+
+    def env(i: int) -> dict[str, str]:
+        shared = {gpulock.ENV: str(gpulock.make(locks, str(i)))} if locks is not None else {}
+        return {"CUDA_VISIBLE_DEVICES": str(i), **shared}
 
     return SpecCluster(
         scheduler={"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard_address": None}},
         workers={
-            f"gpu{i}": {
-                "cls": Nanny,
-                "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": str(i)}},
+            f"gpu{i}" + (f"-{k}" if tasks_per_gpu > 1 else ""): {
+                "cls": Nanny, "options": {"nthreads": 1, "env": env(i)},
             }
-            for i in devices
+            for i in devices for k in range(tasks_per_gpu)
         },
     )
 
@@ -107,10 +127,12 @@ def check_workers(client: Client) -> None:
 
 @contextlib.contextmanager
 def open_client(
-    workers: int = 1, scheduler: str | None = None, gpus: bool = False
+    workers: int = 1, scheduler: str | None = None, gpus: bool = False, tasks_per_gpu: int = 1
 ) -> Iterator[Client]:
-    """A client of a local cluster (``workers``, on GPUs with ``gpus``) or of the running
-    cluster whose scheduler is at ``scheduler`` (``tcp://HOST:PORT``)."""
+    """A client of a local cluster (``workers``, on GPUs with ``gpus``, ``tasks_per_gpu``
+    graded at once on each) or of the running cluster whose scheduler is at ``scheduler``
+    (``tcp://HOST:PORT``; workers started elsewhere that share a GPU are given its lock
+    folder in ``TILELAB_GPU_LOCK``)."""
     with dask.config.set(CONFIG), contextlib.ExitStack() as stack:
         if scheduler:
             try:
@@ -128,7 +150,9 @@ def open_client(
                     "start workers with `dask worker --nthreads 1 " + scheduler + "`"
                 ) from None
         else:
-            cluster = stack.enter_context(local_cluster(workers, gpus))
+            locks = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix="tilelab-gpu-locks-"))) if gpus and tasks_per_gpu > 1 else None
+            cluster = stack.enter_context(local_cluster(workers, gpus, tasks_per_gpu, locks))
             client = stack.enter_context(Client(cluster))
         check_workers(client)
         yield client

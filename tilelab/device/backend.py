@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 from tilelab import settings
 
@@ -26,13 +27,21 @@ def requested() -> str:
         raise BackendError(str(exc)) from None
 
 
+def install_gpu_hint() -> str:
+    """How to add PyCUDA where the course was installed from: a checkout of the course
+    (its requirements-gpu.txt beside the package) or a wheel (Colab, pip)."""
+    if (Path(__file__).resolve().parents[2] / "requirements-gpu.txt").is_file():
+        return "pip install -r requirements-gpu.txt"
+    return 'pip install "tilelab[gpu]"'
+
+
 @functools.cache
 def gpu_probe() -> tuple[bool, str]:
     """Whether PyCUDA can see a CUDA GPU, and why not when it cannot."""
     try:
         import pycuda.driver as cuda
     except ImportError:
-        return False, "PyCUDA is not installed (pip install -r requirements-gpu.txt)"
+        return False, f"PyCUDA is not installed ({install_gpu_hint()})"
     except Exception as exc:  # a broken install reports many things
         return False, f"PyCUDA failed to import: {exc}"
     try:

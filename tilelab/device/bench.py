@@ -2,7 +2,8 @@
 
 Kernels compared with each other are timed in one process on one GPU, alternating launch
 by launch, so clock and thermal drift hit all of them alike; a speedup is the ratio of
-their medians. Nothing here runs on the emulator: it has no meaningful time.
+their medians. The emulator has no meaningful time; :func:`time_checked` still runs there,
+so that the rotation and checks of a graded speed run are tested without a GPU.
 """
 
 from __future__ import annotations
@@ -100,3 +101,146 @@ def prepared_launch(
     args = problem.arguments(bufs, shape)
     block, grid = launch_.block, launch_.grid(sizes)
     return lambda: fn(*args, block=block, grid=grid)
+
+
+# ------------------------------------------------ checked launches (graded speed runs)
+
+#: how many device buffer groups each kernel's launches rotate through, so that no launch
+#: finds the pointers (or the output) of the one before it
+BUFFER_GROUPS = 3
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A kernel to time: its compiled function and its launch geometry."""
+
+    fn: Callable
+    launch: Launch
+
+
+class WrongLaunch(RuntimeError):
+    """A timed launch whose output is wrong: ``label`` names the kernel, ``index`` the launch
+    (0-based, warm-up included) and ``reason`` what the check found."""
+
+    def __init__(self, label: str, index: int, total: int, reason: str) -> None:
+        super().__init__(f"{label}: launch {index + 1} of {total}: {reason}")
+        self.label, self.index, self.total, self.reason = label, index, total, reason
+
+
+class InputSets:
+    """A different set of inputs for every launch: for each input, one random pool of twice
+    its size, and launch ``i`` reads a window of it at its own offset. Offsets are distinct
+    and never a whole number of rows apart, so no launch's data is a row shift of another's
+    (a kernel cannot rebuild one launch's output from an earlier one's)."""
+
+    def __init__(self, make: Callable, shape: Shape, rng: np.random.Generator,
+                 count: int) -> None:
+        base = make(shape, rng)
+        self.count = count
+        self.shapes = {k: a.shape for k, a in base.items()}
+        self.pools = {k: np.concatenate([a.ravel(), make(shape, rng)[k].ravel()])
+                      for k, a in base.items()}
+        self.offsets = {k: _offsets(a.size, a.shape[-1], count, rng) for k, a in base.items()}
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
+        return {k: self.pools[k][self.offsets[k][i]:self.offsets[k][i] + int(np.prod(s))]
+                .reshape(s) for k, s in self.shapes.items()}
+
+
+def _offsets(size: int, row: int, count: int, rng: np.random.Generator) -> list[int]:
+    """``count`` distinct offsets in [0, size], no two a multiple of ``row`` apart (each its
+    own residue modulo ``row``) where there are enough residues; distinct otherwise."""
+    if count <= row <= size:
+        residues = rng.choice(row, count, replace=False)
+        rows = rng.integers(0, size // row, count)
+        return [int(r + row * q) for r, q in zip(residues, rows, strict=True)]
+    return [int(x) for x in rng.choice(size + 1, count, replace=size + 1 < count)]
+
+
+class Rotation:
+    """One kernel's device buffers for checked launches: :data:`BUFFER_GROUPS` groups of
+    inputs and output, used in turn; before each launch its group gets that launch's inputs
+    and an output filled with ``poison`` (32-bit pattern)."""
+
+    def __init__(self, rt: Runtime, kernel: Timed, problem: Problem, shape: Shape,
+                 inputs: dict[str, np.ndarray], poison: int) -> None:
+        self.rt, self.kernel, self.problem, self.shape = rt, kernel, problem, shape
+        out_shape = problem.output_shape(shape)
+        self.poison = np.full(out_shape, poison, np.uint32).view(np.float32)
+        self.groups = []
+        for _ in range(BUFFER_GROUPS):
+            bufs = {name: rt.mem_alloc(max(a.nbytes, 1)) for name, a in inputs.items()}
+            bufs[problem.output] = rt.mem_alloc(max(self.poison.nbytes, 1))
+            self.groups.append(bufs)
+        self.grid = kernel.launch.grid(problem.sizes(shape))
+        self.current = self.groups[0]
+
+    def prepare(self, i: int, inputs: dict[str, np.ndarray]) -> Callable[[], None]:
+        """Fill group ``i % BUFFER_GROUPS`` for launch ``i``; return the launch itself."""
+        bufs = self.current = self.groups[i % BUFFER_GROUPS]
+        for name, arr in inputs.items():
+            if arr.nbytes:
+                self.rt.memcpy_htod(bufs[name], np.ascontiguousarray(arr))
+        if self.poison.nbytes:
+            self.rt.memcpy_htod(bufs[self.problem.output], self.poison)
+        args = self.problem.arguments(bufs, self.shape)
+        block, grid, fn = self.kernel.launch.block, self.grid, self.kernel.fn
+        return lambda: fn(*args, block=block, grid=grid)
+
+    def output(self) -> np.ndarray:
+        """What the last launch wrote."""
+        return self.rt.from_device(self.current[self.problem.output],
+                                   self.problem.output_shape(self.shape), np.float32)
+
+
+#: checks one launch's output against its inputs: None when right, else why not
+Check = Callable[[dict[str, np.ndarray], np.ndarray], "str | None"]
+
+
+def time_checked(
+    rt: Runtime,
+    kernels: dict[str, Timed],
+    problem: Problem,
+    shape: Shape,
+    rng: np.random.Generator,
+    check: Check,
+    poison: int,
+    warmup: int = WARMUP,
+    repeat: int = REPEAT,
+) -> dict[str, Timing]:
+    """Time kernels interleaved so that no timed launch can replay an earlier one.
+
+    Every launch, warm-up included, of every kernel gets inputs no earlier launch saw
+    (:class:`InputSets`), buffers at other addresses than the launch before
+    (:class:`Rotation`) and an output freshly filled with ``poison``; all of that, and the
+    L2 flush on a GPU, happens before the start event. After each launch its whole output
+    is read back and ``check``-ed against that launch's inputs; a wrong one raises
+    :class:`WrongLaunch`. Kernel launch ``i`` of each kernel sees the same inputs, so they
+    are compared on the same work. Runs on the emulator too (no flush; its times mean
+    nothing), which is how the rotation and checks are tested without a GPU.
+    """
+    total = warmup + repeat
+    sets = InputSets(problem.make_inputs, shape, rng, total)
+    rotations = {k: Rotation(rt, t, problem, shape, sets[0], poison) for k, t in kernels.items()}
+    flusher = L2Flusher() if rt.name == "gpu" else None
+    timings = {k: Timing(k) for k in kernels}
+    start, end = rt.driver.Event(), rt.driver.Event()
+    for i in range(total):
+        inputs = sets[i]
+        for key, rot in rotations.items():
+            run = rot.prepare(i, inputs)
+            if flusher:
+                flusher()
+            start.record()
+            run()
+            end.record()
+            end.synchronize()
+            if i >= warmup:
+                timings[key].samples_ms.append(start.time_till(end))
+            why = check(inputs, rot.output())
+            if why is not None:
+                raise WrongLaunch(key, i, total, why)
+    return timings

@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from tilelab import emu
 from tilelab.device import backend
+from tilelab.emu.compile import base_caches
 
 
 @dataclass(frozen=True)
@@ -77,10 +79,8 @@ PYCUDA_CACHE = "pycuda"
 
 def seed_pycuda_cache() -> None:
     """Make the PyCUDA cache folder ``$PYCUDA_CACHE_DIR`` names (PyCUDA makes only its
-    default one), and copy the base caches' PyCUDA builds into it (PyCUDA writes on every
-    miss, so it cannot use a read-only cache)."""
-    from tilelab.emu.compile import base_caches
-
+    default one), and link the base caches' PyCUDA builds into it (PyCUDA writes on every
+    miss, so it cannot use a read-only cache itself)."""
     bases = [b for b in base_caches(PYCUDA_CACHE) if b.is_dir()]
     if bases:
         os.environ.setdefault("PYCUDA_CACHE_DIR",
@@ -92,7 +92,10 @@ def seed_pycuda_cache() -> None:
     for base in bases:
         for built in base.iterdir():
             if built.is_file() and not (target / built.name).exists():
-                shutil.copyfile(built, target / built.name)
+                try:  # read in place; a link costs nothing
+                    os.symlink(built, target / built.name)
+                except OSError:
+                    shutil.copyfile(built, target / built.name)
 
 
 def _gpu_runtime() -> Runtime:
@@ -119,8 +122,6 @@ def _gpu_runtime() -> Runtime:
 
 
 def _emu_runtime() -> Runtime:
-    from tilelab import emu
-
     return Runtime(
         name="emu",
         SourceModule=emu.SourceModule,

@@ -179,8 +179,9 @@ def prelude_needs(analysis: bool, lockstep: bool = False) -> PreludeNeeds:
 
 def base_caches(part: str = "emu") -> list[Path]:
     """Read-only caches to look in after :func:`cache_dir` (``$TILELAB_CACHE_BASE``: a
-    grading sandbox finds the prelude's probe there, built once per class run), each at
-    its folder ``part`` (the GPU runtime's PyCUDA builds are beside the emulator's)."""
+    grading sandbox finds the prelude's probe there, built once per machine, and in a
+    learner's own check that learner's earlier builds), each at its folder ``part`` (the
+    GPU runtime's PyCUDA builds are beside the emulator's)."""
     return [Path(p) / part for p in os.environ.get("TILELAB_CACHE_BASE", "").split(os.pathsep)
             if p]
 
@@ -223,12 +224,14 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
     flags = [*_flags(analysis, lockstep), *defines]
     key = _digest([code, flags, version, _prelude_digest()])
     root = cache_dir()
+    for folder in (root, *base_caches()):  # a read-only base's builds are used in place
+        so, meta = folder / f"{key}.so", folder / f"{key}.json"
+        if so.exists() and meta.exists():
+            _check_imports(so, needs, source)
+            info = json.loads(meta.read_text())
+            return Library(so, tuple(info["kernels"]), info["static_shared"],
+                           tuple(info.get("globals", ())))
     so, meta = root / f"{key}.so", root / f"{key}.json"
-    if so.exists() and meta.exists():
-        _check_imports(so, needs, source)
-        info = json.loads(meta.read_text())
-        return Library(so, tuple(info["kernels"]), info["static_shared"],
-                       tuple(info.get("globals", ())))
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         out = Path(tmp) / "lib.so"
         proc, headers, stderr = _gxx(cxx, flags, code, tmp)

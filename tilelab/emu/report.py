@@ -69,6 +69,9 @@ class AnalysisReport:
     bank_lines: list[BankLine] = field(default_factory=list)
     races_dropped: int = 0
     traffic: list[TrafficLine] = field(default_factory=list)  # global memory (traffic.py)
+    #: what one block's threads touched (prelude/tilelab_emu_touch.h), parameters and shared
+    #: arrays named, code addresses as lines: plain data for a picture
+    touch: dict = field(default_factory=dict)
 
     @property
     def has_races(self) -> bool:
@@ -106,7 +109,7 @@ class AnalysisReport:
                 "races_dropped": self.races_dropped,
                 "bank_lines": [asdict(b) for b in self.bank_lines],
                 "average_degree": self.average_degree, "worst_degree": self.worst_degree,
-                "traffic": [asdict(t) for t in self.traffic]}
+                "traffic": [asdict(t) for t in self.traffic], "touch": self.touch}
 
     def summary(self) -> str:
         """A readable table of the races and bank conflicts."""
@@ -143,7 +146,7 @@ class AnalysisReport:
         """The code addresses the runtime's JSON names (to be turned into source lines)."""
         pcs = [p for r in data.get("races", []) for p in r.get("pcs", ())]
         return pcs + [b["pc"] for key in ("banks", "traffic") for b in data.get(key, [])
-                      if "pc" in b]
+                      if "pc" in b] + [w["pc"] for w in data.get("touch", {}).get("warps", [])]
 
     @classmethod
     def from_json(cls, kernel: str, data: dict, lines: dict[int, int] | None = None,
@@ -186,8 +189,16 @@ class AnalysisReport:
             acc[2] = max(acc[2], b["max"])
         banks = [BankLine(ln, arr, kind, n, total / n if n else 1.0, worst)
                  for (ln, arr, kind), (n, total, worst) in sorted(merged.items())]
+        t = data.get("touch") or {}
+        touch = {
+            "block": t.get("block", [0, 0, 0]),
+            "global": [dict(g, param=params[g["param"]] if g["param"] < len(params)
+                            else f"#{g['param']}") for g in t.get("global", [])],
+            "warps": [{"line": line(w["pc"]), "array": name(w["array"]), "kind": w["kind"],
+                       "words": w["words"]} for w in t.get("warps", [])],
+        } if t else {}
         return cls(kernel, list(races.values()), banks, data.get("races_dropped", 0),
-                   parse(data, params, lines))
+                   parse(data, params, lines), touch)
 
 
 @dataclass

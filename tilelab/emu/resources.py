@@ -22,6 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .compile import base_caches
+
 DEFAULT_ARCH = "sm_90"
 REGS_PER_BLOCK = 65536  # sm_70 and later
 REG_UNIT = 256  # registers are given to a warp in units of 256
@@ -91,9 +93,10 @@ class ResourceReport:
         text = source if no_extern_c else f'extern "C" {{\n{source}\n}}\n'
         key = hashlib.sha256(json.dumps([text, defines, self.arch, nvcc, 1]).encode())
         self._path = cache / f"ptxas-{key.hexdigest()[:40]}.json"
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            self._load(json.loads(self._path.read_text()))
-            return
+        for folder in (cache, *base_caches()):  # the read-only bases' reports too
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                self._load(json.loads((folder / self._path.name).read_text()))
+                return
         self._tmp = tempfile.TemporaryDirectory(dir=cache)
         (Path(self._tmp.name) / "kernel.cu").write_text(text)
         try:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tilelab import emu
 from tilelab.catalog.reference import kernel_file
 from tilelab.device.bench import time_interleaved
 from tilelab.device.runtime import Runtime, get_runtime
@@ -52,8 +53,6 @@ def run(rt: Runtime, out: Path, blocks: int = 1024, iters: int = 4096) -> Path:
 
 def emu_stride_degrees() -> dict[int, float]:
     """The emulator's conflict degree for the bank_stride access at each stride."""
-    from tilelab import emu
-
     rt = get_runtime("emu")
     mod = emu.SourceModule(kernel_file("bank_stride.cu"), analysis=True)
     fn = mod.get_function("bank_stride")

@@ -20,11 +20,13 @@ import numpy as np
 
 from tilelab.catalog import exercises
 from tilelab.catalog.variants import VARIANTS
-from tilelab.device.bench import prepared_launch, time_interleaved
+from tilelab.device.bench import Timed, time_checked
 from tilelab.device.runtime import Runtime, get_runtime
 from tilelab.experiments import provenance
 from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD
+from tilelab.grading.diagnosis import POISON_BITS
+from tilelab.grading.pipeline import launch_check
 
 SEPARATION = 1.10  # slowest must-pass / fastest must-fail: at least ~5% margin each side
 COLUMNS = {"exercise": "", "key": "", "variant": "", "must": "", "origin": "", "shape": "",
@@ -34,16 +36,16 @@ COLUMNS = {"exercise": "", "key": "", "variant": "", "must": "", "origin": "", "
 def measure(ex: exercises.Exercise, rt: Runtime, rng: np.random.Generator
             ) -> tuple[float, dict[str, float]]:
     """Median ms of the baseline and of each variant at the exercise's speed shape, timed
-    interleaved on one GPU."""
-    inputs = ex.problem.make_inputs(ex.speed_shape, rng)
-    keep: list = []
-    fns = {"baseline": (rt.SourceModule(ex.baseline.source()).get_function(ex.baseline.name),
-                        ex.baseline.launch)}
+    interleaved on one GPU by the graded speed run's own harness (new inputs, fresh poison
+    and a checked output at every launch: :func:`tilelab.device.bench.time_checked`)."""
+    kernels = {"baseline": Timed(
+        rt.SourceModule(ex.baseline.source()).get_function(ex.baseline.name), ex.baseline.launch)}
     for v in VARIANTS[ex.id]:
-        fns[v.key] = (rt.SourceModule(v.source()).get_function(ex.kernel), ex.launch)
-    runs = {key: prepared_launch(rt, fn, ex.problem, launch, ex.speed_shape, inputs, keep)
-            for key, (fn, launch) in fns.items()}
-    t = {key: timing.median_ms for key, timing in time_interleaved(runs).items()}
+        kernels[v.key] = Timed(rt.SourceModule(v.source()).get_function(ex.kernel), ex.launch)
+    shape = ex.speed_shape
+    timed = time_checked(rt, kernels, ex.problem, shape, rng, launch_check(ex, shape, rng),
+                         POISON_BITS)
+    t = {key: timing.median_ms for key, timing in timed.items()}
     return t.pop("baseline"), t
 
 
@@ -81,6 +83,8 @@ def calibrate(rt: Runtime | None = None) -> dict[str, Any]:
     rng = np.random.default_rng()
     gates: dict[str, Any] = {}
     for ex in exercises.EXERCISES.values():
+        if not ex.speed_graded:  # a correctness-only step has no gate to place
+            continue
         baseline_ms, ms = measure(ex, rt, rng)
         speedups = {k: baseline_ms / t for k, t in ms.items()}
         gates[ex.id] = {

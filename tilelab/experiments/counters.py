@@ -9,8 +9,6 @@ this file is its check. Clocks are left alone (``--clock-control none``).
 
 from __future__ import annotations
 
-import csv
-import io
 import shutil
 import subprocess
 import sys
@@ -18,16 +16,27 @@ from pathlib import Path
 
 import numpy as np
 
+from tilelab.catalog.problems import MATMUL
+from tilelab.catalog.reference import KERNELS, KernelRef
+from tilelab.device.bench import prepared_launch
+from tilelab.device.runtime import get_runtime
+from tilelab.experiments import road
+from tilelab.experiments.datafile import write
+from tilelab.grading.counters import parse as ncu_csv
+
 METRICS = (
     "gpu__time_duration.sum",
     "sm__cycles_elapsed.avg.per_second",
     "sm__cycles_elapsed.max",
     "smsp__inst_executed.sum",
     "smsp__inst_executed_op_shared_ld.sum",
+    "smsp__inst_executed_op_shared_st.sum",
     "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
     "l1tex__data_pipe_lsu_wavefronts.sum",
     "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
     "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
     "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
     "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
     "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
@@ -35,27 +44,30 @@ METRICS = (
     "dram__bytes_read.sum",
     "dram__bytes_write.sum",
 )
-# (kernel key, size): matmul at N=1024, the transpose family at N=2048
+# (kernel key, size): matmul at N=1024, the transpose family at N=2048, the steps of the
+# road to cuBLAS (tilelab.experiments.road) at N=4096, the size its chapter quotes
 CASES = (
     ("naive", 1024), ("naive_xrow", 1024), ("tiled16", 1024), ("tiled32", 1024),
     ("tiled32_padded", 1024), ("tiled32_at", 1024), ("tiled32_at_padded", 1024),
     ("copy", 2048), ("transpose_naive", 2048), ("transpose_shared", 2048),
     ("transpose_padded", 2048),
+    ("regblock_1d", 4096), ("regblock", 4096), ("vec4", 4096), ("warptile", 4096),
+    ("dbuf", 4096), ("dbuf_128x256x16_w64x64", 4096), ("async", 4096),
 )
+
+
+def kernel(key: str) -> KernelRef:
+    """A case's kernel: one of the catalogue's, or a step or configuration of the road."""
+    return KERNELS[key] if key in KERNELS else road.kernel_refs()[key]
 
 
 def child(cases: tuple[tuple[str, int], ...] = CASES) -> None:
     """Launch each case once (the process ncu profiles)."""
-    from tilelab.catalog.problems import MATMUL
-    from tilelab.catalog.reference import KERNELS
-    from tilelab.device.bench import prepared_launch
-    from tilelab.device.runtime import get_runtime
-
     rt = get_runtime("gpu")
     rng = np.random.default_rng(0)
     keep: list = []
     for key, n in cases:
-        k = KERNELS[key]
+        k = kernel(key)
         shape = (n, n, n) if k.problem is MATMUL else (n, n)
         fn = rt.SourceModule(k.source()).get_function(k.name)
         prepared_launch(rt, fn, k.problem, k.launch, shape, k.problem.make_inputs(shape, rng),
@@ -77,24 +89,13 @@ def column(metric: str) -> str:
 
 
 def parse(text: str) -> list[dict[str, float]]:
-    """ncu's ``--csv`` details page: one dict of metric values per profiled launch."""
-    start = text.find('"ID"')
-    if start < 0:
-        raise RuntimeError("ncu printed no CSV table:\n" + text[-2000:])
-    launches: dict[int, dict[str, float]] = {}
-    for row in csv.DictReader(io.StringIO(text[start:])):
-        try:
-            value = float(row["Metric Value"].replace(",", ""))
-        except (KeyError, ValueError):
-            continue
-        launches.setdefault(int(row["ID"]), {})[column(row["Metric Name"])] = value
-    return [launches[i] for i in sorted(launches)]
+    """ncu's ``--csv`` details page: one dict of metric values per profiled launch, keyed by
+    :func:`column` (the grader's reader, :func:`tilelab.grading.counters.parse`)."""
+    return [{column(m): v for m, v in launch.items()} for launch in ncu_csv(text)]
 
 
 def run(rt, out: Path) -> Path:
     """Profile every case under ncu and write ``counters.json``."""
-    from tilelab.experiments.datafile import write
-
     ncu = shutil.which("ncu")
     if ncu is None:
         raise RuntimeError("the counters experiment needs Nsight Compute's ncu on PATH")
@@ -111,7 +112,8 @@ def run(rt, out: Path) -> Path:
     rows = [{"kernel": key, "n": n, **vals} for (key, n), vals in zip(CASES, launches, strict=True)]
     return write(
         out, "counters", "Hardware counters of each kernel (Nsight Compute)",
-        "One launch of each kernel (matmul at N=1024, transposes at N=2048) under ncu; "
+        "One launch of each kernel (matmul at N=1024, transposes at N=2048, the steps of "
+        "the road to cuBLAS at N=4096) under ncu; "
         "counts summed over the whole GPU; sm__cycles_elapsed.avg.per_second is the SM clock "
         "during the launch.",
         {"kernel": "", "n": "", **{column(m): "" for m in metrics}},

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tilelab.experiments import provenance
+
 
 class DataFileError(ValueError):
     """A data file that is not in the format above; the message names the file."""
@@ -40,8 +42,6 @@ def write(
     method: str = "",
 ) -> Path:
     """Write ``out/<experiment>.json`` with the provenance of this machine and command."""
-    from tilelab.experiments import provenance
-
     out.mkdir(parents=True, exist_ok=True)
     doc = {
         "experiment": experiment,

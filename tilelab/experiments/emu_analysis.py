@@ -11,6 +11,7 @@ import numpy as np
 from tilelab import emu
 from tilelab.catalog.reference import KERNELS
 from tilelab.device.runtime import Runtime, get_runtime
+from tilelab.experiments import road
 from tilelab.experiments.datafile import write
 from tilelab.experiments.racecheck import variants
 from tilelab.grading import traffic
@@ -25,6 +26,10 @@ BANK_KERNELS = (
     "transpose_shared",
     "transpose_padded",
 )
+#: The steps of the road to cuBLAS whose shared accesses chapter 6 shows, and the shape
+#: they run at: every block's tiles inside the matrices (the path the GPU times at N=4096).
+ROAD_KERNELS = ("vec4", "warptile", "dbuf", "async")
+ROAD_SHAPE = (256, 256, 64)
 #: The kernels whose global traffic (sectors per request, loads per multiply-add) it keeps.
 TRAFFIC_KERNELS = ("naive", "naive_xrow", "tiled16", "tiled32", "tiled32_padded", "tiled32_at",
                    "tiled32_at_padded", "transpose_naive", "transpose_shared",
@@ -40,6 +45,28 @@ def _analyse(key: str, source: str, rng: np.random.Generator) -> emu.AnalysisRep
     shape = k.problem.analysis_shape
     launch(get_runtime("emu"), fn, k.problem, k.launch, shape, k.problem.make_inputs(shape, rng))
     return fn.last_report.analysis
+
+
+def road_rows(rng: np.random.Generator) -> list[dict[str, Any]]:
+    """Races and bank-conflict degrees of the road's steps (the emulator's portable build of
+    each: ``cp.async`` as plain loads and stores), at :data:`ROAD_SHAPE`."""
+    rows: list[dict[str, Any]] = []
+    for key in ROAD_KERNELS:
+        ref = road.kernel_refs()[key]
+        fn = emu.SourceModule(road.emulator_source(ref), analysis=True).get_function(ref.name)
+        launch(get_runtime("emu"), fn, ref.problem, ref.launch, ROAD_SHAPE,
+               ref.problem.make_inputs(ROAD_SHAPE, rng))
+        rep = fn.last_report.analysis
+        rows.append({"kind": "road_race", "kernel": key,
+                     "races": len(rep.races), "excerpt": rep.summary()[:2500]})
+        rows.extend(
+            {"kind": "road_bank", "kernel": key, "array": b.array, "line": b.line,
+             "access": b.kind, "accesses": b.count, "degree": b.avg_degree,
+             "max_degree": b.max_degree}
+            for b in rep.bank_lines
+        )
+        rows.append({"kind": "road_bank_average", "kernel": key, "degree": rep.average_degree})
+    return rows
 
 
 def race_rows(rng: np.random.Generator) -> list[dict[str, Any]]:
@@ -102,7 +129,8 @@ def run(rt: Runtime | None, out: Path) -> Path:
             "sectors_per_store_request": "",
             "shared_wavefronts": "",
         },
-        race_rows(rng) + bank_rows(rng) + traffic_rows(rng),
+        race_rows(rng) + bank_rows(rng) + traffic_rows(rng) + road_rows(rng),
         gpu=False,
-        method="tilelab CPU emulator, analysis mode, one launch at N=64",
+        method="tilelab CPU emulator, analysis mode, one launch at N=64 (the steps of the "
+        "road to cuBLAS at M=N=256, K=64)",
     )

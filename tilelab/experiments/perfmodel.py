@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tilelab.experiments import provenance
+from tilelab.experiments import provenance, road
 
 LINE = 128  # bytes: an L1 line, and the data of one wavefront
 BANKS = 32
@@ -188,6 +188,105 @@ def bank_stride_counts(stride: int, blocks: int = 1024, iters: int = 4096) -> Co
                   "per load", per)
 
 
+def wide_passes(word_addresses: Sequence[int]) -> int:
+    """Wavefronts of a 128-bit shared access whose threads start at these (4-aligned)
+    words: one per 8 distinct 16-byte chunks, at least ``LDS128_UNIFORM``, and at least as
+    many as the distinct chunks that share one group of four banks (a quad)."""
+    chunks = {w // 4 for w in word_addresses}
+    per_quad: dict[int, int] = {}
+    for c in chunks:
+        per_quad[c % 8] = per_quad.get(c % 8, 0) + 1
+    return max(LDS128_UNIFORM, max(per_quad.values()), math.ceil(len(chunks) / 8))
+
+
+def _defines(key: str) -> dict[str, int]:
+    return {k: int(v) for k, v in road.kernel_refs()[key].defines}
+
+
+def _scalar_tile_counts(key: str, d: dict[str, int], nt: int) -> tuple[float, float, float]:
+    """Steps 1 and 2 (scalar tiles, ``e -> (e / width, e % width)``): wavefronts, issue slots
+    and FFMAs of one warp for one tile along K, warp 0's lanes standing for every warp."""
+    bm, bn, bk, tm = d["BM"], d["BN"], d["BK"], d["TM"]
+    lanes = range(32)
+    wf = instr = 0.0
+    for rows, cols in ((bm, bk), (bk, bn)):  # A's tile, then B's: one element per slot
+        slots = rows * cols // nt
+        g = lines([4 * ((e // cols) * 4096 + e % cols) for e in lanes])
+        st = bank_passes([(e // cols) * cols + e % cols for e in lanes])
+        wf += slots * (g + st)
+        instr += slots * 2
+    if key == "regblock_1d":  # block (BN, BM / TM): a warp is 32 x of one y
+        # As[ty + i * ROWS][k..k+3] (one address: broadcast), Bs[k][tx] (32 words)
+        a_lds, b_lds = tm * bk // 4, bk
+        wf += a_lds * LDS128_UNIFORM + b_lds * bank_passes([tx for tx in lanes])
+        ffma = bk * tm
+    else:  # block (BN / TN, BM / TM) = 16 x 16: a warp is two rows of 16 threads
+        tn, cols = d["TN"], bn // d["TN"]
+        a_lds, b_lds = tm * bk // 4, tn * bk
+        wf += a_lds * wide_passes([(i // cols) * bk for i in lanes])
+        wf += b_lds * bank_passes([i % cols for i in lanes])
+        ffma = bk * tm * tn
+    instr += a_lds + b_lds + ffma + 2  # + two barriers
+    return wf, instr, ffma
+
+
+def _wide_tile_counts(key: str, d: dict[str, int], nt: int) -> tuple[float, float, float]:
+    """Steps 3 to 6 (float4 tiles, A stored transposed): wavefronts, issue slots and FFMAs
+    of one warp for one tile along K."""
+    bm, bn, bk, tm, tn = d["BM"], d["BN"], d["BK"], d["TM"], d["TN"]
+    lanes = range(32)
+    la, lb = bm * bk // 4 // nt, bk * bn // 4 // nt  # float4 slots per thread
+    if d.get("A_BY_ROW"):
+        a_rc = [(e % bm, (e // bm) * 4) for e in lanes]
+    else:
+        a_rc = [(e // (bk // 4), (e % (bk // 4)) * 4) for e in lanes]
+    b_rc = [(e // (bn // 4), (e % (bn // 4)) * 4) for e in lanes]
+    a_lines = lines([4 * (r * 4096 + c) for r, c in a_rc])
+    b_lines = lines([4 * (r * 4096 + c) for r, c in b_rc])
+    a_store = bank_passes([c * bm + r for r, c in a_rc])  # As[c][r]: one of four STS.32
+    b_store = wide_passes([r * bn + c for r, c in b_rc])
+    if key.startswith("async"):  # four 4-byte copies of A, one 16-byte copy of B
+        wf = la * 4 * (a_lines + a_store) + lb * (b_lines + b_store)
+        instr = la * 4 + lb
+    else:
+        wf = la * (a_lines + 4 * a_store) + lb * (b_lines + b_store)
+        instr = (la + lb) + (4 * la + lb)
+    if "WM" in d:
+        wn, wniter = d["WN"], d["WNITER"]
+        wmiter = d["WM"] * wn // (32 * tm * tn * wniter)
+        wsubm, wsubn = d["WM"] // wmiter, wn // wniter
+        a_lds, b_lds = wmiter * tm // 4, wniter * tn // 4
+        a_words = [(lane // (wsubn // tn)) * tm for lane in lanes]
+        b_words = [(lane % (wsubn // tn)) * tn for lane in lanes]
+        tm_all, tn_all = wmiter * tm, wniter * tn
+        del wsubm
+    else:  # step 3: a contiguous TM x TN block per thread
+        a_lds, b_lds = tm // 4, tn // 4
+        a_words = [(t // (bn // tn)) * tm for t in lanes]
+        b_words = [(t % (bn // tn)) * tn for t in lanes]
+        tm_all, tn_all = tm, tn
+    wf += bk * (a_lds * wide_passes(a_words) + b_lds * wide_passes(b_words))
+    ffma = bk * tm_all * tn_all
+    barriers = 2 if key.startswith(("vec4", "warptile")) else 1
+    instr += bk * (a_lds + b_lds) + ffma + barriers
+    return wf, instr, ffma
+
+
+def road_counts(key: str, n: int) -> Counts:
+    """A step or configuration of the road to cuBLAS (chapter 6) at N x N x N: per tile
+    along K, each warp's tile copies (global lines, shared passes), its shared loads and
+    its FFMAs, counted from the kernel's geometry (``road.kernel_refs``)."""
+    ref = road.kernel_refs()[key]
+    d = _defines(key)
+    nt = int(math.prod(ref.launch.block))
+    counts = _scalar_tile_counts if key.startswith("regblock") else _wide_tile_counts
+    wf, instr, ffma = counts(key, d, nt)
+    blocks = math.ceil(n / d["BM"]) * math.ceil(n / d["BN"])
+    warp_tiles = blocks * (nt // 32) * math.ceil(n / d["BK"])
+    return Counts(key, blocks, warp_tiles * wf, warp_tiles * instr, 12.0 * n * n,
+                  warp_tiles * ffma, "per FFMA", wf / ffma)
+
+
 COUNTERS: dict[str, Callable[[int], Counts]] = {
     "naive": lambda n: naive_counts("naive", n),
     "naive_xrow": lambda n: naive_counts("naive_xrow", n, x_along_rows=True),
@@ -250,15 +349,24 @@ def rates_from(data: Path) -> tuple[Rates, list[dict[str, Any]]]:
     return rates, rows
 
 
-def _measured_wavefronts(cnt: dict | None, kernel: str, n: int) -> float | None:
+def _counted(cnt: dict | None, kernel: str, n: int) -> dict[str, Any]:
+    """The counters experiment's row of ``kernel`` at ``n`` ({} where it has none)."""
     for r in (cnt or {}).get("rows", []):
         if r["kernel"] == kernel and r["n"] == n:
-            return r.get("l1tex__data_pipe_lsu_wavefronts_sum")
-    return None
+            return r
+    return {}
+
+
+def _ratio(seen: float | None, model: float) -> float | None:
+    return seen / model if seen and model else None
+
+
+ROAD_COUNT_N = 4096  # the size the counters experiment profiles the road's steps at
 
 
 def kernel_rows(data: Path, rates: Rates) -> list[dict[str, Any]]:
-    """One row per measured (kernel, n) of matmul.json, transpose.json, bank_stride.json."""
+    """One row per measured (kernel, n) of matmul.json, transpose.json, bank_stride.json
+    and sgemm.json (the road to cuBLAS)."""
     rows = []
     cnt = _load(data, "counters")
     measured: list[tuple[str, str, int, float]] = []
@@ -272,17 +380,45 @@ def kernel_rows(data: Path, rates: Rates) -> list[dict[str, Any]]:
         c = COUNTERS[key](n)
         p = predict(c, rates)
         count_n = 1024 if family == "matmul" else 2048
-        seen = _measured_wavefronts(cnt, key, count_n)
-        model_then = COUNTERS[key](count_n).wavefronts
+        seen = _counted(cnt, key, count_n).get("l1tex__data_pipe_lsu_wavefronts_sum")
         rows.append(_row(family, key, n, ms, c, p) | {
-            "counted_wavefronts_ratio": seen / model_then if seen else None,
+            "counted_wavefronts_ratio": _ratio(seen, COUNTERS[key](count_n).wavefronts),
         })
+    refs = road.kernel_refs()
+    for r in (_load(data, "sgemm") or {}).get("rows", []):
+        if r["kernel"] not in refs or r["kernel"] in COUNTERS:
+            continue
+        c = road_counts(r["kernel"], r["n"])
+        rows.append(_row("road", r["kernel"], r["n"], r["median_ms"], c, predict(c, rates))
+                    | _road_counted(cnt, r["kernel"], rates))
     bank = _load(data, "bank_stride")
     for r in (bank or {}).get("rows", []):
         c = bank_stride_counts(r["stride"])
         rows.append(_row("bank_stride", f"stride{r['stride']}", r["stride"], r["median_ms"],
                          c, predict(c, rates)) | {"counted_wavefronts_ratio": None})
     return rows
+
+
+def _road_counted(cnt: dict | None, key: str, rates: Rates) -> dict[str, Any]:
+    """Nsight Compute's counts of a road kernel at ``ROAD_COUNT_N`` against the model's:
+    wavefronts and instructions (ncu / model), the share of the SMs' issue slots used, and
+    the bank conflicts ncu counted per shared load and store instruction."""
+    seen = _counted(cnt, key, ROAD_COUNT_N)
+    model = road_counts(key, ROAD_COUNT_N)
+    inst, cycles = seen.get("smsp__inst_executed_sum"), seen.get("sm__cycles_elapsed_max")
+    ld, st = (seen.get("smsp__inst_executed_op_shared_ld_sum"),
+              seen.get("smsp__inst_executed_op_shared_st_sum"))
+    ld_conf = seen.get("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld_sum")
+    st_conf = seen.get("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st_sum")
+    return {
+        "counted_wavefronts_ratio": _ratio(seen.get("l1tex__data_pipe_lsu_wavefronts_sum"),
+                                           model.wavefronts),
+        "counted_instructions_ratio": _ratio(inst, model.instructions),
+        "issue_used": (inst / (ISSUE_PER_CLOCK * rates.sm_count * cycles)
+                       if inst and cycles else None),
+        "ld_conflicts_per_lds": ld_conf / ld if ld and ld_conf is not None else None,
+        "st_conflicts_per_sts": st_conf / st if st and st_conf is not None else None,
+    }
 
 
 def _row(family: str, key: str, n: int, ms: float, c: Counts, p: dict) -> dict[str, Any]:
@@ -305,7 +441,7 @@ def _row(family: str, key: str, n: int, ms: float, c: Counts, p: dict) -> dict[s
     }
 
 
-SOURCES = ("device", "shared_bw", "counters", "matmul", "transpose", "bank_stride")
+SOURCES = ("device", "shared_bw", "counters", "matmul", "transpose", "bank_stride", "sgemm")
 
 
 def experiment(out: Path, data: Path | None = None) -> Path:
@@ -332,7 +468,9 @@ def experiment(out: Path, data: Path | None = None) -> Path:
         "provenance": prov,
         "columns": {"key": "", "kernel": "", "n": "", "counted_wavefronts_ratio": "",
                     "wavefronts_per_unit": "", "predicted_ms": "ms", "measured_ms": "ms",
-                    "ratio": "", "limit": "", "rate": "", "value": "", "source": ""},
+                    "ratio": "", "limit": "", "rate": "", "value": "", "source": "",
+                    "counted_instructions_ratio": "", "issue_used": "",
+                    "ld_conflicts_per_lds": "", "st_conflicts_per_sts": ""},
         "rows": rows,
     }
     out.mkdir(parents=True, exist_ok=True)

@@ -53,7 +53,7 @@ def reader_command(argv: list[str]) -> str:
 def collect(method: str = "", gpu: bool = True) -> dict[str, Any]:
     """Provenance of a measurement made now, by this process."""
     info: dict[str, Any] = {
-        "date": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "date": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
         "command": reader_command(sys.argv[1:]),
         "tilelab": tilelab.__version__,
         "numpy": np.__version__,

@@ -1,29 +1,36 @@
-"""``shared_gpu.json``: why a class run gives each GPU one grader.
+"""``shared_gpu.json``: what a second grader on the GPU does to speed verdicts, with and
+without the GPU's lock.
 
 The two variants that fix the tiled exercise's margin (the slowest kernel that must pass
 its gate and the fastest that must fail it) are graded by the real grader, in its own
 process as in a class run: ``repeat`` times each with the GPU to itself, then ``repeat``
-times each with a second grader grading the same kernel on the same GPU at the same time.
-Each row is one kernel in one setting: its measured speedups and how many verdicts fell
-on the wrong side of the gate.
+times each with a second grader grading the same kernel on the same GPU at the same time,
+then the same with the GPU's lock (:mod:`tilelab.grading.gpulock`: the graders' untimed
+steps overlap, each timed step has the GPU alone), as a class run with several tasks per
+GPU grades. Each row is one kernel in one setting: its measured speedups and how many
+verdicts fell on the wrong side of the gate.
 """
 
 from __future__ import annotations
 
 import statistics
+import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.catalog.variants import VARIANTS
 from tilelab.experiments.datafile import write
+from tilelab.grading import gpulock
 from tilelab.grading.sandbox import grade_source
 
 EXERCISE = "tiled"
 KEYS = ("k16", "naive")  # the slowest must-pass and the fastest must-fail (calibration.json)
+LOCKED = "two graders on one GPU, each timed step alone"
 COLUMNS = {"variant": "", "must": "", "setting": "", "verdicts": "", "median": "x",
            "min": "x", "max": "x", "spread": "", "wrong_side": "", "gate": "x"}
 
@@ -47,7 +54,8 @@ def _row(variant: Any, setting: str, speedups: list[float], gate: float) -> dict
 
 
 def run(rt: Any, out: Path, repeat: int = 5) -> Path:
-    """Each variant graded alone, then two graders at once on one GPU."""
+    """Each variant graded alone, then two graders at once on one GPU, without and with
+    the GPU's lock."""
     del rt  # the graders run in processes of their own, as in a class run
     gate = exercises.get(EXERCISE).gate
     variants = [v for v in VARIANTS[EXERCISE] if v.key in KEYS]
@@ -58,14 +66,20 @@ def run(rt: Any, out: Path, repeat: int = 5) -> Path:
         alone = [_speedup(src) for _ in range(repeat)]
         with ThreadPoolExecutor(2) as pool:
             shared = [s for _ in range(repeat) for s in pool.map(_speedup, (src, src))]
+        with (tempfile.TemporaryDirectory(prefix="tilelab-gpu-lock-") as scratch,
+              settings.environ({gpulock.ENV: str(gpulock.make(Path(scratch), "0"))}),
+              ThreadPoolExecutor(2) as pool):
+            locked = [s for _ in range(repeat) for s in pool.map(_speedup, (src, src))]
         rows += [_row(variant, "one grader per GPU", alone, gate),
-                 _row(variant, "two graders on one GPU", shared, gate)]
+                 _row(variant, "two graders on one GPU", shared, gate),
+                 _row(variant, LOCKED, locked, gate)]
     return write(
         out, "shared_gpu", "Speed verdicts with the GPU to itself and shared by two graders",
         f"The real grader (its own process, sandboxed where bubblewrap works) grades each of "
         f"the {EXERCISE} exercise's two variants nearest its gate {repeat} times alone, then "
         f"{repeat} times as one of two graders grading at once on the same GPU "
-        f"({2 * repeat} verdicts). wrong_side counts verdicts on the wrong side of the gate. "
+        f"({2 * repeat} verdicts), then the same with the GPU's lock (each timed step alone "
+        f"on the GPU). wrong_side counts verdicts on the wrong side of the gate. "
         f"Took {time.monotonic() - t0:.0f} s.",
         COLUMNS, rows,
         method="tilelab's speed step: CUDA events, baseline and kernel interleaved, "

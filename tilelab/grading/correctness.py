@@ -15,6 +15,7 @@ import numpy as np
 from tilelab.catalog.problems import Launch, Problem, Shape
 from tilelab.device.runtime import Runtime
 from tilelab.grading.diagnosis import POISON_BITS, RTOL, Attempt, diagnose
+from tilelab.grading.limits import emu_launch_seconds
 
 __all__ = ["POISON_BITS", "RTOL", "ShapeResult", "check_function", "compare", "launch"]
 
@@ -52,13 +53,16 @@ def launch(
     shape: Shape,
     inputs: dict[str, np.ndarray],
 ) -> np.ndarray:
-    """Run ``fn`` once on these inputs with a poisoned output; return the output."""
+    """Run ``fn`` once on these inputs with a poisoned output; return the output. On the
+    emulator the launch's time limit scales with the work (:func:`emu_launch_seconds`)."""
     sizes = problem.sizes(shape)
     out = poisoned(problem.output_shape(shape))
     bufs = {name: rt.to_device(arr) for name, arr in inputs.items()}
     bufs[problem.output] = rt.to_device(out)
     args = problem.arguments(bufs, shape)
-    fn(*args, block=launch_.block, grid=launch_.grid(sizes))
+    limit = emu_launch_seconds(problem, shape) if rt.name == "emu" else None
+    fn(*args, block=launch_.block, grid=launch_.grid(sizes),
+       **({"timeout": limit} if limit else {}))
     rt.synchronize()
     return rt.from_device(bufs[problem.output], out.shape, np.float32)
 

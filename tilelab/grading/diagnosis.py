@@ -12,18 +12,24 @@ pass. The grid is fixed by the grader, so no cause asks the learner to change it
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tilelab.catalog.problems import Launch, Problem, Shape
+from tilelab.emu.report import Race
+from tilelab.grading.kernel_lines import Kernel
+from tilelab.grading.limits import emu_launch_seconds
 
 POISON_BITS = np.uint32(0x7FC0DEAD)  # the checker's marked NaN: no arithmetic produces it
 RTOL = 1e-5  # per element, relative to sum_k |A_ik| |B_kj|; float32 sums land near 1e-7
 
-CAUSES = ("never written", "swapped row/column", "partial tile dropped", "boundary", "race",
-          "stale shared data", "off-by-one", "indexing")
+CAUSES = ("never written", "never initialised", "swapped row/column", "partial tile dropped",
+          "boundary", "out of bounds", "race", "stale shared data", "off-by-one", "missing term",
+          "one term only", "accumulator reset", "start value", "int truncation", "tile index",
+          "misplaced rows", "loop stops early", "timed out", "indexing")
 
 
 @dataclass
@@ -66,11 +72,14 @@ def telling(attempts: Sequence[Attempt], launch: Launch) -> Attempt:
 # ---------------------------------------------------------------- what a mistake computes
 
 
-def _matmul_models(a: Attempt, tile: int, tiled: bool) -> list[tuple[str, str, np.ndarray]]:
+def _matmul_models(a: Attempt, launch: Launch, tiled: bool,
+                   kern: Kernel) -> list[tuple[str, str, np.ndarray]]:
     A, B = a.inputs["A"].astype(np.float64), a.inputs["B"].astype(np.float64)
     M, K = A.shape
     N = B.shape[1]
     E = a.expected
+    tile = launch.tile[0]
+    loop = kern.k_loop() or kern.loop_before(kern.product() or kern.read("A"))
     out = [
         ("swapped row/column",
          "C is stored column-major (C[col * M + row]); C is M x N row-major: "
@@ -83,8 +92,39 @@ def _matmul_models(a: Attempt, tile: int, tiled: bool) -> list[tuple[str, str, n
          "B[k * N + col]", A @ B.reshape(-1).reshape(N, K).T),
         ("off-by-one",
          "every sum misses its last term: the loop over k stops one short of K (k < K - 1, "
-         "or a guard such as t + tx < K - 1)", A[:, : K - 1] @ B[: K - 1]),
+         "or a guard such as t + tx < K - 1)" + kern.at(loop), A[:, : K - 1] @ B[: K - 1]),
+        ("missing term",
+         "every sum misses its first term (k = 0): the loop over k starts at 1; start it at "
+         "0" + kern.at(kern.find(r"\bfor\s*\(\s*(int\s+)?\w+\s*=\s*1\s*;") or loop),
+         A[:, 1:] @ B[1:]),
+        ("one term only",
+         "each element holds a single product, A[row][K-1] * B[K-1][col]: the product is "
+         "assigned (acc = a * b) instead of added (acc += a * b)"
+         + kern.at(kern.find(r"[^+\-*/=!<>]=[^=][^;]*\]\s*\*\s*\w+\s*\[") or kern.product()),
+         np.outer(A[:, K - 1], B[K - 1])),
     ]
+    for t in sorted({tile, 8, 16, 32}):  # a loop over one tile's k that skips a term
+        if t >= K:
+            continue
+        k = np.arange(K)
+        for skipped, how in ((k % t == t - 1, f"stops one short of the step ({t} - 1)"),
+                             (k % t == 0, "starts at 1")):
+            keep = ~skipped
+            out.append(("missing term",
+                        f"every sum misses one term in each step of {t} along k (k = "
+                        f"{int(k[skipped][0])}, {int(k[skipped][1]) if skipped.sum() > 1 else ''}"
+                        f"...): the loop over the tile's k {how}; it must run over all {t}"
+                        + kern.at(loop), A[:, keep] @ B[keep]))
+        lo = (K - 1) // t * t
+        if lo:
+            reset = kern.find(r"\b\w+\s*=\s*0(\.0*)?f?\s*;",
+                              kern.find(r"\bfor\s*\(") or 1)
+            out.append(("accumulator reset",
+                        f"each element holds only the last step's sum (k = {lo}..{K - 1}): the "
+                        "accumulator is set to 0 inside the loop over the tiles; set it once, "
+                        "before the loop" + kern.at(reset), A[:, lo:] @ B[lo:]))
+    if tiled and tuple(launch.block[:2]) == tuple(launch.tile):
+        out += _tile_index_models(A, B, tile, kern)
     for t in sorted({tile, 8, 16, 32}, reverse=True):  # the K tile: the output's, or smaller
         if not tiled or not K % t:
             continue
@@ -105,10 +145,50 @@ def _matmul_models(a: Attempt, tile: int, tiled: bool) -> list[tuple[str, str, n
     return out
 
 
-def _transpose_models(a: Attempt) -> list[tuple[str, str, np.ndarray]]:
+def _tile_index_models(A: np.ndarray, B: np.ndarray, T: int,
+                       kern: Kernel) -> list[tuple[str, str, np.ndarray]]:
+    """What a square-tiled kernel (one thread per element of C, TILE = T) computes with one
+    tile index wrong: a tile loaded without its offset along K, or read transposed."""
+    M, K = A.shape
+    N = B.shape[1]
+    Mp, Kp, Np = (-(-x // T) * T for x in (M, K, N))
+    Ap = np.zeros((Mp, Kp))
+    Ap[:M, :K] = A
+    Bp = np.zeros((Kp, Np))
+    Bp[:K, :N] = B
+    steps = range(0, Kp, T)
+    first_a = sum((np.where(t + np.arange(T) < K, 1.0, 0.0) * Ap[:, :T]) @ Bp[t:t + T]
+                  for t in steps)
+    first_b = sum(Ap[:, t:t + T] @ (np.where(t + np.arange(T) < K, 1.0, 0.0)[:, None]
+                                    * Bp[:T]) for t in steps)
+    r, c, k = np.arange(Mp), np.arange(Np), np.arange(T)
+    a_t = sum(Ap[(r // T * T)[:, None] + k[None, :], t + (r % T)[:, None]] @ Bp[t:t + T]
+              for t in steps)
+    b_t = sum(Ap[:, t:t + T] @ Bp[t + (c % T)[None, :], (c // T * T)[None, :] + k[:, None]]
+              for t in steps)
+    read_a, read_b = kern.read("A") or kern.product(), kern.read("B") or kern.product()
+    return [
+        ("tile index", "every phase loads the first tile of A: the load's column lacks the "
+         "tile's offset along K (A[row * K + t + tx])" + kern.at(kern.load("A")),
+         first_a[:M, :N]),
+        ("tile index", "every phase loads the first tile of B: the load's row lacks the "
+         "tile's offset along K (B[(t + ty) * N + col])" + kern.at(kern.load("B")),
+         first_b[:M, :N]),
+        ("tile index", "the product reads A's tile transposed: this thread's row of the tile "
+         "is indexed by k, its column by the thread's row (read the element the load stored "
+         "for row ty and column k of the tile)" + kern.at(read_a), a_t[:M, :N]),
+        ("tile index", "the product reads B's tile transposed: this thread's column of the "
+         "tile is indexed by k, its row by the thread's column (read the element the load "
+         "stored for row k and column tx of the tile)" + kern.at(read_b), b_t[:M, :N]),
+    ]
+
+
+def _transpose_models(a: Attempt, kern: Kernel) -> list[tuple[str, str, np.ndarray]]:
     x = a.inputs["in"].astype(np.float64)
     rows, cols = x.shape
     Y, X = np.indices((cols, rows))  # out[Y][X] should be in[X][Y]
+    store = kern.store("out")
+    swap = kern.find(r"=\s*blockIdx\.", (kern.load("in") or 0) + 1)
 
     def gather(r: np.ndarray, c: np.ndarray) -> np.ndarray:
         ok = (r < rows) & (c < cols)
@@ -117,15 +197,17 @@ def _transpose_models(a: Attempt) -> list[tuple[str, str, np.ndarray]]:
     return [
         ("swapped row/column",
          "out is written in the input's layout (out[row * cols + col]); out is cols x rows: "
-         "out[col * rows + row]", x.reshape(-1).reshape(cols, rows)),
+         "out[col * rows + row]" + kern.at(store), x.reshape(-1).reshape(cols, rows)),
         ("swapped row/column",
          "the tile is read back untransposed (tile[threadIdx.y + j][threadIdx.x]); read "
-         "tile[threadIdx.x][threadIdx.y + j] so each block's tile is transposed too",
+         "tile[threadIdx.x][threadIdx.y + j] so each block's tile is transposed too"
+         + kern.at(kern.read("in") or store),
          gather((X // 32) * 32 + Y % 32, (Y // 32) * 32 + X % 32)),
         ("swapped row/column",
          "the write does not swap the block indices: the tile read at block (bx, by) must be "
          "written at block (by, bx) (x = blockIdx.y * TILE + threadIdx.x, y = blockIdx.x * "
-         "TILE + threadIdx.y)", gather((Y // 32) * 32 + X % 32, (X // 32) * 32 + Y % 32)),
+         "TILE + threadIdx.y)" + kern.at(swap),
+         gather((Y // 32) * 32 + X % 32, (X // 32) * 32 + Y % 32)),
     ]
 
 
@@ -189,30 +271,40 @@ def _swapped_fits(a: Attempt, problem: Problem, launch: Launch) -> bool:
 
 
 def diagnose(problem: Problem, launch: Launch, a: Attempt, *, tiled: bool = False,
-             races: Sequence[str] | None = None, rerun_differs: bool = False,
-             passed: Sequence[Shape] = (), failed: Sequence[Attempt] = ()) -> Diagnosis:
+             races: Sequence[Race] | None = None, rerun_differs: bool = False,
+             passed: Sequence[Shape] = (), failed: Sequence[Attempt] = (),
+             source: str = "") -> Diagnosis:
     """The cause of ``a``'s wrong elements. ``races``: what the emulator's analysis found
-    (None: not run); ``passed``: the shapes that pass; ``failed``: every failing attempt."""
+    (None: not run); ``passed``: the shapes that pass; ``failed``: every failing attempt;
+    ``source``: the kernel (to name the line of a cause; "" names none)."""
     unwritten = a.got.view(np.uint32) == POISON_BITS
     bad = a.bad
     edge = _edge(a.got.shape, launch)
     what = problem.output
+    kern = Kernel(source)
+    store = kern.store(what)
     if rerun_differs:
         return Diagnosis("race", "two runs on the same inputs gave different results: a "
                          "thread reads shared memory another thread has not finished writing "
                          "(or overwrites it too early); check both __syncthreads() calls.")
     if races:
-        return Diagnosis("race", f"the emulator's analysis found {races[0]}. A __syncthreads() "
-                         "must separate every write of a shared element from the reads of "
-                         "it by other threads (and those reads from the next write).")
+        return race_diagnosis(races)
     if unwritten[bad].all():
+        adds = kern.find(rf"\b{what}\s*\[[^;=]*\]\s*\+=")
+        if adds:
+            return Diagnosis("never initialised", f"{what} is added to (+=) but never set: "
+                             f"before the launch {what} holds NaN (the grader fills it so), and "
+                             "NaN plus anything stays NaN. Sum in a local variable that starts "
+                             f"at 0.0f and store it once{kern.at(adds)}.")
         if unwritten.all():
             return Diagnosis("never written", f"no element of {what} was stored: is the "
-                             "store missing, or behind a condition no thread meets?")
+                             "store missing, or behind a condition no thread meets?"
+                             + kern.at(kern.guard_before(store) or store))
         if _last_lines(unwritten):
             return Diagnosis("off-by-one", f"only the last row or column of {what} was never "
                              "written: a guard stops one short (row < M - 1, or col + 1 < N); "
-                             "guard with row < M && col < N.")
+                             "guard with row < M && col < N" + kern.at(kern.guard_before(store))
+                             + ".")
         if all(_swapped_fits(f, problem, launch) for f in (a, *failed)):
             return Diagnosis("swapped row/column", "the row comes from the x index "
                              "(blockIdx.x, threadIdx.x), but the grid's x covers the columns "
@@ -224,27 +316,45 @@ def diagnose(problem: Problem, launch: Launch, a: Attempt, *, tiled: bool = Fals
                              "were never written: the grid covers them, so the threads there "
                              "returned early or a guard works in whole tiles. Let every "
                              "thread take part and guard only the store, with row < M && "
-                             "col < N.")
+                             "col < N" + kern.at(kern.guard_before(store)) + ".")
+        if stripe := _stripe(unwritten, launch):
+            return Diagnosis("loop stops early", f"in each tile of {what} only {stripe} were "
+                             "stored: the loop that stores the tile's rows stops early (it "
+                             "must step over the whole tile, e.g. j = 0, 8, ..., 24 for a "
+                             "32-row tile and 8 rows of threads)" + kern.at(kern.loop_before(store))
+                             + ".")
         return Diagnosis("never written", f"{int(unwritten.sum())} elements of {what} kept "
                          "the poison value, inside the matrix too: check that every thread "
-                         "computes and stores its own element (the store's index formula).")
+                         "computes and stores its own element (the store's index formula"
+                         + kern.at(store) + ").")
     if problem.name == "matmul":
-        models = _matmul_models(a, launch.tile[0], tiled)
+        models = _matmul_models(a, launch, tiled, kern)
     elif problem.name == "transpose":
-        models = _transpose_models(a)
+        models = _transpose_models(a, kern)
     else:
         models = []
     for cause, advice, pred in models:
         if _matches(a, problem, pred):
             return Diagnosis(cause, advice)
+    if (why := _value_fault(a, problem, kern)) is not None:
+        return why
     computed_nan = np.isnan(a.got) & ~unwritten
     if computed_nan[bad].any():
+        first = problem.arg_order[0]
+        if tiled and (stripe := _stripe(computed_nan, launch)):
+            return Diagnosis("loop stops early", f"in each tile of {what} only {stripe} hold "
+                             "values; the others read shared memory no thread wrote (the "
+                             "emulator fills it with NaN): the loop that loads the tile's rows "
+                             "stops early (it must step over the whole tile)"
+                             + kern.at(kern.loop_before(kern.load(first))) + ".")
         if tiled and races is not None:
             return Diagnosis("stale shared data", "a value read from shared memory was never "
                              "written in this block (the emulator fills shared memory with "
                              "NaN), and the analysis found no race: some threads skip storing "
                              "their tile element (outside the matrix?) instead of storing "
-                             "0.0f, or read an element no thread stores.")
+                             "0.0f, or the tile is read where no thread stores: compare the "
+                             "index of the tile's load" + kern.at(kern.load(first))
+                             + " with that of its read" + kern.at(kern.read(first)) + ".")
         return Diagnosis("stale shared data" if tiled else "indexing",
                          "NaN computed: a value was read that nothing wrote: shared memory "
                          "read before the tile was complete or never loaded, or an element "
@@ -261,10 +371,161 @@ def diagnose(problem: Problem, launch: Launch, a: Attempt, *, tiled: bool = Fals
                          "multiples of the tile pass): loads outside the matrix must "
                          "contribute 0 (guard each load, not only the store, and store 0.0f "
                          "in the tile where there is no element).")
+    if (moved := _misplaced(a)) is not None:
+        first, second = problem.arg_order[:2]
+        read = kern.read(first if moved == "rows" else second)
+        return Diagnosis("misplaced rows", f"each {moved[:-1]} of {what} holds the right "
+                         f"values of another {moved[:-1]}: the {moved} a thread computes and "
+                         f"the {moved} it stores differ; compare the index of the tile's read"
+                         + kern.at(read) + " with that of the store" + kern.at(store) + ".")
     share = 100.0 * bad.sum() / bad.size
     return Diagnosis("indexing", f"{share:.0f}% of {what} is wrong, inside the matrix too, and "
                      "no race was found: check the row and column formulas and each index "
-                     f"expression ({_index_hint(problem)}).")
+                     f"expression ({_index_hint(problem, tiled)}).")
+
+
+def _stripe(mask: np.ndarray, launch: Launch) -> str | None:
+    """Which rows (or columns) of each whole tile ``mask`` leaves out, when it depends on
+    the row's (or the column's) place in its tile alone, e.g. "rows 0-7 of 32"."""
+    t = max(launch.tile)
+    rows, cols = mask.shape
+    inner = mask[: rows // t * t, : cols // t * t]
+    if inner.size == 0:
+        return None
+    for axis, name in ((0, "rows"), (1, "columns")):
+        lines = inner if axis == 0 else inner.T
+        per = lines.reshape(-1, t, lines.shape[1]).transpose(1, 0, 2).reshape(t, -1)
+        full, none = per.all(axis=1), ~per.any(axis=1)
+        if (full | none).all() and full.any() and none.any():
+            kept = np.flatnonzero(none)
+            span = (f"{kept[0]}-{kept[-1]}" if len(kept) == kept[-1] - kept[0] + 1
+                    else ", ".join(map(str, kept)))
+            return f"{name} {span} of {t}"
+    return None
+
+
+def _value_fault(a: Attempt, problem: Problem, kern: Kernel) -> Diagnosis | None:
+    """A fault in the values themselves: every wrong element off by one constant (the sum
+    started from it), or rounded to a whole number (an int variable on the way)."""
+    bad = a.bad & np.isfinite(a.got)
+    if not bad.any() or bad.sum() < a.bad.sum() // 2:
+        return None
+    got, want = a.got[bad].astype(np.float64), a.expected[bad]
+    if not np.array_equal(want, np.round(want)) and np.array_equal(got, np.trunc(got)):
+        line = kern.find(r"__shared__\s+(unsigned\s+)?(int|short|long|char)\b") or kern.find(
+            r"^\s*(unsigned\s+)?(int|long|short)\s+\w+\s*(=\s*0\s*)?;")
+        return Diagnosis("int truncation", f"the values of {problem.output} lost their "
+                         "fractions (whole numbers where the answer has decimals): a variable "
+                         "or shared array they pass through is an integer; declare it float"
+                         + kern.at(line) + ".")
+    diff = got - want
+    c = float(np.median(diff))
+    scale = problem.error_bound(a.inputs)[bad] + np.finfo(np.float32).tiny
+    if c and np.all(np.abs(diff - c) <= 10 * RTOL * scale + 1e-6 * abs(c)):
+        lit = re.compile(rf"=\s*{re.escape(f'{c:g}')}(\.0*)?f?\s*;")
+        return Diagnosis("start value", f"every wrong element is off by {c:g}: the sum starts "
+                         f"at {c:g}; start it at 0.0f" + kern.at(kern.find(lit)) + ".")
+    return None
+
+
+def _misplaced(a: Attempt) -> str | None:
+    """"rows" when each row of the output holds the right values of another row (a row
+    computed by one thread, stored by another); "columns" likewise; else None."""
+    got, want = a.got.astype(np.float64), a.expected
+    if not np.isfinite(got).all() or min(got.shape) < 2:
+        return None
+    for name, g, w in (("rows", got, want), ("columns", got.T, want.T)):
+        rng = np.random.default_rng(0)
+        v = rng.standard_normal(g.shape[1])
+        key_w = w @ v
+        order = np.argsort(key_w)
+        pos = np.clip(np.searchsorted(key_w[order], g @ v), 0, len(order) - 1)
+        near = order[pos]
+        near_lo = order[np.maximum(pos - 1, 0)]
+        scale = np.abs(w).max() * 1e-4 + 1e-12
+        ok = (np.abs(g - w[near]).max(axis=1) <= scale) | (
+            np.abs(g - w[near_lo]).max(axis=1) <= scale)
+        moved = (near != np.arange(len(g))) & (near_lo != np.arange(len(g)))
+        if ok.mean() >= 0.9 and moved.any():
+            return name
+    return None
+
+
+def launch_failure(problem: Problem, launch: Launch, shape: Shape, exc: BaseException,
+                   source: str = "") -> Diagnosis | None:
+    """Why a launch failed, where the error itself does not say it all: an access out of
+    bounds (:func:`out_of_bounds`), or a kernel stopped at the emulator's time limit."""
+    if type(exc).__name__ == "KernelTimeout":
+        kern, limit = Kernel(source), emu_launch_seconds(problem, shape)
+        allowed = f"{limit:g} s" if limit else "the time limit"
+        return Diagnosis("timed out", f"at this shape the grader allows {allowed}, many times "
+                         "what the course's kernels need there: a loop never ends (its counter "
+                         "does not advance, or its condition never becomes false), or a thread "
+                         "waits for a value another thread never sets"
+                         + kern.at(kern.stuck_loop()) + ".")
+    return out_of_bounds(problem, launch, shape, exc, source)
+
+
+def out_of_bounds(problem: Problem, launch: Launch, shape: Shape, exc: BaseException,
+                  source: str = "") -> Diagnosis | None:
+    """Why a launch read or wrote past the end of a global buffer, told from the thread
+    that did it: outside the output (its guard let it through), or inside (an index, or a
+    loop over k, is wrong). None when the error is of another kind or the launch does not
+    give each thread a place in the output."""
+    buf, idx, line = (getattr(exc, k, None) for k in ("buffer", "index", "line"))
+    block, thread = getattr(exc, "block", None), getattr(exc, "thread", None)
+    if buf not in problem.arg_order or idx is None or not block or not thread:
+        return None
+    kern, out = Kernel(source), problem.output
+    rows, cols = problem.output_shape(shape)
+    sizes = problem.sizes(shape)
+    (bx, by), (tx, ty) = block[:2], thread[:2]
+    if tuple(launch.block[:2]) == tuple(launch.tile):  # one thread per element of out
+        row, col = by * launch.tile[1] + ty, bx * launch.tile[0] + tx
+    elif problem.name == "transpose":  # a column of a 32 x 32 tile per thread
+        if buf == out:
+            row, col = bx * 32 + ty, by * 32 + tx
+        else:
+            row, col, rows, cols = by * 32 + ty, bx * 32 + tx, sizes["rows"], sizes["cols"]
+    else:
+        return None
+    who = f"thread {tuple(thread)} of block {tuple(block)}"
+    place = f"{buf if problem.name == 'transpose' else out}[{row}][{col}]"
+    if row >= rows or col >= cols:
+        guard = kern.guard_before(line)
+        return Diagnosis("out of bounds", f"{who} stands for {place}, outside the matrix "
+                         f"({rows} x {cols} at this shape), and its access on line {line} ran "
+                         "past the end of " + buf + ": "
+                         + (f"the guard{kern.at(guard)} lets it through; a guard must hold "
+                            "only inside the matrix (every bound tested, joined with &&)"
+                            if guard else "no guard stops it: put the access under a test "
+                            "that holds only inside the matrix") + ".")
+    if problem.name == "matmul" and buf in ("A", "B"):
+        K, N = sizes["K"], sizes["N"]
+        k = idx - row * K if buf == "A" else (idx - col) // N if (idx - col) % N == 0 else -1
+        if k >= K:
+            return Diagnosis("out of bounds", f"{who} stands for {out}[{row}][{col}], inside "
+                             f"{out}, and reached {buf}[{idx}] with k = {k}: the loop over k "
+                             "runs past K - 1 (k < K, or t + tx < K for a tile)"
+                             + kern.at(kern.loop_before(line) if buf == "A" or not kern.shared
+                                       else kern.guard_before(line)) + ".")
+    layout = {"A": "A[row * K + k]", "B": "B[k * N + col]", "C": "C[row * N + col]",
+              "in": "in[row * cols + col]", "out": "out[col * rows + row]"}
+    return Diagnosis("out of bounds", f"{who} stands for an element inside the matrix "
+                     f"({place} at this shape), so its guard rightly let it "
+                     f"through, yet line {line} reaches {buf}[{idx}], past the end: the index "
+                     f"expression is wrong ({buf} is row-major: {layout.get(buf, buf)})"
+                     + kern.at(line) + ".")
+
+
+def race_diagnosis(races: Sequence[Race]) -> Diagnosis:
+    """One race and the one barrier that orders them all: ``__syncthreads()`` when any race
+    is between threads of different warps (it orders the lanes of a warp too),
+    ``__syncwarp()`` only when every race is confined to one warp."""
+    cross = [r for r in races if not r.same_warp]
+    shown = (cross or list(races))[0]
+    return Diagnosis("race", f"the emulator's analysis found {shown.describe(fix=False)}; "
+                     f"{shown.fix}.")
 
 
 def _tiles(problem: Problem, launch: Launch) -> tuple[int, ...]:
@@ -274,7 +535,11 @@ def _tiles(problem: Problem, launch: Launch) -> tuple[int, ...]:
                  for d in problem.dims)
 
 
-def _index_hint(problem: Problem) -> str:
+def _index_hint(problem: Problem, tiled: bool = False) -> str:
+    if problem.name == "matmul" and tiled:
+        return ("a tile's load takes A[row * K + t + tx] and B[(t + ty) * N + col], its read "
+                "in the product takes row ty of A's tile and column tx of B's, and the store "
+                "C[row * N + col]")
     hints: dict[str, Callable[[], str]] = {
         "matmul": lambda: "A[row * K + k], B[k * N + col], C[row * N + col]",
         "transpose": lambda: "in[row * cols + col], out[col * rows + row]",

@@ -21,9 +21,10 @@ import numpy as np
 
 from tilelab.catalog import exercises
 from tilelab.catalog.exercises import Exercise
-from tilelab.device.bench import prepared_launch, time_interleaved
+from tilelab.device.bench import Timed, WrongLaunch, time_checked
 from tilelab.device.runtime import Runtime, get_runtime
-from tilelab.grading import scoring, traffic
+from tilelab.emu import errors
+from tilelab.grading import counters, gpulock, scoring, traffic
 from tilelab.grading.correctness import (
     ShapeResult,
     check_function,
@@ -32,9 +33,10 @@ from tilelab.grading.correctness import (
     fmt_shape,
     launch,
 )
-from tilelab.grading.diagnosis import diagnose, telling
-from tilelab.grading.sanitizer import run_sanitizers
+from tilelab.grading.diagnosis import POISON_BITS, diagnose, launch_failure, telling
+from tilelab.grading.sanitizer import Sanitizers
 from tilelab.grading.source_checks import SourceRejected, check_signature, validate_source
+from tilelab.grading.subset import check_subset
 from tilelab.grading.verdict import Verdict
 
 
@@ -51,6 +53,7 @@ class Run:
     fn: Any = None
     launched: bool = True  # False once a launch failed (the kernel did not run to its end)
     report: Any = None  # the emulator's analysis, once run (for a diagnosis or the gates)
+    sanitizing: Any = None  # the sanitizer's tools while they run (see `sanitizer`)
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
 
 
@@ -62,8 +65,6 @@ def compile_errors(rt: Runtime) -> tuple[type[BaseException], ...]:
         import pycuda.driver as cuda
 
         return (cuda.CompileError,)
-    from tilelab.emu import errors
-
     return (errors.CompileError, errors.UnsupportedConstruct)
 
 
@@ -72,8 +73,6 @@ def launch_errors(rt: Runtime) -> tuple[type[BaseException], ...]:
         import pycuda.driver as cuda
 
         return (cuda.Error, TypeError, ValueError)
-    from tilelab.emu import errors
-
     return (errors.EmulatorError, TypeError, ValueError)
 
 
@@ -99,10 +98,12 @@ def compile_kernel(rt: Runtime, source: str, name: str, v: Verdict, **kw: Any) -
 
 
 def validate(run: Run, v: Verdict) -> bool:
-    """Refuse a source no compiler should see: size, encoding, includes, signature."""
+    """Refuse a source no compiler should see: size, encoding, includes, signature, and
+    anything outside the graded subset of CUDA C (:mod:`tilelab.grading.subset`)."""
     try:
         run.text = validate_source(run.source)
         check_signature(run.text, run.ex.kernel, run.ex.signature)
+        check_subset(run.text)
     except SourceRejected as exc:
         v.messages.append(str(exc))
         return False
@@ -125,7 +126,9 @@ def correctness(run: Run, v: Verdict) -> bool:
         try:
             res = check_function(rt, run.fn, ex.problem, ex.launch, shape, run.rng)
         except launch_errors(rt) as exc:
-            v.messages.append(f"shape {shape}: the launch failed: {_one_line(exc, 1500)}")
+            why = launch_failure(ex.problem, ex.launch, shape, exc, run.text)
+            v.messages.append(f"shape {shape}: the launch failed: {_one_line(exc, 1500)}"
+                              + (f" Likely cause: {why}" if why else ""))
             v.shapes.append({"shape": list(shape), "ok": False, "message": str(exc)[:1500]})
             v.correct, run.launched = False, False
             return True
@@ -137,6 +140,47 @@ def correctness(run: Run, v: Verdict) -> bool:
     return True
 
 
+#: how many of an exercise's smallest graded shapes a GPU submission is also run at on the
+#: emulator, under its varied block and thread orders
+SCHEDULE_SHAPES = 3
+
+
+def schedules(run: Run, v: Verdict) -> bool:
+    """On a GPU: the same source must also be right on the emulator, whose launches run
+    blocks and threads in varied orders, at a few small graded shapes: a kernel that races
+    in global memory (one block reading or zeroing what another writes) may pass on a GPU
+    by the luck of its schedule, and loses its points on both backends alike."""
+    if not (v.correct and run.rt.name == "gpu"):
+        return True
+    why = schedule_failure(run.ex, run.text, run.rng)
+    if why is not None:
+        v.correct = False
+        v.messages.append(
+            "right on this GPU, but not on the emulator, which runs the blocks and threads "
+            f"of a launch in varied orders: {why} A kernel must be right in every order a GPU "
+            "may run it (no block may read or overwrite another's output)."
+        )
+    return True
+
+
+def schedule_failure(ex: Exercise, text: str, rng: np.random.Generator) -> str | None:
+    """Why ``text`` is wrong on the emulator at the exercise's smallest graded shapes but
+    the trivial one (None when it is right at all of them)."""
+    emu = get_runtime("emu")
+    fn = compile_kernel(emu, text, ex.kernel, Verdict(ex.id, emu.name))
+    if fn is None:
+        return "the emulator could not build it."
+    shapes = sorted(ex.shapes, key=lambda s: float(np.prod(s)))[1:SCHEDULE_SHAPES + 1]
+    for shape in shapes:
+        try:
+            r = check_function(emu, fn, ex.problem, ex.launch, shape, rng)
+        except launch_errors(emu) as exc:
+            return f"its launch failed there: {_one_line(exc, 600)}."
+        if not r.ok:
+            return r.message
+    return None
+
+
 def diagnosed(run: Run, v: Verdict, results: list[ShapeResult]) -> str:
     """The message for the most telling failing shape: its cause found with every shape's
     outcome and, on the emulator, the race analysis (run here, kept for the next step)."""
@@ -145,14 +189,14 @@ def diagnosed(run: Run, v: Verdict, results: list[ShapeResult]) -> str:
     races = None
     if run.rt.name == "emu" and tiled:
         run.report = _analyse(run, v)
-        races = [r.describe() for r in run.report.races] if run.report is not None else None
+        races = list(run.report.races) if run.report is not None else None
     worst = telling([r.attempt for r in results if r.attempt is not None], ex.launch)
     res = next(r for r in results if r.attempt is worst)
     passed = [r.shape for r in results if r.ok]
     failed = [r.attempt for r in results if not r.ok and r.attempt is not None]
     rerun = res.cause.startswith("race") and races is None  # the GPU's second run differed
     why = diagnose(ex.problem, ex.launch, worst, tiled=tiled, races=races, rerun_differs=rerun,
-                   passed=passed, failed=failed)
+                   passed=passed, failed=failed, source=run.text)
     others = f" Wrong at {len(failed)} of {len(results)} shapes" + (
         f"; correct at {', '.join(str(s) for s in passed)}." if passed else ".")
     explain(res, ex.problem, ex.launch, why, others)
@@ -162,7 +206,11 @@ def diagnosed(run: Run, v: Verdict, results: list[ShapeResult]) -> str:
 def analysis(run: Run, v: Verdict) -> bool:
     """On the emulator: races and bank conflicts of one launch at the analysis shape. A
     race fails a correct kernel; for a wrong one the table only helps explain it."""
-    if run.rt.name != "emu" or not (v.correct or "__shared__" in run.text):
+    if run.rt.name != "emu":
+        return True
+    if not (v.correct or "__shared__" in run.text):  # only the picture of what it touched
+        if run.launched and run.report is None:
+            _analyse(run, v)
         return True
     if not run.launched:
         v.analysis = {"error": "the kernel's launch failed (see above)"}
@@ -200,6 +248,7 @@ def _analyse(run: Run, v: Verdict) -> Any | None:
             v.correct = False
         return None
     report = fn.last_report.analysis
+    v.touch = report.touch or None
     if "__shared__" in run.text:
         at = fmt_shape(ex.problem, shape)
         v.analysis = {"at": at, "summary": report.summary(), **report.to_dict()}
@@ -211,28 +260,40 @@ def _analyse(run: Run, v: Verdict) -> Any | None:
 
 
 def sanitizer(run: Run, v: Verdict) -> bool:
-    """On a GPU: compute-sanitizer's racecheck and memcheck over one launch."""
+    """On a GPU: compute-sanitizer's racecheck and memcheck over one launch each, started
+    here, both at once; :func:`sanitizer_verdict` reads them (the emulator counts the
+    lesson's traffic on the CPU meanwhile)."""
     if not (v.correct and run.rt.name == "gpu" and run.sanitize):
         return True
-    v.sanitizer = run_sanitizers(run.ex.id, run.text)
+    run.sanitizing = (Sanitizers(run.ex.id, run.text), v.traffic, len(v.messages))
+    return True
+
+
+def sanitizer_verdict(run: Run, v: Verdict) -> bool:
+    """The sanitizer's findings, before anything is timed: a problem fails the kernel, and
+    what was done meanwhile for a kernel thought correct is taken back (the verdict is the
+    one the steps in turn would give)."""
+    if run.sanitizing is None:
+        return True
+    tools, traffic_before, messages_before = run.sanitizing
+    run.sanitizing = None
+    v.sanitizer = tools.results()
     problems = [r["summary"] for r in v.sanitizer.values() if r.get("errors")]
     if problems:
         v.correct = False
+        v.traffic = traffic_before
+        del v.messages[messages_before:]
         v.messages.extend(problems)
     return True
 
 
 def lesson_traffic(run: Run, v: Verdict) -> bool:
-    """On a GPU, the global traffic of the same source counted by the emulator's analysis,
-    so that a speed gate is passed only with the lesson: a kernel with no tile that walks a
-    column can be fast on a GPU with large caches, and its time alone cannot tell."""
-    if not (v.correct and run.rt.name == "gpu" and run.speed):
+    """On a GPU, the emulator's count of the same source's global traffic: feedback beside
+    the GPU's own counters (it decides nothing there: the lesson is graded from those)."""
+    if not (v.correct and run.rt.name == "gpu" and run.speed and run.ex.speed_graded):
         return True
     counted = count_traffic(run.ex, run.text, run.rng)
-    if isinstance(counted, str):
-        v.messages.append(f"the emulator could not count this kernel's global traffic "
-                          f"({counted}): its speed is judged by time alone")
-    else:
+    if isinstance(counted, dict):
         v.traffic = counted
     return True
 
@@ -251,9 +312,34 @@ def count_traffic(ex: Exercise, text: str, rng: np.random.Generator) -> dict[str
     return traffic.summary(fn.last_report.analysis, ex.problem, shape)
 
 
-def lesson_gate(ex: Exercise, v: Verdict) -> None:
-    """Take the speed points back from a fast kernel whose traffic skips the lesson."""
-    skipped = traffic.skipped_lesson(v.traffic or {}, ex.reuses_tiles)
+def lesson_gate(run: Run, v: Verdict) -> None:
+    """On a GPU, take the speed points back from a fast kernel whose own counters (Nsight
+    Compute, the timed nvcc build at the speed shape) show it skips the lesson; where the
+    counters cannot be read, the lesson is not measured and earns nothing."""
+    ex = run.ex
+    if not v.speed_passed:
+        return
+    try:
+        with gpulock.exclusive():  # counters, like timings, read the GPU alone
+            v.counters = counters.figures(ex, counters.measure(ex.id, run.text))
+    except gpulock.GpuBusy as exc:
+        v.counters = {"error": str(exc)}
+        v.speed_passed = False
+        v.messages.append(f"the lesson was not measured: {exc}; grade it again")
+        return
+    except counters.CountersUnavailable as exc:
+        v.counters = {"error": str(exc)}
+        v.speed_passed = False
+        v.messages.append(f"speed: {v.speedup:.2f}x is over the gate, but the lesson was not "
+                          f"measured: {exc}")
+        return
+    v.messages.append(counters.describe(v.counters, v.traffic, v.bank_degree))
+    judge_lesson(ex, v)
+
+
+def judge_lesson(ex: Exercise, v: Verdict) -> None:
+    """The speed points go with the lesson, judged from the counters in ``v.counters``."""
+    skipped = counters.skipped_lesson(ex, v.counters or {})
     if v.speed_passed and skipped:
         v.speed_passed = False
         v.messages.append(f"speed: {v.speedup:.2f}x is over the gate, but {skipped}; the "
@@ -261,70 +347,68 @@ def lesson_gate(ex: Exercise, v: Verdict) -> None:
 
 
 def speed(run: Run, v: Verdict) -> bool:
-    """The speed gate: measured on a GPU, or the emulated bank-conflict degree, or neither."""
+    """The speed gate, measured on a GPU; on the emulator speed and the lesson are not
+    measured (its analysis, run in the kernel's own process, is feedback, never points)."""
     ex, rt = run.ex, run.rt
     if not v.correct:
         return True
     v.messages.append(f"correct on {len(ex.shapes)} shapes with fresh random inputs")
-    if rt.name == "gpu" and run.speed:
+    if not ex.speed_graded:
+        v.messages.append("this step is graded for correctness only (no speed test)")
+    elif rt.name == "gpu" and run.speed:
         measure_speed(rt, run.fn, ex, v, run.rng)
-        lesson_gate(ex, v)
-    elif ex.max_bank_degree is not None and rt.name == "emu":
-        bank_gate(ex, v)
+        lesson_gate(run, v)
     elif rt.name == "gpu":
         v.messages.append("speed was not measured (not asked for): correctness only")
     else:
-        v.messages.append("speed was not measured: no GPU here (correctness only)")
+        v.messages.append(
+            f"speed and lesson points: {scoring.NOT_MEASURED} (the CPU emulator has no "
+            "meaningful time, and its analysis runs in the kernel's own process, so it is "
+            "feedback, not points)"
+        )
+        analysis_feedback(ex, v)
     return True
 
 
-def bank_gate(ex: Exercise, v: Verdict) -> None:
-    """On the emulator, a padding exercise's speed points: the worst conflicted access line
-    of the shared tile (extra conflict-free accesses cannot dilute it) and its global
-    traffic; none without any shared-memory access (the lesson is the padded tile)."""
-    if v.bank_degree is None:
-        v.speed_passed = False
-        v.messages.append(
-            "no GPU: graded by the emulator's bank-conflict degree, but the kernel makes no "
-            "shared-memory access: this exercise grades a padded shared-memory tile, so it "
-            "earns no speed points"
-        )
-        return
+def analysis_feedback(ex: Exercise, v: Verdict) -> None:
+    """On the emulator, what its analysis says of the lesson, as feedback: the worst
+    conflicted shared access line and whether the global traffic skips the lesson."""
     skipped = traffic.skipped_lesson(v.traffic or {}, ex.reuses_tiles)
-    v.speed_passed = v.bank_degree <= ex.max_bank_degree and skipped is None
-    v.messages.append(
-        f"no GPU: graded by the emulator's bank-conflict degree, {v.bank_degree:.2f} on the "
-        f"worst shared-memory access line (gate <= {ex.max_bank_degree:g}), and its global "
-        "traffic" + (f": it fails because {skipped}" if skipped else "")
-        + "; speed was not measured"
-    )
+    if ex.max_bank_degree is not None:
+        if v.bank_degree is None:
+            v.messages.append("feedback: the kernel makes no shared-memory access, and this "
+                              "exercise is about a padded shared-memory tile")
+        else:
+            v.messages.append(
+                f"feedback: the emulator's bank-conflict degree is {v.bank_degree:.2f} on the "
+                f"worst shared-memory access line (a padded tile: <= {ex.max_bank_degree:g}); "
+                "on a GPU the lesson is graded by the GPU's own counters")
+    if skipped:
+        v.messages.append(f"feedback: on a GPU this kernel would lose its speed points: "
+                          f"{skipped}")
 
 
 def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random.Generator) -> None:
     """The candidate and the gate's baseline (and a lesson-skipping kernel, where the
-    exercise names one), timed interleaved on this GPU; then what the timed runs wrote is
-    checked: a wrong speed run earns nothing at all."""
-    base = rt.SourceModule(ex.baseline.source()).get_function(ex.baseline.name)
-    shape = ex.speed_shape
-    inputs = ex.problem.make_inputs(shape, rng)
-    keep: list = []
-    runs = {
-        "candidate": prepared_launch(rt, fn, ex.problem, ex.launch, shape, inputs, keep),
-        "baseline": prepared_launch(rt, base, ex.problem, ex.baseline.launch, shape, inputs, keep),
-    }
+    exercise names one), timed interleaved on this GPU so that no launch can replay another
+    (:func:`tilelab.device.bench.time_checked`): every timed launch gets new inputs, fresh
+    poison and its output checked; one wrong launch and the kernel earns nothing at all."""
+    kernels = {"candidate": Timed(fn, ex.launch), "baseline": _timed(rt, ex.baseline)}
     if ex.must_beat is not None:
-        other = rt.SourceModule(ex.must_beat.source()).get_function(ex.must_beat.name)
-        runs["lesson-skipping"] = prepared_launch(rt, other, ex.problem, ex.must_beat.launch,
-                                                  shape, inputs, keep)
-    t = time_interleaved(runs)
-    got = rt.from_device(keep[0][ex.problem.output], ex.problem.output_shape(shape),
-                         np.float32)
-    checked = sampled_compare(ex, shape, inputs, got, rng)
-    if not checked.ok:
+        kernels["lesson-skipping"] = _timed(rt, ex.must_beat)
+    shape = ex.speed_shape
+    try:
+        with gpulock.exclusive():  # the GPU alone while kernels are timed (a class run's lock)
+            t = time_checked(rt, kernels, ex.problem, shape, rng, launch_check(ex, shape, rng),
+                             POISON_BITS)
+    except gpulock.GpuBusy as exc:
+        v.messages.append(f"speed was not measured: {exc}; grade it again")
+        return
+    except WrongLaunch as exc:
+        if exc.label != "candidate":
+            raise RuntimeError(f"the grader's own {exc.label} kernel went wrong: {exc}") from None
         v.correct = False
-        v.messages.append(f"the speed run's output is wrong (checked against float64 on "
-                          f"sampled rows): {checked.message}. A kernel must be right at every "
-                          "size it runs at; no points.")
+        v.messages.append(wrong_launch_message(ex, exc))
         return
     v.speed_measured = True
     v.candidate_ms = t["candidate"].median_ms
@@ -347,6 +431,43 @@ def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random
             )
 
 
+def _timed(rt: Runtime, ref: Any) -> Timed:
+    return Timed(rt.SourceModule(ref.source()).get_function(ref.name), ref.launch)
+
+
+def wrong_launch_message(ex: Exercise, exc: WrongLaunch) -> str:
+    """Why a speed run with a wrong launch earns nothing."""
+    return (
+        f"the speed run's launch {exc.index + 1} of {exc.total} at "
+        f"{fmt_shape(ex.problem, ex.speed_shape)} computed a wrong result: {exc.reason} "
+        "Every timed launch gets inputs no launch before it saw, an output refilled with NaN "
+        "and buffers at new addresses, and its output is checked against float64 on "
+        "sampled rows. A kernel must compute its whole output at every launch: one that "
+        "returns early when its output already holds a value, keeps results from an earlier "
+        "launch (in __device__ variables, keyed on pointers or sizes), or is wrong at this "
+        "size earns no points."
+    )
+
+
+#: output rows compared with float64 after each timed launch (all rows are checked for the
+#: NaN poison); the correctness step already compared every element at every graded shape
+ROWS_PER_LAUNCH = 8
+
+
+def launch_check(ex: Exercise, shape: tuple, rng: np.random.Generator) -> Any:
+    """The check of one timed launch's output (see :func:`tilelab.device.bench.time_checked`)."""
+
+    def check(inputs: dict[str, np.ndarray], got: np.ndarray) -> str | None:
+        unwritten = int(np.count_nonzero(got.view(np.uint32) == POISON_BITS))
+        if unwritten:
+            return (f"{unwritten} of {got.size} elements of {ex.problem.output} were never "
+                    "written (still the NaN poison filled in before this launch).")
+        res = sampled_compare(ex, shape, inputs, got, rng, ROWS_PER_LAUNCH)
+        return None if res.ok else f"on {ROWS_PER_LAUNCH} sampled rows, {res.message}"
+
+    return check
+
+
 SAMPLED_ROWS = 64
 
 
@@ -356,26 +477,33 @@ def compile_speed_kernels() -> None:
     (see :func:`tilelab.device.runtime.seed_pycuda_cache`, which makes its folder)."""
     rt = get_runtime("gpu")
     for ex in exercises.EXERCISES.values():
-        for ref in (ex.baseline, ex.must_beat):
+        for ref in (ex.baseline, ex.must_beat) if ex.speed_graded else ():
             if ref is not None:
                 rt.SourceModule(ref.source())
 
 
 def sampled_compare(ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
-                    got: np.ndarray, rng: np.random.Generator) -> Any:
-    """Compare ``got`` with the float64 reference on a sample of output rows (all of them
-    for a problem whose reference is cheap)."""
-    if ex.problem.name != "matmul" or shape[0] <= SAMPLED_ROWS:
+                    got: np.ndarray, rng: np.random.Generator,
+                    rows: int = SAMPLED_ROWS) -> Any:
+    """Compare ``got`` with the float64 reference on ``rows`` output rows drawn at random
+    (all of them when there are no more): a matmul's rows of C are A's rows, a
+    transpose's rows of ``out`` are ``in``'s columns."""
+    n = ex.problem.output_shape(shape)[0]
+    if n <= rows:
         return compare(ex.problem, shape, inputs, got, ex.launch)
-    rows = np.sort(rng.choice(shape[0], SAMPLED_ROWS, replace=False))
-    first = ex.problem.arg_order[0]  # A: its rows are C's rows
-    sub = dict(inputs, **{first: inputs[first][rows]})
-    return compare(ex.problem, (SAMPLED_ROWS, *shape[1:]), sub, got[rows], ex.launch)
+    pick = np.sort(rng.choice(n, rows, replace=False))
+    if ex.problem.name == "transpose":
+        sub, sub_shape = {"in": inputs["in"][:, pick]}, (shape[0], rows)
+    else:
+        first = ex.problem.arg_order[0]  # A: its rows are C's rows
+        sub, sub_shape = dict(inputs, **{first: inputs[first][pick]}), (rows, *shape[1:])
+    return compare(ex.problem, sub_shape, sub, got[pick], ex.launch)
 
 
 #: The grader, in order.
 STEPS: tuple[Step, ...] = (
-    validate, compile_candidate, correctness, analysis, sanitizer, lesson_traffic, speed,
+    validate, compile_candidate, correctness, schedules, analysis, sanitizer, lesson_traffic,
+    sanitizer_verdict, speed,
 )
 
 
@@ -394,12 +522,16 @@ def evaluate(
     rt = get_runtime(backend_name)
     v = Verdict.for_exercise(ex, rt.name, rt.device_name if rt.name == "gpu" else None)
     run = Run(ex, rt, source, speed=speed, sanitize=sanitize)
-    for step in STEPS:
-        t0 = time.perf_counter()
-        go_on = step(run, v)
-        v.step_seconds[step.__name__] = round(time.perf_counter() - t0, 4)
-        if not go_on:
-            break
+    try:
+        for step in STEPS:
+            t0 = time.perf_counter()
+            go_on = step(run, v)
+            v.step_seconds[step.__name__] = round(time.perf_counter() - t0, 4)
+            if not go_on:
+                break
+    finally:
+        if run.sanitizing is not None:  # a step failed while the sanitizer ran
+            run.sanitizing[0].stop()
     p = scoring.points(v)
     v.points_correct, v.points_speed = p.correct, p.speed
     return v

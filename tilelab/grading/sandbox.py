@@ -12,23 +12,19 @@ as its first act; the whole session is killed when grading ends.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
-import warnings
 from collections.abc import Callable
-from pathlib import Path
 
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.device import backend
-from tilelab.device.runtime import PYCUDA_CACHE
+from tilelab.grading import basecache, enter, gpulock
 from tilelab.grading import bubblewrap as bwrap
-from tilelab.grading import enter
 from tilelab.grading.cache import cached_verdict
 from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT, Limits
 from tilelab.grading.verdict import Verdict
@@ -117,7 +113,6 @@ def sandbox_limits(backend_name: str, timeout: float) -> Limits:
         cpu_seconds=int(timeout) + 5,
         memory=MEMORY_LIMIT,
         address_space=MEMORY_LIMIT if emu else None,
-        per_process_memory=emu,
         file_bytes=FILE_LIMIT,
         output_bytes=OUTPUT_LIMIT,
     )
@@ -125,16 +120,22 @@ def sandbox_limits(backend_name: str, timeout: float) -> Limits:
 
 def _grade_sandboxed(ex: exercises.Exercise, chosen: str, data: bytes, timeout: float,
                      command: Callable[[str, str], list[str]]) -> Verdict:
-    """The worker in a sandbox over a fresh folder holding only the kernel source; the
-    verdict comes back on the pipe the sandbox module made, read once every process of
-    the sandbox is gone (never from a file the submission could write)."""
-    base = _base_cache(chosen)
+    """The worker in a sandbox over a fresh folder holding only the kernel source, with the
+    read-only caches of :mod:`tilelab.grading.basecache`; the verdict comes back on the pipe
+    the sandbox module made, read once every process of the sandbox is gone (never from a
+    file the submission could write)."""
+    own = basecache.own_builds_allowed()
+    read_only, env = basecache.binds(chosen, own)
+    if chosen == "gpu":  # a class run's lock of this GPU, shared with its other tasks
+        lock_binds, lock_env = gpulock.sandbox_binds()
+        read_only, env = read_only + lock_binds, env | lock_env
     with bwrap.private_folder(prefix="tilelab-grade-") as work:
         (work / "kernel.cu").write_bytes(data)
         cmd = command(f"{bwrap.WORK}/kernel.cu", f"fd:{bwrap.CHANNEL}")
         res = bwrap.run(cmd, work, limits=sandbox_limits(chosen, timeout),
-                        read_only=[(str(base), BASE_CACHE)] if base else [],
-                        env={"TILELAB_CACHE_BASE": BASE_CACHE} if base else {})
+                        read_only=read_only, env=env)
+        if own:
+            basecache.keep_builds(work)
     if res.timed_out:
         return Verdict.for_exercise(ex, chosen, message=_too_long(timeout))
     if res.channel:
@@ -147,39 +148,8 @@ def _grade_sandboxed(ex: exercises.Exercise, chosen: str, data: bytes, timeout: 
     return Verdict.for_exercise(ex, chosen, message=_death(res.returncode or 0, tail))
 
 
-BASE_CACHE = "/opt/tilelab-cache"  # where a sandbox sees the prelude's probe results
-
-
-_WARM_EMULATOR = "from tilelab.emu.compile import prelude_needs as p; p(False); p(True)"
-_WARM_GPU = "from tilelab.grading.pipeline import compile_speed_kernels as c; c()"
-
-
-@functools.cache
-def _base_cache(backend_name: str) -> Path | None:
-    """A folder holding what every build needs first, built once in a sandbox of its own,
-    read-only to every grading sandbox after it (no submission ever writes it): the
-    emulator prelude's probe (the emulator also counts a GPU submission's traffic) and, on
-    a GPU, PyCUDA's builds of the kernels every speed run compiles (the baselines). A part
-    that cannot be built is left out, with a warning (each submission then builds its
-    own); None when no part could be built."""
-    folder = Path(tempfile.mkdtemp(prefix="tilelab-sandbox-cache-"))
-    parts = [("the emulator's prelude probe", _WARM_EMULATOR, {})]
-    if backend_name == "gpu":
-        parts.append(("PyCUDA's builds of the speed runs' baselines", _WARM_GPU,
-                      {"PYCUDA_CACHE_DIR": f"{bwrap.WORK}/{PYCUDA_CACHE}"}))
-    built = 0
-    for what, code, env in parts:
-        res = bwrap.run([sys.executable, "-c", code], folder,
-                        env={"TILELAB_CACHE": bwrap.WORK, **env},
-                        limits=sandbox_limits(backend_name, 300))  # CUDA: no address cap
-        if res.returncode == 0:
-            built += 1
-            continue
-        tail = " | ".join(res.stderr.decode("utf-8", "replace").strip().splitlines()[-6:])
-        warnings.warn(f"tilelab: {what} could not be built once for the class run (exit "
-                      f"{res.returncode}: {tail}); every submission builds its own, slower",
-                      RuntimeWarning, stacklevel=2)
-    return folder if built else None
+#: Where a sandbox sees the base cache (see :mod:`tilelab.grading.basecache`).
+BASE_CACHE = basecache.BASE
 
 
 def _too_long(timeout: float) -> str:

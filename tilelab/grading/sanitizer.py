@@ -1,22 +1,27 @@
 """compute-sanitizer's racecheck and memcheck over one launch of a kernel, on a GPU.
 
 ``run_sanitizers`` starts ``compute-sanitizer --tool T python -m tilelab.grading.worker
---launch-once ...``, which launches the kernel once at the problem's ``sanitize_shape``, and
-reads the tool's error summary.
+--launch-once ...`` for both tools at once (each launches the kernel once at the problem's
+``sanitize_shape``) and reads each tool's error summary; :class:`Sanitizers` starts them
+and lets the grader do CPU work before it waits.
 Where compute-sanitizer is not installed, it says so and checks nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Any
 
 TOOLS = ("racecheck", "memcheck")
+OUTPUT_LIMIT = 1 << 20  # bytes of a tool's report read back
 _SUMMARY = re.compile(r"(?:ERROR|RACECHECK) SUMMARY: (\d+) (?:errors?|hazards?)")
 
 
@@ -60,26 +65,59 @@ def command(exe: str, tool: str, exercise_id: str, source_path: str,
             "--source", source_path]
 
 
-def run_sanitizers(exercise_id: str, source: str, timeout: float = 300) -> dict[str, Any]:
-    exe = find_sanitizer()
-    if exe is None:
-        return {"skipped": {"errors": 0, "summary": "compute-sanitizer not installed; not run"}}
-    results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "kernel.cu")
+class Sanitizers:
+    """Both tools over one launch each, running at once in the background (the GPU and
+    the CPU have room for both; the grader counts the lesson's traffic meanwhile);
+    :meth:`results` waits for them. Nothing may be timed on the GPU until then."""
+
+    def __init__(self, exercise_id: str, source: str, timeout: float = 300) -> None:
+        self.timeout = timeout
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.skipped: dict[str, Any] | None = None
+        self._tmp = tempfile.TemporaryDirectory(prefix="tilelab-sanitize-")
+        exe = find_sanitizer()
+        if exe is None:
+            self.skipped = {"skipped": {"errors": 0,
+                                        "summary": "compute-sanitizer not installed; not run"}}
+            return
+        src = os.path.join(self._tmp.name, "kernel.cu")
         with open(src, "w", encoding="utf-8") as f:
             f.write(source)
         for tool in TOOLS:
-            cmd = command(exe, tool, exercise_id, src)
-            try:
-                p = subprocess.run(
-                    cmd, capture_output=True, text=True, timeout=timeout, errors="replace"
-                )
-                results[tool] = parse(tool, p.stdout + p.stderr)
-            except subprocess.TimeoutExpired:
-                results[tool] = {
-                    "tool": tool,
-                    "errors": 0,
-                    "summary": f"compute-sanitizer {tool} timed out; not judged",
-                }
-    return results
+            with open(os.path.join(self._tmp.name, f"{tool}.txt"), "wb") as out:
+                self.procs[tool] = subprocess.Popen(
+                    command(exe, tool, exercise_id, src), stdin=subprocess.DEVNULL,
+                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def results(self) -> dict[str, Any]:
+        """Each tool's finding (a tool past the time limit is killed: not judged)."""
+        if self.skipped is not None:
+            return self.skipped
+        deadline = time.monotonic() + self.timeout
+        results: dict[str, Any] = {}
+        try:
+            for tool, proc in self.procs.items():
+                try:
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    results[tool] = {"tool": tool, "errors": 0,
+                                     "summary": f"compute-sanitizer {tool} timed out; not judged"}
+                    continue
+                with open(os.path.join(self._tmp.name, f"{tool}.txt"), "rb") as f:
+                    results[tool] = parse(tool, f.read(OUTPUT_LIMIT).decode("utf-8", "replace"))
+        finally:
+            self.stop()
+        return results
+
+    def stop(self) -> None:
+        """End both tools (and what they started) and remove their folder."""
+        for proc in self.procs.values():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        self._tmp.cleanup()
+
+
+def run_sanitizers(exercise_id: str, source: str, timeout: float = 300) -> dict[str, Any]:
+    """racecheck and memcheck over one launch each of ``source``, run at once."""
+    return Sanitizers(exercise_id, source, timeout).results()

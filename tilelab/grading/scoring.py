@@ -5,8 +5,9 @@ run's gradebook and its feedback all ask here, so the points written and the rep
 beside them cannot disagree.
 
 ``award`` is the instructor's choice (``tilelab grade --award-speed-without-gpu``): full
-speed points for a correct kernel where speed could not be judged (no GPU, and no
-emulated bank-conflict gate for the exercise).
+speed points for a correct kernel where speed could not be judged (no GPU). The emulator's
+analysis (bank conflicts, races, traffic) is feedback: on the emulator every exercise's
+speed and lesson points are "not measured: needs a GPU".
 """
 
 from __future__ import annotations
@@ -15,6 +16,25 @@ from dataclasses import dataclass
 
 from tilelab import settings
 from tilelab.grading.verdict import Verdict
+
+#: The one name of the number a bank-conflict gate judges (``Verdict.bank_degree``): the
+#: highest average degree of any one shared-memory access line.
+BANK_DEGREE = "worst-line bank-conflict degree"
+
+
+def worst_bank_line(v: Verdict) -> dict | None:
+    """The access line whose degree is ``v.bank_degree`` (from the emulator's analysis)."""
+    lines = (v.analysis or {}).get("bank_lines") or []
+    return max(lines, key=lambda b: b["avg_degree"], default=None)
+
+
+def bank_degree_text(v: Verdict) -> str:
+    """``worst-line bank-conflict degree 32.00 (line 16: As, write)``."""
+    worst = worst_bank_line(v)
+    where = f" (line {worst['line']}: {worst['array']}, {worst['kind']})" if worst else ""
+    return f"{BANK_DEGREE} {v.bank_degree:.2f}{where}"
+#: the speed and lesson points of a kernel no GPU timed (the same for every exercise)
+NOT_MEASURED = "not measured: needs a GPU"
 
 
 @dataclass(frozen=True)
@@ -33,8 +53,14 @@ class Points:
 
 
 def speed_judged(v: Verdict) -> bool:
-    """Whether speed was judged: measured on a GPU, or gated by the emulated bank degree."""
-    return v.speed_passed is not None
+    """Whether speed (and the lesson) was judged: only by a GPU's timed run. The emulator's
+    analysis runs in the kernel's own process: it is feedback, never points."""
+    return v.speed_measured and v.speed_passed is not None
+
+
+def unmeasured(v: Verdict) -> str:
+    """Why a verdict has no measured speed."""
+    return NOT_MEASURED if v.backend != "gpu" else "not measured (not asked for)"
 
 
 def points(v: Verdict, award: bool = False) -> Points:
@@ -58,15 +84,10 @@ def speed_status(v: Verdict, award: bool = False) -> tuple[bool, str]:
             f"(gate {v.gate:g}x; yours {v.candidate_ms:.3f} ms, "
             f"baseline {v.baseline_ms:.3f} ms)"
         )
-    if speed_judged(v):
-        return bool(v.speed_passed), (
-            f"speed not measured (no GPU); graded by the emulator's bank-conflict degree: "
-            f"{v.bank_degree:.2f} (gate <= {v.max_bank_degree:g})"
-        )
     if award:
         name = settings.AWARD_SPEED_WITHOUT_GPU.name
-        return True, f"speed not measured: no GPU; awarded because {name}=1"
-    return False, "speed not measured: no GPU"
+        return True, f"{unmeasured(v)}; awarded by the instructor's policy ({name}=1)"
+    return False, unmeasured(v)
 
 
 def report(v: Verdict, award: bool = False) -> str:
@@ -85,15 +106,17 @@ def report(v: Verdict, award: bool = False) -> str:
             f"{v.baseline} (gate {v.gate:g}x; yours {v.candidate_ms:.3f} ms, "
             f"baseline {v.baseline_ms:.3f} ms)  {of_speed}"
         )
-    elif v.bank_degree is not None and v.max_bank_degree is not None:
-        lines.append(
-            f"  bank conflicts: {'PASS' if v.speed_passed else 'FAIL'}  average degree "
-            f"{v.bank_degree:.2f} (gate <= {v.max_bank_degree:g})  {of_speed}"
-        )
+    elif not v.max_points_speed:
+        lines.append("  speed: not graded (this step is graded for correctness only)")
     elif p.speed:
-        lines.append(f"  speed: not measured (no GPU); awarded by the instructor  {of_speed}")
+        name = settings.AWARD_SPEED_WITHOUT_GPU.name
+        lines.append(f"  speed: {unmeasured(v)}; awarded by the instructor's policy "
+                     f"({name}=1)  {of_speed}")
     else:
-        lines.append(f"  speed: not measured  {of_speed}")
+        lines.append(f"  speed: {unmeasured(v)}  {of_speed}")
+    if not v.speed_measured and v.bank_degree is not None and v.max_bank_degree is not None:
+        lines.append(f"  bank conflicts (the emulator's analysis, feedback only): "
+                     f"{bank_degree_text(v)} (a padded tile: <= {v.max_bank_degree:g})")
     lines.extend(f"  - {m}" for m in v.messages)
     return "\n".join(lines)
 
@@ -105,4 +128,24 @@ def analysis_text(v: Verdict) -> str:
         return ""
     if a.get("error"):
         return f"(no shared-memory analysis: {a['error']})"
-    return f"At {a['at']}: {a['summary']}"
+    table = [ln for ln in str(a["summary"]).splitlines()
+             if not ln.startswith("Kernel-wide average degree")]
+    if v.bank_degree is not None:  # the gate's number, under its one name
+        table.append(bank_degree_text(v)[0].upper() + bank_degree_text(v)[1:])
+    return f"At {a['at']}: " + "\n".join(table)
+
+
+def lost(v: Verdict, award: bool = False) -> str:
+    """Why a verdict earns less than its maximum, in one line ("" where nothing is lost):
+    not graded and why, wrong and at which shapes, or the speed test's sentence (too slow
+    against the gate, not measured without a GPU)."""
+    if points(v, award).total >= v.max_points_correct + v.max_points_speed:
+        return ""
+    if v.correct:
+        return speed_status(v, award)[1]
+    wrong = [tuple(s["shape"]) for s in v.shapes if not s.get("ok") and "shape" in s]
+    told = [m for m in v.messages if not m.startswith("correct on")]
+    why = " ".join((told[0] if told else "not correct").split())[:300]
+    if not wrong:
+        return why
+    return f"wrong at {len(wrong)} of {len(v.shapes)} shapes, e.g. {wrong[0]}: {why}"

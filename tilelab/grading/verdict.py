@@ -35,9 +35,15 @@ class Verdict:
     races: int | None = None
     #: the emulator's global traffic (:func:`tilelab.grading.traffic.summary`)
     traffic: dict[str, Any] | None = None
+    #: on a GPU, the lesson's figures from the GPU's own counters (Nsight Compute) at the
+    #: speed shape (:func:`tilelab.grading.counters.figures`), or ``error`` when unread
+    counters: dict[str, Any] | None = None
     #: the emulator's race and bank-conflict analysis of one launch at the problem's
     #: ``analysis_shape`` (``at``, ``summary`` and the report's data; or ``error``)
     analysis: dict[str, Any] | None = None
+    #: on the emulator, what one block's threads read and wrote (the picture's data:
+    #: :func:`tilelab.emu.report.AnalysisReport.touch`)
+    touch: dict[str, Any] | None = None
     sanitizer: dict[str, Any] = field(default_factory=dict)
     shapes: list[dict[str, Any]] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)

@@ -10,12 +10,14 @@ kernel at the problem's ``sanitize_shape`` on the GPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
 import sys
 import traceback
 
+from tilelab.grading import gpulock
 from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT
 
 
@@ -39,12 +41,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-sanitize", action="store_true")
     p.add_argument("--gate", type=float)
     p.add_argument("--launch-once", action="store_true",
-                   help="only launch the kernel once on the GPU (for compute-sanitizer)")
+                   help="only launch the kernel once on the GPU (for compute-sanitizer, "
+                   "or Nsight Compute with --at speed)")
+    p.add_argument("--at", choices=("sanitize", "speed"), default="sanitize",
+                   help="the shape of --launch-once: the problem's sanitize shape, or the "
+                   "exercise's speed shape")
     return p
 
 
-def launch_once(exercise_id: str, source_path: str) -> None:
-    """One launch at the problem's ``sanitize_shape``: what compute-sanitizer inspects."""
+def launch_once(exercise_id: str, source_path: str, at: str = "sanitize") -> None:
+    """One launch at the problem's ``sanitize_shape`` (what compute-sanitizer inspects) or
+    at the exercise's speed shape (what Nsight Compute counts for the lesson)."""
     import numpy as np
 
     from tilelab.catalog import exercises
@@ -55,7 +62,7 @@ def launch_once(exercise_id: str, source_path: str) -> None:
     rt = get_runtime("gpu")
     with open(source_path, encoding="utf-8") as f:
         fn = rt.SourceModule(f.read()).get_function(ex.kernel)
-    shape = ex.problem.sanitize_shape
+    shape = ex.speed_shape if at == "speed" else ex.problem.sanitize_shape
     inputs = ex.problem.make_inputs(shape, np.random.default_rng())
     launch(rt, fn, ex.problem, ex.launch, shape, inputs)
 
@@ -67,9 +74,11 @@ def grade(a: argparse.Namespace) -> dict:
 
     with open(a.source, "rb") as f:
         source = f.read()
-    try:
-        verdict = evaluate(a.exercise, source, a.backend, speed=not a.no_speed,
-                           sanitize=not a.no_sanitize, gate=a.gate)
+    try:  # on a GPU a class run shares with other tasks: its lock, held shared (and alone
+        # while the speed step times), from before CUDA starts
+        with gpulock.shared() if a.backend != "emu" else contextlib.nullcontext():
+            verdict = evaluate(a.exercise, source, a.backend, speed=not a.no_speed,
+                               sanitize=not a.no_sanitize, gate=a.gate)
     except Exception as exc:  # never crash silently
         verdict = Verdict(exercise=a.exercise, backend=a.backend or "?",
                           error=f"{type(exc).__name__}: {exc}")
@@ -81,7 +90,7 @@ def grade(a: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     if a.launch_once:
-        launch_once(a.exercise, a.source)
+        launch_once(a.exercise, a.source, a.at)
         return 0
     limit_resources(a.backend)
     if not a.out:

@@ -269,6 +269,9 @@ TL_NOSAN inline void finish_warp() {
       traffic_finish(g);
       continue;
     }
+    int arr0 = (int)((g.key >> 1) & 0x7fffffff) - 1;
+    touch_shared(g, arr0 >= 0 && arr0 < g_narr && g_arr[arr0].dynamic ? (uintptr_t)g_dyn_shared
+                                                                      : g_sec_lo);
     int d = degree(g);
     bool fresh;
     int* slot = g_stat_index->get(g.key, 0, &fresh);
@@ -343,6 +346,7 @@ TL_NOSAN void an_launch() {
   traffic_launch();
 }
 TL_NOSAN void an_block_begin() {
+  touch_block_begin();
   ++g_epoch;
   g_warp = -1;
   memset(g_warp_gen, 0, sizeof g_warp_gen);
@@ -356,6 +360,7 @@ TL_NOSAN void an_fiber_begin(Fiber* f) {
 }
 TL_NOSAN void an_epoch_end() {
   finish_warp();
+  touch_epoch_end();
   g_warp = -1;
   ++g_epoch;
 }

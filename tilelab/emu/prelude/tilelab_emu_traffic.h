@@ -11,6 +11,8 @@
 // Included by tilelab_emu_analysis.h inside namespace tl_emu, before finish_warp().
 #pragma once
 
+#include "tilelab_emu_touch.h"
+
 enum : int { TL_GLOBAL_BASE = 1 << 20 };  // array ids at or above this are kernel parameters
 
 // ---- which parameter an address belongs to -------------------------------------------------
@@ -40,6 +42,7 @@ TL_NOSAN inline void traffic_launch() {
   }
   g_glob_lo = g_nregions ? lo : 0;
   g_glob_span = g_nregions ? hi - lo : 0;
+  touch_launch();
 }
 
 // The parameter whose buffer holds `a`: of several pointing into one buffer, the one that
@@ -66,6 +69,8 @@ TL_NOSAN inline void bank_add(uintptr_t a, unsigned size, uint32_t pc, int arr, 
 TL_NOINLINE TL_NOSAN void global_record(uintptr_t a, unsigned size, uint32_t pc, int kind) {
   int p = param_at(a);
   if (p < 0) return;
+  for (int r = 0; r < g_nregions; ++r)
+    if (g_regions[r].param == p) touch_global(p, g_regions[r].lo, g_regions[r].hi, a, size, kind);
   if (kind & K_R) bank_add(a, size, pc, TL_GLOBAL_BASE + p, 0);
   if (kind & K_W) bank_add(a, size, pc, TL_GLOBAL_BASE + p, 1);
 }
@@ -125,4 +130,5 @@ TL_NOSAN void traffic_write(Out& o) {
         t.requests, t.sectors, t.lanes, t.bytes, t.max_sectors);
   }
   o.f("],\"traffic_dropped\":%lld", g_traffic_dropped);
+  touch_write(o);
 }

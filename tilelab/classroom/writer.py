@@ -1,11 +1,11 @@
-"""The coordinator's single writer: records each task's result as it arrives.
+"""The class run's single writer: records each task's result as it arrives.
 
-Tasks write nothing shared; this is the one place a class run on a cluster writes the
-course's nbgrader gradebook (SQLite, or any database nbgrader's ``db_url`` names, such as
-PostgreSQL) and its ``autograded/`` and ``feedback/`` folders. For each result: the
-gradebook rows first (one transaction), then the folders, then, last, the verdict file
-with the hashes the result was graded from: a rerun trusts a submission as graded only when
-that file is there (see :mod:`tilelab.cluster.resume`).
+Tasks write nothing shared (:mod:`tilelab.classroom.task`); this is the one place a class
+run writes the course's nbgrader gradebook (SQLite, or any database nbgrader's ``db_url``
+names, such as PostgreSQL) and its ``autograded/`` and ``feedback/`` folders, wherever the
+tasks ran. For each result: the gradebook rows first (one transaction), then the folders,
+then, last, the verdict file with the hashes the result was graded from: a rerun trusts a
+submission as graded only when that file is there (see :mod:`tilelab.classroom.resume`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from sqlalchemy.exc import SAWarning
 from tilelab.catalog import exercises
 from tilelab.classroom import course as nbcourse
 from tilelab.classroom.steps import VERDICT_FILE
-from tilelab.cluster.tasks import Result
+from tilelab.classroom.task import Result
 
 VERDICT_JSON = f"{VERDICT_FILE}.json"
 
@@ -54,11 +54,13 @@ class Writer:
         _replace(feedback, rest)
         doc = json.loads(result.feedback.get(VERDICT_JSON, b"{}") or b"{}")
         doc.update(
-            submission_sha256=result.submission_digest,
-            inputs_sha256=result.inputs_digest,
+            submitted_at=result.timestamp.isoformat() if result.timestamp else None,
             seconds=round(result.seconds, 2),
             worker=result.worker,
         )
+        if not result.retry:  # a grader's failure is graded again on the next run
+            doc.update(submission_sha256=result.submission_digest,
+                       inputs_sha256=result.inputs_digest)
         _atomic_write(feedback / VERDICT_JSON, json.dumps(doc, indent=1).encode() + b"\n")
 
     def _gradebook(self, result: Result) -> None:
@@ -103,7 +105,7 @@ class Writer:
         out: dict[str, dict[str, float]] = {}
         for e in exercises.ASSIGNMENTS[assignment]:
             out[e] = {}
-            for kind in ("correct", "speed"):
+            for kind in nbcourse.test_kinds(e):
                 score = by_name.get(nbcourse.test_cell_id(e, kind))
                 if score is None:
                     return None

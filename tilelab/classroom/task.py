@@ -1,13 +1,16 @@
-"""One class-run task: grade one (student, assignment) in a private copy of the course.
+"""The class run's one unit of work: grade one (student, assignment) in a private course.
 
-The task receives the course's grading inputs (:class:`Course`, shipped to each worker
-once) and one submission's files (:class:`Submission`), builds a private course root in a
-temporary folder (the nbgrader configuration, the source notebooks, a SQLite gradebook of
-its own that already holds every assignment's cells, the one submission), runs the same
-steps as a single-process class run there (clean grade, nbgrader autograde, feedback, the
-verdict files), and returns everything needed to record it (:class:`Result`). It writes
-nothing outside its temporary folder: the coordinator's single writer
-(:mod:`tilelab.cluster.writer`) records the result in the course's gradebook and folders.
+:func:`grade` receives the course's grading inputs (:class:`Course`, the same for every
+task of a run) and one submission's files (:class:`Submission`), builds a private course
+root in a temporary folder (the nbgrader configuration, the source notebooks, a SQLite
+gradebook of its own that already holds every assignment's cells, the one submission),
+runs the steps there (:func:`tilelab.classroom.steps.grade_one`: clean grade, nbgrader
+autograde, feedback, the verdict files) and returns everything needed to record it
+(:class:`Result`). It writes nothing outside its temporary folder: the run's one writer
+(:mod:`tilelab.classroom.writer`) records the result in the course's gradebook and folders.
+It is the only way a submission is graded, in this process or on a cluster's worker; a
+submission that cannot be graded (refused, or its worker killed) gets its zero from the
+same steps (:func:`zero_result`).
 """
 
 from __future__ import annotations
@@ -26,16 +29,15 @@ from typing import Any
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.apps.api import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
+from nbgrader.utils import temp_attrs
 from sqlalchemy.exc import SAWarning
 
 from tilelab import settings
-from tilelab.catalog import exercises
 from tilelab.classroom import course as nbcourse
-from tilelab.classroom.steps import ClassRun, grade_one, protocol, write_verdicts
-from tilelab.cluster import resume
+from tilelab.classroom import resume
+from tilelab.classroom.steps import ClassRun, Refusal, grade_one, protocol, unsafe_text
 from tilelab.device import backend as backends
-from tilelab.grading import scoring
-from tilelab.grading.verdict import Verdict
+from tilelab.grading import bubblewrap
 
 GRADEBOOK = "autograder/tilelab-task-gradebook.db"
 
@@ -50,7 +52,7 @@ class Course:
     award_speed_without_gpu: bool
     cell_timeout: int
     gates: dict[str, float]
-    digest: str  # :func:`tilelab.cluster.resume.inputs_digest` of all the above
+    digest: str  # :func:`tilelab.classroom.resume.inputs_digest` of all the above
     sandboxed: bool = True  # each kernel and notebook of a task in a bubblewrap sandbox
 
 
@@ -67,7 +69,7 @@ class Submission:
 
 @dataclass
 class Result:
-    """Everything the coordinator records for one graded submission."""
+    """Everything the writer records for one graded submission."""
 
     student: str
     assignment: str
@@ -75,7 +77,7 @@ class Result:
     inputs_digest: str
     summary: dict[str, Any]  # the class run's summary entry for this submission
     failures: list[dict[str, Any]] = field(default_factory=list)
-    timestamp: datetime | None = None
+    timestamp: datetime | None = None  # nbgrader's: the submission's timestamp.txt, if any
     notebooks: dict[str, dict[str, Any]] = field(default_factory=dict)  # nb -> flags
     grades: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # nb -> cell
     comments: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
@@ -84,16 +86,16 @@ class Result:
     backend: str = ""
     gpu: str | None = None
     seconds: float = 0.0
-    started: float = 0.0  # when the task began on its worker (seconds since the epoch)
+    started: float = 0.0  # when the task began (seconds since the epoch)
     worker: str = ""
+    retry: bool = False  # the grader's fault, not the submission's: grade it again next run
 
 
-def course_files(root: str | Path) -> dict[str, bytes]:
+def course_files(api: NbGraderAPI) -> dict[str, bytes]:
     """The nbgrader configuration and the source notebooks of a course, by relative path."""
-    config = nbcourse.config_path(root)
-    api = nbcourse.open_api(root)
     cd = api.coursedir
     course_root = Path(cd.root).resolve()
+    config = nbcourse.config_path(course_root)
     source = Path(cd.root, cd.source_directory).resolve()
     files = {
         f"{source.relative_to(course_root).as_posix()}/{k}": v
@@ -112,19 +114,12 @@ def template_gradebook(files: dict[str, bytes], assignments: list[str]) -> bytes
         api = open_private_api(root, None)
         with tempfile.TemporaryDirectory(prefix="tilelab-release-") as out:
             for a in assignments:
-                api_release(api, a, out)
+                with temp_attrs(api.coursedir, release_directory=out):
+                    result = api.generate_assignment(a, force=True, create=True)
+                nbcourse.check_result(result, f"generate_assignment {a}")
         with Gradebook(api.coursedir.db_url):  # exists even when no assignment has work
             pass
         return Path(api.coursedir.db_url.removeprefix("sqlite:///")).read_bytes()
-
-
-def api_release(api: NbGraderAPI, assignment: str, dest: str) -> None:
-    """``nbgrader generate_assignment`` into ``dest`` (records the cells in the gradebook)."""
-    from nbgrader.utils import temp_attrs
-
-    with temp_attrs(api.coursedir, release_directory=dest):
-        result = api.generate_assignment(assignment, force=True, create=True)
-    nbcourse.check_result(result, f"generate_assignment {assignment}")
 
 
 def open_private_api(root: Path, cell_timeout: int | None, sandboxed: bool = True) -> NbGraderAPI:
@@ -139,21 +134,18 @@ def _write(root: Path, files: dict[str, bytes]) -> None:
         path.write_bytes(data)
 
 
-def where() -> str:
-    """This worker: its Dask address where it is one, else host and process id."""
-    try:
-        from distributed import get_worker
-
-        return get_worker().address
-    except (ImportError, ValueError):
-        return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def grade(course: Course, sub: Submission) -> Result:
-    """Grade one submission in a private copy of the course; see the module's docstring."""
+def grade(course: Course, sub: Submission, refusal: Refusal | None = None) -> Result:
+    """Grade one submission in a private copy of the course; see the module's docstring.
+    ``refusal``: not graded at all (nothing of the submission is read or run), every kernel
+    0 points with the refusal's text."""
     start, started = time.monotonic(), time.time()
     chosen = course.backend or backends.active()
-    gpu = backends.gpu_probe()[1] if chosen == "gpu" else None
+    retry = False
+    if refusal is None and sub.unsafe:
+        refusal = Refusal("files", unsafe_text(sub.unsafe))
+    if refusal is None and course.sandboxed and (why := bubblewrap.problem()):
+        refusal, retry = Refusal("sandbox", f"no sandbox on the grading machine: {why}"), True
+    gpu = backends.gpu_probe()[1] if chosen == "gpu" and refusal is None else None
     with tempfile.TemporaryDirectory(prefix="tilelab-task-") as tmp:
         root = Path(tmp) / "course"
         _write(root, course.files)
@@ -163,7 +155,8 @@ def grade(course: Course, sub: Submission) -> Result:
         db.parent.mkdir(parents=True, exist_ok=True)
         db.write_bytes(course.gradebook)
         submitted = Path(cd.format_path(cd.submitted_directory, sub.student, sub.assignment))
-        _write(submitted, sub.files)
+        if refusal is None:
+            _write(submitted, sub.files)
         run = ClassRun(
             api, chosen, gpu, course.award_speed_without_gpu, course.cell_timeout, course.gates,
             sandboxed=course.sandboxed,
@@ -171,10 +164,11 @@ def grade(course: Course, sub: Submission) -> Result:
         with settings.environ(protocol(run)), warnings.catch_warnings():
             warnings.simplefilter("ignore", SAWarning)  # nbgrader's own autoflush warnings
             try:
-                summary = grade_one(run, sub.assignment, sub.student, sub.unsafe)
+                summary = grade_one(run, sub.assignment, sub.student, refusal)
             except Exception as exc:  # the grader's own failure: record it, go on
                 run.failed(sub.assignment, sub.student, "internal", f"{type(exc).__name__}: {exc}")
                 summary = {"assignment": sub.assignment, "student": sub.student, "points": {}}
+                retry = True
         result = Result(
             student=sub.student,
             assignment=sub.assignment,
@@ -185,7 +179,8 @@ def grade(course: Course, sub: Submission) -> Result:
             backend=chosen,
             gpu=gpu,
             started=started,
-            worker=where(),
+            worker=f"{socket.gethostname()}:{os.getpid()}",
+            retry=retry,
         )
         _read_gradebook(cd, result)
         result.autograded = resume.read_tree(
@@ -196,6 +191,16 @@ def grade(course: Course, sub: Submission) -> Result:
         )
         shutil.rmtree(root, ignore_errors=True)
     result.seconds = time.monotonic() - start
+    return result
+
+
+def zero_result(course: Course, sub: Submission, step: str, why: str,
+                retry: bool = False) -> Result:
+    """0 points for a submission that could not be graded (its worker died, the grader
+    failed), ``why`` as its feedback: the same steps as any grade, refusing it.
+    ``retry``: the grader's fault, so a later run grades it again."""
+    result = grade(course, sub, Refusal(step, why))
+    result.retry = retry
     return result
 
 
@@ -225,50 +230,3 @@ def _read_gradebook(cd: CourseDirectory, result: Result) -> None:
                 c.name: {"auto_comment": c.auto_comment, "manual_comment": c.manual_comment}
                 for c in nb.comments
             }
-
-
-def zero_result(course: Course, sub: Submission, why: str, backend: str) -> Result:
-    """0 points for a submission that could not be graded, and ``why`` as its feedback."""
-    verdicts = [
-        Verdict.for_exercise(exercises.get(e), backend, None, why)
-        for e in exercises.ASSIGNMENTS[sub.assignment]
-    ]
-    nb = nbcourse.notebook_id(sub.assignment)
-    grades = {
-        nbcourse.test_cell_id(v.exercise, kind): {"manual_score": 0.0, "needs_manual_grade": False}
-        for v in verdicts
-        for kind in ("correct", "speed")
-    }
-    award = course.award_speed_without_gpu
-    comments = {
-        nbcourse.kernel_cell_id(v.exercise): {"manual_comment": scoring.report(v, award)}
-        for v in verdicts
-    }
-    points = {v.exercise: {"correct": 0.0, "speed": 0.0} for v in verdicts}
-    with tempfile.TemporaryDirectory(prefix="tilelab-zero-") as tmp:
-        write_verdicts(
-            Path(tmp), sub.student, sub.assignment, verdicts, points,
-            course.award_speed_without_gpu,
-        )
-        feedback = resume.read_tree(Path(tmp))
-    return Result(
-        student=sub.student,
-        assignment=sub.assignment,
-        submission_digest=sub.digest,
-        inputs_digest=course.digest,
-        summary={
-            "assignment": sub.assignment,
-            "student": sub.student,
-            "points": points,
-            "score": 0.0,
-            "max_score": sum(v.max_points_correct + v.max_points_speed for v in verdicts),
-            "messages": {v.exercise: v.messages[:1] for v in verdicts},
-            "notes": [why],
-        },
-        failures=[{"assignment": sub.assignment, "student": sub.student, "step": "worker",
-                   "error": why}],
-        grades={nb: grades},
-        comments={nb: comments},
-        feedback=feedback,
-        backend=backend,
-    )

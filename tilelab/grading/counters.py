@@ -1,0 +1,230 @@
+"""A lesson's evidence on a GPU: the GPU's own hardware counters, read by Nsight Compute.
+
+``ncu`` profiles one launch of the nvcc build that is timed, at the exercise's speed shape,
+run as ``python -m tilelab.grading.worker --launch-once --at speed`` inside the grading
+sandbox. From its counts come the figures a lesson is graded by: shared-memory wavefronts
+per request (bank conflicts: 1 when conflict-free, 32 for a column of a 32 x 32 tile),
+global sectors per request (coalescing: 4 for 32 consecutive floats, 32 for a column
+walk), the global load requests per multiply-add (tile reuse) and, for data movement, the
+sector bytes per byte the problem must move. Whole-kernel sums cannot be diluted cheaply:
+the accesses it would take to pull an average under a gate cost more time than the speed
+gate allows, and sectors per byte moved only grow with extra loads.
+
+Where the driver lets only administrators read counters (``ERR_NVGPUCTRPERM``), the grader
+says so before grading, with what to do; it never falls back to the emulator's count.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tilelab import settings
+from tilelab.catalog.exercises import Exercise
+
+#: figure -> ncu metric (the nvprof metrics shared_load_transactions_per_request,
+#: gld_transactions_per_request... are these ratios in Nsight Compute)
+METRICS = {
+    "shared_ld_wavefronts": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+    "shared_st_wavefronts": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+    "shared_ld_requests": "smsp__inst_executed_op_shared_ld.sum",
+    "shared_st_requests": "smsp__inst_executed_op_shared_st.sum",
+    "global_ld_requests": "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "global_ld_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "global_st_requests": "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
+    "global_st_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+}
+SECTOR = 32  # bytes
+COALESCED = 4  # sectors a warp's 32 consecutive floats touch
+UNCOALESCED = 2 * COALESCED  # more sectors per request than this: the walk is not coalesced
+#: at most this many sector bytes per byte a data-movement problem must move
+MAX_BYTES_RATIO = 2.0
+#: at most this many wavefronts per shared request in a padding exercise (an unpadded
+#: column read: 32; a padded one: about 1.07 on an H100)
+MAX_WAVEFRONTS = 1.5
+RESTRICTED_CODE = "ERR_NVGPUCTRPERM"
+RESTRICTED = (
+    "the GPU's performance counters are restricted to administrators on this machine "
+    f"({RESTRICTED_CODE}: the NVIDIA driver's NVreg_RestrictProfilingToAdminUsers=1), so "
+    "the lessons (bank conflicts, coalescing, tile reuse) cannot be graded from them. "
+    "Either allow them (as root: echo 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' "
+    "> /etc/modprobe.d/nvidia-profiling.conf, then reload the nvidia module or reboot), or "
+    "grade with {flag}=1 to grade every lesson as not measured (no speed points for it)."
+)
+
+
+class CountersUnavailable(RuntimeError):
+    """The GPU's counters cannot be read here; the message says why and what to do."""
+
+
+def find_ncu() -> str | None:
+    """Nsight Compute's command line, from PATH or the CUDA toolkit folder."""
+    found = shutil.which("ncu")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_ROOT"), "/usr/local/cuda"):
+        if root and os.path.exists(p := os.path.join(root, "bin", "ncu")):
+            return p
+    return None
+
+
+def restricted(params: str, euid: int) -> bool:
+    """Whether the driver's parameters (``/proc/driver/nvidia/params``) keep counters from
+    this user."""
+    return euid != 0 and any(
+        line.replace(" ", "") == "RmProfilingAdminOnly:1" for line in params.splitlines())
+
+
+def problem(flag: str, params_file: Path = Path("/proc/driver/nvidia/params"),
+            euid: int | None = None) -> str | None:
+    """Why the counters cannot be read here (None when they can): said before grading."""
+    if find_ncu() is None:
+        return ("Nsight Compute's ncu is not installed (it comes with the CUDA toolkit), so "
+                "the lessons cannot be graded from the GPU's counters; install it, or grade "
+                f"with {flag}=1 to grade every lesson as not measured.")
+    try:
+        params = params_file.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None  # no such file: ncu itself will tell
+    euid = os.geteuid() if euid is None else euid
+    return RESTRICTED.format(flag=flag) if restricted(params, euid) else None
+
+
+def preflight() -> None:
+    """Before grading on a GPU: raise :class:`CountersUnavailable`, saying what to do, when
+    the counters cannot be read here and the instructor has not chosen to grade lessons as
+    not measured (``TILELAB_LESSON_WITHOUT_COUNTERS=1``)."""
+    flag = settings.LESSON_WITHOUT_COUNTERS
+    why = problem(flag.name)
+    if why is not None and not flag.get():
+        raise CountersUnavailable(why)
+
+
+def parse(text: str) -> list[dict[str, float]]:
+    """ncu's ``--csv --print-units base`` details: one dict of metric values (by ncu's
+    metric name) per profiled launch."""
+    start = text.find('"ID"')
+    if start < 0:
+        raise RuntimeError("ncu printed no CSV table:\n" + text[-2000:])
+    launches: dict[int, dict[str, float]] = {}
+    for row in csv.DictReader(io.StringIO(text[start:])):
+        try:
+            value = float(row["Metric Value"].replace(",", ""))
+        except (KeyError, ValueError, AttributeError):
+            continue
+        launches.setdefault(int(row["ID"]), {})[row["Metric Name"]] = value
+    return [launches[i] for i in sorted(launches)]
+
+
+def command(ncu: str, exercise_id: str, source_path: str) -> list[str]:
+    """ncu over one launch of the kernel in ``source_path`` at the exercise's speed shape."""
+    return [ncu, "--csv", "--print-units", "base", "--launch-count", "1",
+            "--metrics", ",".join(METRICS.values()), sys.executable, "-m",
+            "tilelab.grading.worker", "--launch-once", "--at", "speed",
+            "--exercise", exercise_id, "--source", source_path]
+
+
+def measure(exercise_id: str, source: str, timeout: float = 300) -> dict[str, float]:
+    """The counts of one launch of ``source`` (by figure name, :data:`METRICS`); raise
+    :class:`CountersUnavailable` when ncu cannot read them."""
+    flag = settings.LESSON_WITHOUT_COUNTERS.name
+    ncu = find_ncu()
+    if ncu is None:
+        raise CountersUnavailable(problem(flag) or "ncu is not installed")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "kernel.cu")
+        Path(path).write_text(source, encoding="utf-8")
+        try:
+            p = subprocess.run(command(ncu, exercise_id, path), capture_output=True, text=True,
+                               timeout=timeout, errors="replace")
+        except subprocess.TimeoutExpired:
+            raise CountersUnavailable(f"ncu took longer than {timeout:g} s") from None
+    out = p.stdout + p.stderr
+    if RESTRICTED_CODE in out:
+        raise CountersUnavailable(RESTRICTED.format(flag=flag))
+    launches = parse(p.stdout)
+    if len(launches) != 1:
+        raise CountersUnavailable(f"ncu profiled {len(launches)} launches, expected 1:\n"
+                                  + out[-1500:])
+    names = {v: k for k, v in METRICS.items()}
+    return {names[m]: v for m, v in launches[0].items() if m in names}
+
+
+def _per(a: float, b: float) -> float:
+    return a / b if b else 0.0
+
+
+def figures(ex: Exercise, counts: dict[str, float]) -> dict[str, Any]:
+    """The lesson's figures from one launch's counts at the speed shape (JSON-ready)."""
+    c = {k: counts.get(k, 0.0) for k in METRICS}
+    shape = ex.speed_shape
+    out: dict[str, Any] = {
+        "source": "ncu",
+        "shape": list(shape),
+        "counts": c,
+        "shared_wavefronts_per_load": _per(c["shared_ld_wavefronts"], c["shared_ld_requests"]),
+        "shared_wavefronts_per_store": _per(c["shared_st_wavefronts"], c["shared_st_requests"]),
+        "sectors_per_load_request": _per(c["global_ld_sectors"], c["global_ld_requests"]),
+        "sectors_per_store_request": _per(c["global_st_sectors"], c["global_st_requests"]),
+    }
+    mads = ex.problem.flops(shape) / 2
+    if mads:
+        out["loads_per_multiply_add"] = c["global_ld_requests"] * 32 / mads
+    else:
+        out["sector_bytes_per_byte_moved"] = _per(
+            (c["global_ld_sectors"] + c["global_st_sectors"]) * SECTOR,
+            ex.problem.bytes_moved(shape))
+    return out
+
+
+def skipped_lesson(ex: Exercise, f: dict[str, Any]) -> str | None:
+    """Why the GPU's counters say this kernel skips the exercise's lesson (None when they do
+    not): an uncoalesced walk, extra bytes moved, no tile reused, bank conflicts."""
+    for kind in ("load", "store"):
+        spr = f[f"sectors_per_{kind}_request"]
+        if spr > UNCOALESCED:
+            return (f"the GPU's counters show its global {kind}s touch {spr:.1f} sectors per "
+                    f"request (coalesced: {COALESCED}): a warp's threads do not walk "
+                    "consecutive addresses")
+    ratio = f.get("sector_bytes_per_byte_moved")
+    if ratio is not None and ratio > MAX_BYTES_RATIO:
+        return (f"the GPU's counters show it moves {ratio:.1f} times the bytes the problem "
+                "needs through L1 (coalesced: 1)")
+    if ex.reuses_tiles and f.get("loads_per_multiply_add", 0.0) >= 1:
+        return ("the GPU's counters show it reads global memory once or more per "
+                f"multiply-add ({f['loads_per_multiply_add']:.2f}): no tile is reused")
+    if ex.max_bank_degree is not None:
+        counts = f["counts"]
+        if not counts["shared_ld_requests"] and not counts["shared_st_requests"]:
+            return "the GPU's counters show no shared-memory access (the lesson is the padded tile)"
+        worst = max(f["shared_wavefronts_per_load"], f["shared_wavefronts_per_store"])
+        if worst > MAX_WAVEFRONTS:
+            return (f"the GPU's counters show {worst:.2f} shared-memory wavefronts per request "
+                    f"(conflict-free: 1; gate <= {MAX_WAVEFRONTS:g}): bank conflicts")
+    return None
+
+
+def describe(f: dict[str, Any], emulated: dict[str, Any] | None,
+             bank_degree: float | None) -> str:
+    """The counters beside the emulator's prediction, for the learner's feedback."""
+    shape = " x ".join(map(str, f["shape"]))
+    got = (f"the GPU's counters (Nsight Compute, your nvcc build at {shape}): "
+           f"{f['shared_wavefronts_per_load']:.2f} / {f['shared_wavefronts_per_store']:.2f} "
+           "shared wavefronts per load / store request, "
+           f"{f['sectors_per_load_request']:.2f} / {f['sectors_per_store_request']:.2f} "
+           "global sectors per load / store request")
+    if "loads_per_multiply_add" in f:
+        got += f", {f['loads_per_multiply_add']:.3g} global loads per multiply-add"
+    if emulated:
+        got += (f"; the emulator predicted {emulated.get('sectors_per_load_request', 0):.2f} / "
+                f"{emulated.get('sectors_per_store_request', 0):.2f} sectors per request")
+        if bank_degree is not None:
+            got += f" and a worst bank-conflict degree of {bank_degree:.2f}"
+    return got
