@@ -5,7 +5,9 @@ Each run is the command a learner types (a fresh process: import, grade in a chi
 correctness on every shape, the analysis launch with races, banks and traffic), on the
 exercise's reference solution after one warm-up check (the user's caches warm, as for a
 learner who checks again). The sandboxed and unsandboxed runs alternate, so that the
-yardstick sees the same load on a shared machine. Prints p50 and p95 of each.
+yardstick sees the same load on a shared machine. Prints p50 and p95 of each, and the
+median CPU seconds of the unsandboxed check's processes (what an idle machine's wall time
+comes near: a check runs mostly on one core; a sandbox's processes are not counted).
 
 With ``--backend gpu`` (on a machine with a GPU) it also prints the median seconds of each
 grading step of the sandboxed checks (the verdict's ``step_seconds``).
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -33,13 +36,19 @@ sys.path.insert(0, str(REPO))
 from tilelab.catalog import exercises  # noqa: E402
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, dict]:
-    """Seconds one check took, and its verdict."""
-    t0 = time.perf_counter()
+def children_cpu() -> float:
+    """CPU seconds of every process this one started and waited for (and theirs)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, dict]:
+    """Seconds one check took, the CPU seconds it used, and its verdict."""
+    t0, c0 = time.perf_counter(), children_cpu()
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, children_cpu() - c0
     try:
-        return seconds, json.loads(out.stdout)["verdict"]
+        return seconds, cpu, json.loads(out.stdout)["verdict"]
     except (ValueError, KeyError) as exc:
         raise SystemExit(f"{' '.join(cmd)} printed no verdict (exit {out.returncode}):\n"
                          f"{out.stderr[-2000:]}") from exc
@@ -56,8 +65,9 @@ def main() -> None:
     env = {**os.environ, "TILELAB_BACKEND": a.backend,
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     plain = {**env, "TILELAB_SANDBOXED": "1"}  # as if already in a sandbox: none is made
-    print(f"{'exercise':<18} {'p50 s':>7} {'p95 s':>7}   {'unsandboxed p50':>15} {'p95':>6}"
-          f"  (n={a.repeat}, {a.backend}, after one warm-up check)")
+    print(f"{'exercise':<18} {'p50 s':>7} {'p95 s':>7}   {'unsandboxed p50':>15} "
+          f"{'p95':>6} {'cpu s':>6}  (n={a.repeat}, {a.backend}, after one warm-up check; "
+          f"cpu: median CPU seconds of the unsandboxed check's processes)")
     chosen = [exercises.get(e) for e in a.exercise] if a.exercise else \
         list(exercises.EXERCISES.values())
     with tempfile.TemporaryDirectory() as tmp:
@@ -70,16 +80,17 @@ def main() -> None:
                 timed(cmd, plain)
             boxed, bare, steps = [], [], []
             for _ in range(a.repeat):
-                seconds, verdict = timed(cmd, env)
-                boxed.append(seconds)
+                seconds, cpu, verdict = timed(cmd, env)
+                boxed.append((seconds, cpu))
                 steps.append(verdict.get("step_seconds", {}))
                 if not a.no_yardstick:
-                    bare.append(timed(cmd, plain)[0])
-            p50, p95 = np.percentile(boxed, [50, 95])
+                    bare.append(timed(cmd, plain)[:2])
+            p50, p95 = np.percentile([s for s, _ in boxed], [50, 95])
             line = f"{ex.id:<18} {p50:>7.2f} {p95:>7.2f}"
             if bare:
-                q50, q95 = np.percentile(bare, [50, 95])
-                line += f"   {q50:>15.2f} {q95:>6.2f}"
+                q50, q95 = np.percentile([s for s, _ in bare], [50, 95])
+                line += (f"   {q50:>15.2f} {q95:>6.2f} "
+                         f"{statistics.median(c for _, c in bare):>6.2f}")
             print(line, flush=True)
             if a.backend == "gpu":
                 names = sorted({k for s in steps for k in s})

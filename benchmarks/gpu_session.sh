@@ -7,10 +7,11 @@
 #   STEPS="tests bench" bash benchmarks/gpu_session.sh out  # only some steps
 #
 # Steps: tests (the `gpu` tests of the runtime and the grader), class (the nbgrader class
-# pipeline with speed gates), corpus (the bad-submission corpus's GPU cases), bench
-# (tilelab bench: every GPU experiment -> OUT_DIR/data), calibrate (tilelab calibrate ->
-# OUT_DIR/gates.json), cluster (the Dask cluster's `gpu` tests: a LocalCUDACluster worker per
-# GPU; needs dask-cuda), scale (benchmarks/class_scale.py --gpu with 1 and 2 workers: needs
+# run in this process with speed gates: tests/test_classroom.py), corpus (the bad-submission
+# corpus's GPU cases), bench (tilelab bench: every GPU experiment -> OUT_DIR/data), calibrate
+# (tilelab calibrate -> OUT_DIR/gates.json), cluster (the Dask executor's `gpu` tests in
+# tests/test_class_cluster.py: a LocalCUDACluster worker per GPU; needs dask-cuda), scale
+# (benchmarks/class_scale.py --gpu with 1 worker, this process, and 2 Dask workers: needs
 # two GPUs; SCALE_STUDENTS learners, 24 by default; every task's time and the median
 # seconds of each grading step in OUT_DIR/scale.json), checktimes (`tilelab check` on the
 # GPU: p50/p95 per exercise and the median seconds of each grading step), pergpu
@@ -22,11 +23,13 @@
 # counters, which print ncu's time per kernel; OUT_DIR/hostile.json holds each verdict),
 # road (the road to cuBLAS alone: its Nsight Compute counters, the sgemm table with the
 # ablations and step 6, the ptxas report and the model that reads them -> OUT_DIR/data),
-# sandbox (what each sandbox sees, its cgroup caps, and a GPU kernel graded inside its
-# cgroup). A summary table is printed last.
+# sandbox (what each sandbox sees, its cgroup caps and a GPU kernel graded inside its
+# cgroup), notebooks (every solutions notebook run top to bottom on the GPU, each step's
+# hidden tests and speed gates included: times in OUT_DIR/notebooks.json). A summary table
+# is printed last.
 set -uo pipefail
 out="${1:?usage: gpu_session.sh OUT_DIR}"
-steps="${STEPS:-tests sandbox hostile class corpus bench calibrate}"
+steps="${STEPS:-tests sandbox hostile class corpus bench calibrate notebooks}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
@@ -57,7 +60,7 @@ for s in $steps; do
     bench) run_step bench "${BENCH_LIMIT:-300}" "$py" -m tilelab.cli bench device matmul transpose \
              elementwise bank_stride occupancy sass racecheck shared_bw divergence \
              waves latency counters sgemm sgemm_ptxas --out "$out/data" ;;
-    road) run_step road "${ROAD_LIMIT:-600}" "$py" -m tilelab.cli bench counters sgemm \
+    road) run_step road "${ROAD_LIMIT:-900}" "$py" -m tilelab.cli bench counters matmul sgemm \
              sgemm_ptxas --out "$out/data" ;;
     calibrate) run_step calibrate "${CALIBRATE_LIMIT:-300}" "$py" -m tilelab.cli calibrate \
              --write "$out/gates.json" --out "$out/data" ;;
@@ -74,13 +77,17 @@ for s in $steps; do
              --out "$out/data" && "$py" -c "import json,sys; [print(r['variant'], '|', r['setting'], '|', \
              r['wrong_side'], 'of', r['verdicts'], 'on the wrong side') for r in \
              json.load(open(sys.argv[1]))['rows']]" "$out/data/shared_gpu.json" ;;
+    notebooks) run_step notebooks "${NOTEBOOKS_LIMIT:-400}" "$py" benchmarks/run_notebooks.py \
+             --backend gpu --json "$out/notebooks.json" ;;
     corpus) run_step corpus "${CORPUS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_corpus.py ;;
     hostile) run_step hostile "${HOSTILE_LIMIT:-590}" bash -c "\"\$1\" benchmarks/hostile_gpu.py \
              --json \"\$2/hostile.json\"; \"\$1\" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_gpu_grading.py tests/test_lesson_gate.py \
              tests/test_grade.py -k 'replay or speed_run or ncu or counters or racing'" _ "$py" "$out" ;;
-    *) echo "unknown step $s (tests sandbox hostile class corpus bench road calibrate cluster scale checktimes pergpu sharedgpu)"; exit 2 ;;
+    *) echo "unknown step $s (tests sandbox hostile class corpus bench road calibrate cluster"\
+            "scale checktimes pergpu sharedgpu notebooks)"
+       exit 2 ;;
   esac
 done
 echo

@@ -1,6 +1,6 @@
 """Grade the replaying and lesson-skipping kernels of tests/fixtures/submissions on this GPU,
 in the grading sandbox, as a class run would; print each one's points, speedup and the
-seconds of each grading step (the `lesson` figure is Nsight Compute's run), and write every
+seconds of each grading step ("counters": Nsight Compute's run, part of "speed"), and write every
 verdict to a JSON file. Each of these kernels must earn at most its correctness points.
 
     python benchmarks/hostile_gpu.py --json OUT.json

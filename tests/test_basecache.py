@@ -48,6 +48,16 @@ def test_pycudas_folder_is_the_runtimes_and_a_checks_process_never_loads_the_emu
     assert out.stdout.strip() == "False"
 
 
+def test_the_grading_worker_loads_no_notebook_or_plotting_package():
+    # every check starts one: what it imports, it pays for on every check
+    code = ("import sys, tilelab.grading.worker, tilelab.grading.pipeline; print(sorted("
+            "{m.split('.')[0] for m in sys.modules} & {'nbgrader', 'nbformat', 'matplotlib', "
+            "'jupyter_client', 'IPython', 'dask', 'distributed', 'sqlalchemy', 'pandas'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.stdout.strip() == "[]"
+
+
 def test_the_key_changes_with_the_backend_and_the_emulators_sources(tmp_path, monkeypatch):
     assert basecache.key("emu") == basecache.key("emu")
     assert basecache.key("emu") != basecache.key("gpu")
@@ -154,3 +164,15 @@ def test_a_learners_check_keeps_its_builds_and_a_class_runs_check_does_not(cache
     path = res.stdout.decode().strip()
     assert path.startswith(f"{basecache.OWN}/emu/") and path.rsplit("/", 1)[1] in kept
     assert not [p for p in os.listdir(cache / "base") if p.startswith(".")]  # no temp left
+
+
+@needs_sandbox
+@pytest.mark.slow
+def test_a_build_folder_a_killed_process_left_is_removed_by_the_next_build(cache):
+    top = cache / "base"
+    old, fresh = top / ".abandoned-by-a-dead-build", top / ".being-built-now"
+    for path in (old, fresh):
+        path.mkdir(parents=True)
+    os.utime(old, (0, 0))
+    assert basecache.base_cache("emu") == top / basecache.key("emu")
+    assert not old.exists() and fresh.exists()  # another process may be building that one

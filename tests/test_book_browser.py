@@ -18,6 +18,24 @@ from support.book_build import Build, build_book, toc_docnames
 
 REPO = Path(__file__).resolve().parents[1]
 DOCNAMES = toc_docnames(REPO)
+LABEL_PX: dict[str, float] = {}  # figure -> its smallest text as displayed (px)
+
+
+def min_text_px(png: Path) -> float | None:
+    """The smallest text of a generated figure, in image pixels, from its PNG text chunk
+    (written by tilelab.book.style.save)."""
+    data = png.read_bytes()
+    pos = 8
+    while pos + 8 <= len(data):
+        size = int.from_bytes(data[pos:pos + 4], "big")
+        kind = data[pos + 4:pos + 8]
+        body = data[pos + 8:pos + 8 + size]
+        if kind == b"tEXt":
+            key, _, value = body.partition(b"\0")
+            if key == b"tilelab-min-text-px":
+                return float(value)
+        pos += 12 + size
+    return None
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -127,13 +145,14 @@ def test_page_renders_title_math_images_and_links(driver, book, docname):
             dead.append(href)
     assert dead == [], f"{docname}: broken internal links: {sorted(set(dead))}"
 
-    # nothing cut at the right edge at 1280 px: no code block scrolls sideways, the page
-    # does not, figures are not squeezed below their container, the provenance box is closed
-    cut = driver.execute_script(
-        "return [...document.querySelectorAll('main pre, article pre')]"
-        ".filter(p => p.scrollWidth > p.clientWidth + 1)"
-        ".map(p => p.innerText.split('\\n').sort((a, b) => b.length - a.length)[0]);")
-    assert cut == [], f"{docname}: code cut at the right edge at 1280 px: {cut}"
+    # at 1280 px: code keeps its lines (a long one scrolls, none wraps), the page does not
+    # scroll sideways, figures are not squeezed below their container, every text of a
+    # figure is at least 11 px as displayed, the provenance box is closed
+    wrapping = driver.execute_script(
+        "return [...document.querySelectorAll('div.highlight pre')]"
+        ".filter(p => getComputedStyle(p).whiteSpace !== 'pre')"
+        ".map(p => p.innerText.slice(0, 60));")
+    assert wrapping == [], f"{docname}: code blocks that wrap their lines: {wrapping}"
     tables = driver.execute_script(
         "return [...document.querySelectorAll('main table, article table')]"
         ".filter(t => t.parentElement.scrollWidth > t.parentElement.clientWidth + 1)"
@@ -144,10 +163,22 @@ def test_page_renders_title_math_images_and_links(driver, book, docname):
     assert wide <= 1, f"{docname}: the page scrolls sideways by {wide} px"
     squeezed = driver.execute_script(
         "return [...document.querySelectorAll('figure img')].filter(i => {"
-        "  const room = Math.min(i.naturalWidth, i.closest('figure').clientWidth);"
+        "  const room = Math.min(i.naturalWidth / 2, i.closest('figure').clientWidth);"
         "  return i.getBoundingClientRect().width < 0.95 * room;"
         "}).map(i => i.getAttribute('src'));")
     assert squeezed == [], f"{docname}: figures drawn smaller than their column: {squeezed}"
+    shown = driver.execute_script(
+        "return [...document.querySelectorAll('figure img')].map(i => "
+        "[i.getAttribute('src'), i.getBoundingClientRect().width, i.naturalWidth]);")
+    sizes = {}
+    for src, width, natural in shown:
+        png = (path.parent / unquote(src)).resolve()
+        text_px = min_text_px(png)
+        assert text_px is not None, f"{docname}: {src} does not record its smallest text"
+        sizes[src] = text_px * width / natural
+    small = {src: round(px, 1) for src, px in sizes.items() if px < 11}
+    assert small == {}, f"{docname}: figure text under 11 px as displayed: {small}"
+    LABEL_PX.update({f"{docname}: {src}": px for src, px in sizes.items()})
     boxes = driver.execute_script(
         "return [...document.querySelectorAll('details.tl-provenance')].map(d => d.open);")
     if docname.startswith("book/0"):
@@ -161,3 +192,15 @@ def test_page_renders_title_math_images_and_links(driver, book, docname):
     shot = shots / f"{docname.replace('/', '__')}.png"
     assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
     driver.set_window_size(1280, 1000)
+
+
+def test_smallest_figure_text_of_the_whole_book(book):
+    """Runs after the pages (file order): reports the smallest figure text measured."""
+    if not LABEL_PX:
+        pytest.skip("no page was measured")
+    where, px = min(LABEL_PX.items(), key=lambda kv: kv[1])
+    (book.html / "_screenshots").mkdir(exist_ok=True)
+    (book.html / "_screenshots" / "label_px.txt").write_text(
+        "".join(f"{v:6.1f}  {k}\n" for k, v in sorted(LABEL_PX.items(), key=lambda kv: kv[1])))
+    print(f"smallest figure text as displayed at 1280 px: {px:.1f} px ({where})")
+    assert px >= 11

@@ -1,22 +1,18 @@
-"""Class runs on a Dask cluster of local processes (the emulator, no GPU).
+"""The class run's Dask executor: its tasks on a cluster of local processes (the emulator).
 
-The class of ``test_classroom`` graded by 2 workers gets exactly the grades of the
-one-process run; a worker killed (kill -9) in the middle of a task costs nothing; a task
-whose worker dies twice gets 0 points and the run goes on; a coordinator killed mid-run
-and run again grades only what is missing or changed; ``--student`` regrades one student.
+The same tasks give the same results in this process and on 2 workers; a worker killed
+(kill -9) in the middle of a task costs nothing; a task whose worker dies twice gets 0
+points and the run goes on. Also the cluster's own rules: one thread per worker, one
+worker per GPU, the Slurm job script. The driver itself (resume, the CSVs, the summary):
+``tests/test_classroom.py``.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import itertools
 import json
 import os
-import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,43 +22,26 @@ import pytest
 from distributed import Client
 from nbgrader.api import Gradebook
 from test_classroom import (
-    CLASS,
     EMU,
-    build_course,
+    SANDBOXED,
     expected_points,
     kernel_cell,
     points_in_gradebook,
     released_stub,
+    small_class,
     solution_kernel,
     submission,
     write_submissions,
 )
 
-from tilelab import classroom
-from tilelab.catalog import exercises
-from tilelab.classroom import resume
-from tilelab.classroom.progress import Progress
+from tilelab import classroom, settings
+from tilelab.classroom import course, task
+from tilelab.classroom.inline import inline
+from tilelab.classroom.run import read_submission
 from tilelab.cluster import start
 from tilelab.cluster.run import on_dask
 
-REPO = Path(__file__).resolve().parents[1]
 SAW = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
-
-
-def verdicts(root: Path) -> dict[tuple[str, str], dict]:
-    """(student, assignment) -> the points and each kernel's outcome in its verdict file
-    (messages name elements of fresh random inputs, so only their count is compared)."""
-    out = {}
-    for path in sorted((root / "autograder" / "feedback").glob("*/*/tilelab_verdict.json")):
-        doc = json.loads(path.read_text())
-        out[(doc["student"], doc["assignment"])] = {
-            "points": doc["points"],
-            "outcome": {
-                v["exercise"]: (v["correct"], v["speed_passed"], len(v["messages"]))
-                for v in doc["verdicts"]
-            },
-        }
-    return out
 
 
 def messages(root: Path, student: str, assignment: str) -> dict[str, list[str]]:
@@ -70,58 +49,60 @@ def messages(root: Path, student: str, assignment: str) -> dict[str, list[str]]:
     return {v["exercise"]: v["messages"] for v in json.loads(path.read_text())["verdicts"]}
 
 
-def csv_rows(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return sorted(
-            (r["assignment"], r["student_id"], r["score"]) for r in csv.DictReader(f)
-        )
+def tasks_of(root: Path) -> tuple[task.Course, list[task.Submission]]:
+    """A course's grading inputs and its submissions, as the driver hands them over."""
+    api = course.open_api(root)
+    work, _ = course.to_grade(api, None, None)
+    files = task.course_files(api)
+    inputs = task.Course(
+        files=files, gradebook=task.template_gradebook(files, sorted({a for a, _ in work})),
+        backend="emu", award_speed_without_gpu=False, cell_timeout=settings.CELL_TIMEOUT.get(),
+        gates={}, digest="inputs", sandboxed=SANDBOXED,
+    )
+    return inputs, [read_submission(api.coursedir, s, a) for a, s in work]
+
+
+def same_parts(r: task.Result) -> dict:
+    """What must not depend on where a task ran (messages name elements of fresh random
+    inputs, so only their count is compared)."""
+    doc = json.loads(r.feedback["tilelab_verdict.json"])
+    return {
+        "who": (r.student, r.assignment, r.submission_digest, r.inputs_digest, r.backend),
+        "points": (r.summary["points"], r.summary["score"], r.summary["max_score"]),
+        "notes": r.summary["notes"],
+        "failures": [f["step"] for f in r.failures],
+        "grades": r.grades,
+        "notebooks": r.notebooks,
+        "comments": {nb: sorted(c) for nb, c in r.comments.items()},
+        "files": (sorted(r.autograded), sorted(r.feedback)),
+        "verdicts": (doc["points"], [(v["exercise"], v["correct"], v["speed_passed"],
+                                      len(v["messages"])) for v in doc["verdicts"]]),
+    }
 
 
 @pytest.mark.slow
 @SAW
-def test_two_workers_give_exactly_the_grades_of_one(tmp_path):
-    one, two = tmp_path / "one", tmp_path / "two"
-    build_course(one)
-    shutil.copytree(one, two)
-    serial = classroom.grade_class(one, backend="emu", progress=False)
+def test_in_this_process_and_on_two_workers_the_same_tasks_give_the_same_results(tmp_path):
+    root = tmp_path / "course"
+    small_class(root, ["alice", "bob", "frank"])
+    inputs, todo = tasks_of(root)
+    here = list(inline(inputs, todo, {}))
+    about: dict = {}
     begun = time.time()
-    parallel = classroom.grade_class(two, backend="emu", run_tasks=on_dask(2), progress=False)
+    there = list(on_dask(2)(inputs, todo, about))
     ended = time.time()
-    assert serial["failures"] == [] and parallel["failures"] == [], parallel["failures"]
-    assert parallel["workers"] == 2 and parallel["graded"] == len(serial["submissions"])
-    assert points_in_gradebook(two) == points_in_gradebook(one) == expected_points(EMU)
-    assert verdicts(two) == verdicts(one)
-    assert csv_rows(Path(parallel["csv"])) == csv_rows(Path(serial["csv"]))
-    for student in CLASS:  # nbgrader's own feedback is there too
-        for a in {exercises.get(e).assignment for e in CLASS[student]}:
-            nb = classroom.notebook_id(a)
-            assert (two / "autograder" / "feedback" / student / a / f"{nb}.html").is_file()
-            assert (two / "autograder" / "autograded" / student / a / f"{nb}.ipynb").is_file()
-    timing = parallel["timing"]
-    assert timing["tasks"] == parallel["graded"] and timing["task_seconds_mean"] > 0
-    assert 0 < parallel["cluster_start_seconds"] < parallel["wall_seconds"]
-    assert len(parallel["timings"]) == len(serial["submissions"])
-    assert all(t["worker"].startswith("tcp://") for t in parallel["timings"])
-    by_worker: dict[str, list[dict]] = {}
-    for t in parallel["timings"]:
-        by_worker.setdefault(t["worker"], []).append(t)
-    for ts in by_worker.values():  # one task at a time on each worker, within the run
-        ts.sort(key=lambda t: t["started"])
-        assert begun < ts[0]["started"] and ts[-1]["started"] + ts[-1]["seconds"] < ended
-        assert all(a["started"] + a["seconds"] <= b["started"] + 0.01
-                   for a, b in itertools.pairwise(ts))
-
-
-def small_class(root: Path, students: list[str], assignment: str = "01-naive") -> None:
-    """``build_course`` keeping only some students' submissions of one assignment."""
-    build_course(root)
-    submitted = root / "autograder" / "submitted"
-    for folder in submitted.glob("*/*"):
-        if folder.parent.name not in students or folder.name != assignment:
-            shutil.rmtree(folder)
-    for folder in submitted.iterdir():
-        if not any(folder.iterdir()):
-            folder.rmdir()
+    assert about["workers"] == 2 and about["cluster_start_seconds"] > 0
+    key = {(r.student, r.assignment): same_parts(r) for r in here}
+    assert {(r.student, r.assignment): same_parts(r) for r in there} == key
+    assert [r.summary["score"] for r in here] == [3.0, 0.0, 0.0]  # alice, bob, frank
+    assert all(r.worker.startswith("tcp://") for r in there)
+    by_worker: dict[str, list[task.Result]] = {}
+    for r in there:
+        by_worker.setdefault(r.worker, []).append(r)
+    for rs in by_worker.values():  # one task at a time on each worker, within the run
+        rs.sort(key=lambda r: r.started)
+        assert begun < rs[0].started and rs[-1].started + rs[-1].seconds < ended
+        assert all(a.started + a.seconds <= b.started + 0.01 for a, b in itertools.pairwise(rs))
 
 
 class Killer(threading.Thread):
@@ -172,7 +153,7 @@ def sleepy(kernel: str, seconds: int) -> bytes:
 @SAW
 def test_a_killed_worker_costs_nothing_and_twice_killed_gets_zero(tmp_path):
     root = tmp_path / "course"
-    small_class(root, ["alice", "bob", "frank", "grace"])
+    small_class(root, ["alice", "bob", "frank"])
     stub = (
         "__global__ void matmul_naive(const float* A, const float* B, float* C, int M, int N,"
         " int K) { }"
@@ -197,7 +178,7 @@ def test_a_killed_worker_costs_nothing_and_twice_killed_gets_zero(tmp_path):
     want = expected_points(EMU)
     got = points_in_gradebook(root)
     # sleepy's task ran again on another worker; every other result is kept
-    for student in ("alice", "bob", "frank", "grace"):
+    for student in ("alice", "bob", "frank"):
         assert got[student]["naive"] == want[student]["naive"], student
     assert naive_points(root, "sleepy") == (3, 0)
     again = next(s for s in summary["submissions"] if s["student"] == "sleepy")
@@ -207,95 +188,7 @@ def test_a_killed_worker_costs_nothing_and_twice_killed_gets_zero(tmp_path):
     msg = messages(root, "crasher", "01-naive")["naive"][0]
     assert "worker died 2 times" in msg and "0 points" in msg
     assert [f["student"] for f in summary["failures"]] == ["crasher"]
-    assert summary["graded"] == 6
-
-
-def coordinator(root: Path, *args: str) -> subprocess.Popen:
-    """``tilelab grade`` on a 2-worker local cluster, in its own process group."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "CI": "1"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tilelab.cli", "grade", "--course", str(root), "--backend",
-         "emu", "--workers", "2", *args],
-        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-
-
-@pytest.mark.slow
-@SAW
-def test_an_interrupted_run_grades_only_what_is_missing_or_changed(tmp_path):
-    root = tmp_path / "course"
-    small_class(root, ["alice", "bob", "carol", "frank", "grace", "henry", "mallory"])
-    feedback = root / "autograder" / "feedback"
-    proc = coordinator(root)
-    deadline = time.monotonic() + 400
-    while len(list(feedback.glob("*/*/tilelab_verdict.json"))) < 2:
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)  # the coordinator and its cluster, mid-run
-    proc.wait()
-    done = len(list(feedback.glob("*/*/tilelab_verdict.json")))
-    total = 6  # carol submitted 02-tiled only
-    assert 2 <= done < total
-
-    again = classroom.grade_class(root, backend="emu", run_tasks=on_dask(2), progress=False)
-    assert again["graded"] == total - done and again["up_to_date"] == done
-    assert again["failures"] == []
-    want = expected_points(EMU)
-    got = points_in_gradebook(root)
-    assert {s: p["naive"] for s, p in got.items()} == {s: want[s]["naive"] for s in got}
-
-    # nothing changed: nothing graded
-    rerun = classroom.grade_class(root, backend="emu", run_tasks=on_dask(2), progress=False)
-    assert rerun["graded"] == 0
-    # bob fixes his kernel: only his submission is graded again
-    cell = kernel_cell(released_stub("naive"), solution_kernel("naive"))
-    nb = root / "autograder" / "submitted" / "bob" / "01-naive" / "naive.ipynb"
-    nb.write_text(json.dumps(submission("01-naive", {"naive": cell})))
-    fixed = classroom.grade_class(root, backend="emu", run_tasks=on_dask(2), progress=False)
-    assert fixed["graded"] == 1 and fixed["submissions"][0]["student"] == "bob"
-    assert points_in_gradebook(root)["bob"]["naive"] == (3, 0)
-    # --student regrades that student even though nothing changed
-    one = classroom.grade_class(
-        root, backend="emu", run_tasks=on_dask(2), students=["grace"], progress=False
-    )
-    assert [s["student"] for s in one["submissions"]] == ["grace"]
-    # a changed grading input (a gate) makes every submission stale
-    stale = classroom.grade_class(
-        root, backend="emu", run_tasks=on_dask(2), gates={"naive": 9.0}, progress=False
-    )
-    assert stale["graded"] == total
-
-
-def test_a_rerun_is_up_to_date_only_with_the_same_files_inputs_and_gradebook():
-    files = {"solutions/01-naive/naive.ipynb": b"{}", "autograder/nbgrader_config.py": b"c"}
-    inputs = resume.inputs_digest(files, {"backend": "emu", "gates": {"naive": 1.2}})
-    assert inputs != resume.inputs_digest(files, {"backend": "emu", "gates": {"naive": 1.3}})
-    assert inputs != resume.inputs_digest({**files, "solutions/01-naive/naive.ipynb": b"[]"},
-                                          {"backend": "emu", "gates": {"naive": 1.2}})
-    sub = resume.digest_files({"naive.ipynb": b"mine"})
-    points = {"naive": {"correct": 3.0, "speed": 0.0}}
-    doc = {"submission_sha256": sub, "inputs_sha256": inputs, "points": points}
-    assert resume.up_to_date(doc, sub, inputs, points)
-    assert not resume.up_to_date(doc, resume.digest_files({"naive.ipynb": b"new"}), inputs, points)
-    assert not resume.up_to_date(doc, sub, "other", points)
-    assert not resume.up_to_date(doc, sub, inputs, None)  # not in the gradebook
-    assert not resume.up_to_date(doc, sub, inputs, {"naive": {"correct": 0.0, "speed": 0.0}})
-    assert not resume.up_to_date(None, sub, inputs, points)
-
-
-def test_progress_in_a_log_is_plain_lines_with_count_rate_and_time_left():
-    out = io.StringIO()
-    bar = Progress(3, stream=out, skipped=2)
-    bar.step("01-naive alice", 4.2)
-    bar.step("01-naive bob", 5.0)
-    bar.close()
-    lines = out.getvalue().splitlines()
-    assert lines[0] == "tilelab grade: grading 3 submission(s) (2 up to date, not graded again)"
-    assert lines[1].startswith("tilelab grade: [1/3] 01-naive alice: 4.2 s; ")
-    assert "submissions/min" in lines[2] and "left" in lines[2]
-    assert lines[-1].startswith("tilelab grade: 2/3 recorded in ")
-    assert "\r" not in out.getvalue()
+    assert summary["graded"] == 5
 
 
 def test_a_worker_with_several_threads_is_refused():
@@ -376,25 +269,3 @@ def test_each_local_cuda_worker_grades_on_a_gpu_of_its_own():
         start.check_workers(client)
         seen = list(client.run(device).values())
     assert len(seen) == n and len(set(seen)) == n, seen
-
-
-def test_a_submission_holding_a_link_sends_a_task_no_file_only_the_links_names(tmp_path):
-    from nbgrader.coursedir import CourseDirectory
-
-    from tilelab.classroom.run import read_submission
-
-    cd = CourseDirectory(root=str(tmp_path))
-    folder = tmp_path / "submitted" / "mallory" / "01-naive"
-    folder.mkdir(parents=True)
-    (folder / "naive.ipynb").write_text("{}")
-    secret = tmp_path / "autograder"
-    secret.mkdir()
-    (secret / "gradebook.db").write_text("every grade")
-    plain = read_submission(cd, "mallory", "01-naive")
-    assert plain.files == {"naive.ipynb": b"{}"} and plain.unsafe == []
-    (folder / "course").symlink_to(secret, target_is_directory=True)
-    sub = read_submission(cd, "mallory", "01-naive")
-    assert sub.files == {} and sub.unsafe == ["course (a symbolic link)"]
-    assert sub.digest != plain.digest  # a rerun sees the change
-    # a link to a folder is never followed by any reader of the cluster's files
-    assert resume.read_tree(folder) == {"naive.ipynb": b"{}"}

@@ -45,3 +45,10 @@ def test_each_workers_idle_time_is_the_grading_time_less_the_start_and_its_tasks
                {"worker": "a", "seconds": 3.0}, {"worker": "b", "seconds": 5.0}]
     assert class_scale.busy(timings, grading=20.0, start=4.0) == (
         "cluster start 4.0 s; per worker: in tasks 12.0, 13.0 s, idle 4.0, 3.0 s")
+
+
+def test_a_run_is_labelled_by_its_workers_and_tasks_per_gpu_and_counts_both():
+    run = {"workers": 2, "tasks_per_gpu": 4}
+    assert class_scale.slots(run) == 8
+    assert class_scale.label(2, 4, gpu=True) == "2 worker(s) x 4 task(s) per GPU"
+    assert class_scale.label(2, 1, gpu=False) == "2 worker(s)"

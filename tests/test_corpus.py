@@ -413,6 +413,36 @@ SANDBOX_CASES = [
          .replace("C[row * N + col] = acc;", "C[row * N + col] = acc + big[threadIdx.x];")),
 ]
 CASES += SANDBOX_CASES
+
+# ------------------------------------------- evidence the submission cannot shape (issue 23)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "submissions"
+REFUSED = "is not allowed in a graded kernel"
+UNMEASURED = "not measured: needs a GPU"
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / f"{name}.cu").read_text(encoding="utf-8")
+
+
+EVIDENCE_CASES = [  # kernel fixture, exercise, message, points on the emulator
+    ("v01", "tiled-replay_poison_check", "tiled", UNMEASURED, (3, 0)),
+    ("v02", "tiled-replay_memo", "tiled", UNMEASURED, (3, 0)),
+    ("v03", "transpose_padded-replay_skip_tiles", "transpose_padded", UNMEASURED, (3, 0)),
+    ("v04", "naive-cuda_arch_switch", "naive", "__CUDA_ARCH__ " + REFUSED, (0, 0)),
+    ("v05", "transpose_padded-sanitize_switch", "transpose_padded",
+     "__SANITIZE_THREAD__ " + REFUSED, (0, 0)),
+    ("v06", "transpose_padded-clock64_switch", "transpose_padded", r"clock64\(\) " + REFUSED,
+     (0, 0)),
+    ("v07", "transpose_padded-no_sanitize", "transpose_padded", "no_sanitize_thread", (0, 0)),
+    ("v08", "transpose_padded-alias_string", "transpose_padded", "alias", (0, 0)),
+    ("v09", "transpose_padded-load_time_forge", "transpose_padded", "file-scope initializer",
+     (0, 0)),
+    ("v10", "transpose_padded-pad_at_analysis_shape", "transpose_padded", UNMEASURED, (3, 0)),
+    ("v11", "naive-global_race", "naive", "wrong", (0, 0)),
+]
+CASES += [Case(student, name.replace("_", " "), message, kernel=fixture(name), exercise=ex,
+               points=points) for student, name, ex, message, points in EVIDENCE_CASES]
 KERNELS_OF = {case.student: case.kernel for case in CASES}
 if os.environ.get("TILELAB_CORPUS_ONLY"):  # a few cases by student id: c13,d05
     CASES = [c for c in CASES if c.student in os.environ["TILELAB_CORPUS_ONLY"].split(",")]
@@ -550,7 +580,8 @@ def gradebook_points(root: Path) -> dict[tuple[str, str], tuple[float, float]]:
         for sub in gb.db.query(SubmittedAssignment).all():
             grades = {g.name: g.score for nb in sub.notebooks for g in nb.grades}
             for e in exercises.ASSIGNMENTS[sub.assignment.name]:
-                out[(sub.student.id, e)] = (grades[f"test_{e}_correct"], grades[f"test_{e}_speed"])
+                out[(sub.student.id, e)] = (grades[f"test_{e}_correct"],
+                                            grades.get(f"test_{e}_speed", 0.0))
     return out
 
 
@@ -694,6 +725,9 @@ GPU_CASES = {
     "out-of-bounds write": ("naive", KERNELS_OF["k05"], "elements wrong|memcheck|out of bounds"),
     "shared-memory over-ask": ("tiled", KERNELS_OF["k09"], "does not compile|shared"),
     "printf flood": ("naive", KERNELS_OF["k10"], "correct on|longer than"),
+    **{name: (ex, fixture(name), message) for _, name, ex, message, points in EVIDENCE_CASES
+       if points == (0, 0) and name != "naive-global_race"},
+    "global race": ("naive", fixture("naive-global_race"), "not on the emulator"),
 }
 
 

@@ -7,7 +7,9 @@ failing shape with the race analysis, and the message must name the mistake's ca
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -103,6 +105,13 @@ CASES: list[tuple[str, str, str, str]] = [
      mutate(ref("tiled"), ("__syncthreads();  // 1:", "//")), "race"),
     ("tiled", "no barrier after the products",
      mutate(ref("tiled"), ("__syncthreads();  // 2:", "//")), "race"),
+    ("tiled", "C added to before it is set",
+     mutate(ref("tiled"), ("C[row * N + col] = acc;", "C[row * N + col] += acc;")),
+     "never initialised"),
+    ("naive", "accumulator reset every 16 terms",
+     mutate(ref("naive"), ("acc += A[row * K + k] * B[k * N + col];",
+                           "acc = (k % 16 ? acc : 0.0f) + A[row * K + k] * B[k * N + col];")),
+     "accumulator reset"),
     ("tiled", "loads outside the matrix skipped, not zeroed",
      mutate(ref("tiled"), (TILED_LOADS, SKIPPED_LOADS)),
      "stale shared data"),
@@ -169,10 +178,19 @@ def test_correct_kernels_get_no_cause():
         assert v.correct, "\n".join(v.messages)
 
 
+SPINE = {"naive", "tiled", "transpose_shared", "transpose_padded", "matmul_at_padded",
+         "regblock"}
+
+
 def test_the_mistakes_cover_every_cause_and_exercise():
+    """These and the thirty of ``tests/data/mistakes`` (test_mistakes.py) name every cause
+    but the catch-all and the time limit (tested in test_no_gpu_answers.py)."""
     assert len(CASES) >= 15
-    assert {c[0] for c in CASES} == set(exercises.EXERCISES)
-    assert {c[3] for c in CASES} == set(CAUSES) - {"indexing"}
+    assert {c[0] for c in CASES} == SPINE
+    manifest = json.loads((Path(__file__).parent / "data/mistakes/mistakes.json").read_text())
+    named = {m.group(1) for c in manifest
+             if (m := re.match(r"Likely cause: ([a-z/ -]+?)(?::|$)", c["cause"]))}
+    assert {c[3] for c in CASES} | named == set(CAUSES) - {"indexing", "timed out"}
 
 
 WARP_SUM = r"""

@@ -271,7 +271,7 @@ def test_define_option_naming_a_host_function_is_rejected():
 @pytest.mark.parametrize(("code", "name"), [
     ("float v = __shfl_down(1.0f, 1);", "__shfl_down without _sync"),
     ("unsigned b = __ballot(1);", "__ballot without _sync"),
-    ("cooperative_groups::thread_block b;", "cooperative_groups"),
+    ("cooperative_groups::this_grid().sync();", "blocks that wait on each other"),
     ('asm volatile("trap;");', "inline assembly"),
     ("__half h;", "half precision"),
 ])

@@ -7,15 +7,21 @@ filter, not the name checks, must stop it.
 
 from __future__ import annotations
 
+import ctypes
+import os
+import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tilelab import emu
-from tilelab.emu import errors, native, seccomp
+from tilelab.emu import errors, hostcalls, native, seccomp
 
-pytestmark = pytest.mark.skipif(not seccomp.available(), reason="seccomp filters: x86-64 Linux")
+pytestmark = pytest.mark.skipif(not seccomp.available(),
+                                reason=f"no seccomp filter here: {seccomp.unavailable()}")
 
 WALK = (Path(__file__).parent / "data" / "hostile" / "libc_walk.h").read_text()
 
@@ -155,3 +161,58 @@ def test_only_the_one_tagged_line_is_a_report():
                 b'{"status": "ok"}\n' + native.tagged(tag, b"{}"),
                 native.tagged(tag, b"{}") + b"x", native.tagged(tag, b"{}")[:-1]):
         assert native.untag(raw, tag) == (b"", True), raw
+
+
+def test_the_filters_are_libseccomps_for_this_machines_architecture():
+    lib = ctypes.CDLL("libseccomp.so.2")
+    lib.seccomp_arch_native.restype = ctypes.c_uint32
+    for prog in (seccomp.loading_filter(), seccomp.grid_filter((1, 2, 9))):
+        insns = [struct.unpack_from("=HBBI", prog, i) for i in range(0, len(prog), 8)]
+        assert insns[0] == (0x20, 0, 0, 4)  # load seccomp_data.arch
+        assert insns[1][0] == 0x15 and insns[1][3] == lib.seccomp_arch_native()
+    assert seccomp.syscall_name(seccomp._resolve("execve")) == "execve"
+
+
+RUN_ONE = (
+    "import numpy as np\n"
+    "from tilelab import emu\n"
+    "a = np.zeros(4, np.float32)\n"
+    "emu.SourceModule('__global__ void k(float* a) { a[threadIdx.x] = 2.0f; }')"
+    ".get_function('k')(emu.InOut(a), block=(4, 1, 1))\n"
+    "print('ran', a.sum())\n"
+)
+
+
+def _run_without_libseccomp(**env: str) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k != seccomp.UNCONFINED_ENV}
+    env = {**base, "PYTHONPATH": str(Path(__file__).parents[1]),
+           seccomp.LIBRARY_ENV: "/nonexistent/libseccomp.so.2", **env}
+    return subprocess.run([sys.executable, "-c", RUN_ONE], capture_output=True, text=True,
+                          env=env, timeout=300, check=False)
+
+
+def test_without_libseccomp_the_emulator_refuses_to_run_kernels_and_says_why():
+    p = _run_without_libseccomp()
+    assert p.returncode != 0 and "ran" not in p.stdout
+    assert "Unconfined" in p.stderr and "libseccomp" in p.stderr
+    assert "apt install libseccomp2" in p.stderr and "TILELAB_EMU_UNCONFINED=1" in p.stderr
+
+
+def test_unconfined_runs_only_when_asked():
+    p = _run_without_libseccomp(TILELAB_EMU_UNCONFINED="1")
+    assert p.returncode == 0 and "ran 8.0" in p.stdout, p.stderr
+    assert "no system-call filter" in p.stderr
+
+
+def test_imports_are_read_with_nm(tmp_path):
+    (tmp_path / "lib.c").write_text('#include <stdio.h>\nvoid f(void) { puts("x"); }\n')
+    subprocess.run(["gcc", "-shared", "-fPIC", "lib.c", "-o", "lib.so"], cwd=tmp_path,
+                   check=True)
+    names = hostcalls.undefined_symbols(tmp_path / "lib.so")
+    assert "puts" in names and "f" not in names
+
+
+def test_without_nm_the_message_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILELAB_EMU_NM", str(tmp_path / "no-nm"))
+    with pytest.raises(errors.CompileError, match="Install binutils"):
+        hostcalls.undefined_symbols(tmp_path / "lib.so")

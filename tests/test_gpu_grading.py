@@ -25,11 +25,15 @@ def _report(v):
 def test_reference_solution_passes_both_gates(exercise_id):
     ex = exercises.get(exercise_id)
     v = _report(grade_source(exercise_id, ex.reference.source(), backend_name="gpu"))
+    if not ex.speed_graded:  # a correctness-only step: every point, and no time taken
+        assert v.correct and not v.speed_measured and v.points == ex.points_correct
+        return
     assert v.correct and v.speed_measured and v.speed_passed, scoring.report(v)
     assert v.speedup >= ex.gate and v.gpu
 
 
-SLOW_BUT_RIGHT = ("naive", "tiled", "transpose_padded", "matmul_at_padded", "regblock")
+SLOW_BUT_RIGHT = ("naive", "tiled", "transpose_padded", "matmul_at_padded", "regblock",
+                  "regblock_1d")
 
 
 @pytest.mark.parametrize("exercise_id", list(SLOW_BUT_RIGHT))
@@ -84,7 +88,7 @@ def test_the_class_runs_base_cache_holds_every_speed_runs_course_build():
         warnings.simplefilter("error")  # a part that could not be built fails here, saying why
         base = basecache.base_cache("gpu")
     assert base is not None
-    sources = {ref.source() for ex in exercises.EXERCISES.values()
+    sources = {ref.source() for ex in exercises.EXERCISES.values() if ex.speed_graded
                for ref in (ex.baseline, ex.must_beat) if ref is not None}
     assert len(list((base / PYCUDA_CACHE).glob("*.cubin"))) == len(sources)
     assert list((base / "emu").iterdir())  # the emulator's prelude probe too
@@ -104,6 +108,31 @@ def test_a_kernel_the_sanitizer_fails_gets_the_verdict_of_the_steps_in_turn():
     assert v.traffic is None and not v.speed_measured
     assert v.sanitizer["racecheck"]["summary"] in v.messages
     assert {"sanitizer", "lesson_traffic", "sanitizer_verdict"} <= set(v.step_seconds)
+
+
+def test_the_sanitizers_small_shape_judges_the_corpus_as_its_sanitize_shape_does():
+    # every planted race and out-of-bounds access of the corpus, and the clean references:
+    # racecheck's and memcheck's findings at the grader's small shape match those at the
+    # problem's sanitize_shape
+    from test_sanitizer import planted_faults, references
+
+    from tilelab.grading import sanitizer
+
+    if sanitizer.find_sanitizer() is None:
+        pytest.skip("compute-sanitizer not installed")
+    cases = planted_faults() + references()
+    differ = []
+    for name, exercise_id, source in cases:
+        old = exercises.get(exercise_id).problem.sanitize_shape
+        found = {shape: {t: r["errors"] > 0 for t, r in
+                         sanitizer.run_sanitizers(exercise_id, source, shape=shape).items()}
+                 for shape in (old, sanitizer.grading_shape(exercise_id))}
+        print(name, found)
+        if len(set(map(str, found.values()))) > 1:
+            differ.append((name, found))
+    assert differ == []
+
+
 SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
 REPLAYING = {  # fixture -> exercise: each scored 5/5 when its timed launches could replay
     "tiled-replay_poison_check": "tiled",

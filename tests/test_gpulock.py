@@ -96,6 +96,16 @@ def test_a_waiting_timed_step_goes_before_new_untimed_work(lock, tmp_path):
     assert flag.read_text() == "held"
 
 
+def test_an_empty_lock_folder_named_to_workers_started_elsewhere_works(tmp_path, monkeypatch):
+    empty = tmp_path / "given"
+    empty.mkdir()
+    monkeypatch.setenv(gpulock.ENV, str(empty))
+    assert gpulock.sandbox_binds()[0] == [(str(empty), gpulock.INSIDE)]
+    assert sorted(os.listdir(empty)) == ["gpu", "turn"]
+    with gpulock.GpuLock(empty).exclusive():
+        pass
+
+
 def test_a_holder_that_dies_or_holds_too_long_frees_the_gpu(lock, tmp_path):
     p = holder(lock, "exclusive", tmp_path / "a")
     p.send_signal(signal.SIGKILL)
@@ -164,3 +174,24 @@ def test_the_workers_of_one_gpu_share_its_lock_and_see_only_it(tmp_path):
     assert len(got) == 2
     assert set(got.values()) == {("0", str(tmp_path / "locks" / "gpu-0"))}
     assert sorted(os.listdir(tmp_path / "locks" / "gpu-0")) == ["gpu", "turn"]
+
+
+def test_a_grading_worker_waits_while_a_kernel_is_timed_on_its_gpu(lock, tmp_path):
+    # the worker takes the lock shared before anything runs on its GPU (here, with no GPU,
+    # the backend it picks is the emulator's, and it still takes it)
+    from tilelab.catalog.reference import KERNELS
+
+    (tmp_path / "k.cu").write_text(KERNELS["naive"].source())
+    timed = holder(lock, "exclusive", tmp_path / "a")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), gpulock.ENV: str(lock)}
+    env.pop("TILELAB_BACKEND", None)
+    worker = subprocess.Popen([sys.executable, "-m", "tilelab.grading.worker", "--exercise",
+                               "naive", "--source", str(tmp_path / "k.cu"), "--out",
+                               str(tmp_path / "v.json"), "--no-speed"], env=env)
+    with pytest.raises(subprocess.TimeoutExpired):
+        worker.wait(timeout=3)  # it cannot grade while the GPU is someone else's
+    assert not (tmp_path / "v.json").exists()
+    (tmp_path / "go").touch()
+    timed.wait(timeout=60)
+    assert worker.wait(timeout=300) == 0
+    assert '"correct": true' in (tmp_path / "v.json").read_text()

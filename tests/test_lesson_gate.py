@@ -57,6 +57,7 @@ def test_ncus_csv_is_read_into_the_lessons_figures():
     ("transpose_padded", "transpose_padded-unpadded", "bank conflicts"),
     ("transpose_padded", "transpose_padded-padded", None),
     ("transpose_shared", "transpose_shared-strided_reads", "32.0 sectors per request"),
+    ("transpose_shared", "transpose_padded-padded", None),
 ])
 def test_the_lesson_is_judged_from_the_counters(exercise_id, fixture, skips):
     ex = exercises.get(exercise_id)
@@ -67,6 +68,37 @@ def test_the_lesson_is_judged_from_the_counters(exercise_id, fixture, skips):
         assert v.speed_passed, v.messages
     else:
         assert not v.speed_passed and skips in " ".join(v.messages)
+
+
+def test_wide_coalesced_loads_are_not_mistaken_for_a_strided_walk():
+    """float4 loads: 16 sectors per request, but no more bytes than the problem moves."""
+    ex = exercises.get("transpose_shared")
+    c = recorded("transpose_padded-padded")
+    for kind in ("ld", "st"):
+        c[f"global_{kind}_requests"] /= 4
+    f = counters.figures(ex, c)
+    assert f["sectors_per_load_request"] == 16.0
+    assert counters.skipped_lesson(ex, f) is None
+
+
+@pytest.mark.parametrize("sectors_per_32_mads,skips", [
+    (5, None),  # the naive kernel: one sector of A, four of B
+    (33, "33.0 bytes per multiply-add"),  # threadIdx.x along rows
+])
+def test_a_matrix_products_coalescing_is_judged_by_bytes_per_multiply_add(sectors_per_32_mads,
+                                                                         skips):
+    ex = exercises.get("naive")
+    mads = ex.problem.flops(ex.speed_shape) / 2
+    c = dict.fromkeys(counters.METRICS, 0.0)
+    c["global_ld_sectors"] = mads / 32 * sectors_per_32_mads
+    c["global_ld_requests"] = mads / 32 * 2
+    f = counters.figures(ex, c)
+    why = counters.skipped_lesson(ex, f)
+    assert why is None if skips is None else skips in why
+    tiled = exercises.get("tiled")  # coalesced or not, no tile is reused
+    assert counters.skipped_lesson(tiled, counters.figures(tiled, c)) is not None
+    if skips is None:
+        assert "no tile is reused" in counters.skipped_lesson(tiled, counters.figures(tiled, c))
 
 
 def test_a_kernel_with_no_shared_access_fails_a_padding_lesson():
@@ -182,3 +214,18 @@ def test_no_correct_variant_is_refused_by_its_counters(exercise_id, key):
     ex = exercises.get(exercise_id)
     f = counters.figures(ex, counters.measure(ex.id, variant(exercise_id, key)))
     assert counters.skipped_lesson(ex, f) is None, counters.describe(f, None, None)
+
+
+def test_ncu_counts_one_timed_launch_drawn_after_those_a_graded_run_makes_first():
+    """The counted process launches as a graded run does: once at every graded shape, then
+    a speed run's launches; ncu counts one drawn among the timed ones."""
+    from tilelab.device.bench import REPEAT, WARMUP
+
+    ex = exercises.get("transpose_padded")
+    cmd = counters.command("ncu", ex, "k.cu", 17)
+    assert cmd[cmd.index("--launch-skip") + 1] == str(len(ex.shapes) + 17)
+    assert cmd[cmd.index("--launch-count") + 1] == "1"
+    assert cmd[cmd.index("--launches") + 1] == str(WARMUP + REPEAT)
+    assert cmd[cmd.index("--at") + 1] == "speed"
+    draws = {counters.draw() for _ in range(400)}
+    assert min(draws) >= WARMUP and max(draws) < WARMUP + REPEAT and len(draws) > REPEAT // 2

@@ -21,6 +21,7 @@ from nbgrader.validator import Validator
 
 from tilelab import classroom, publish
 from tilelab.catalog import exercises
+from tilelab.classroom import submissions
 from tilelab.grading.sandbox import grade_source
 
 REPO = Path(__file__).resolve().parents[1]
@@ -267,5 +268,22 @@ def test_without_a_gpu_no_kernel_passes_the_speed_tests(monkeypatch):
     monkeypatch.delenv("TILELAB_AWARD_SPEED_WITHOUT_GPU", raising=False)
     result = Validator().validate(str(notebook_path("solutions", "03-padded")))
     failed = result.get("failed", [])
-    assert len(failed) == 3, failed
+    timed = [e for e in exercises.EXERCISES.values()
+             if e.assignment == "03-padded" and e.speed_graded]
+    assert len(failed) == len(timed) > 0, failed
     assert all("not measured: needs a GPU" in f["error"] for f in failed)
+
+
+@pytest.mark.parametrize("exercise_id", list(exercises.EXERCISES))
+def test_a_class_run_knows_an_untouched_stub_from_a_kernel(exercise_id):
+    """A submitted notebook keeps the stubs of the steps a learner skipped: the class run
+    scores them 0 without grading them (no emulator run per skipped step)."""
+    ex = exercises.get(exercise_id)
+    stub = classroom.extract_kernel(notebook_path("exercises", ex.assignment), exercise_id)
+    solution = classroom.extract_kernel(notebook_path("solutions", ex.assignment), exercise_id)
+    assert submissions.empty_kernel(stub, ex.kernel)
+    assert not submissions.empty_kernel(solution, ex.kernel)
+    one_line = stub.replace("// YOUR CODE HERE", "C[0] = 1.0f;  // YOUR CODE HERE", 1)
+    assert not submissions.empty_kernel(one_line, ex.kernel)
+    helper = "__device__ float two() { return 2.0f; }\n" + stub
+    assert not submissions.empty_kernel(helper, ex.kernel)

@@ -64,6 +64,48 @@ def test_a_zero_verdict_names_the_exercise_and_its_maxima():
     assert scoring.points(v, award=True).total == 0
 
 
+LOST = {  # a verdict, and what the report must say of each lost part
+    "not compiled": ({"compiled": False, "correct": False,
+                      "messages": ["the kernel does not compile:\nkernel.cu:3: error"]},
+                     ["lost 3 correctness points: it does not compile",
+                      "lost 2 speed points: not judged: the kernel is not correct"]),
+    "refused": ({"compiled": False, "correct": False,
+                 "messages": ["the kernel calls malloc, which a graded kernel may not use"]},
+                ["lost 3 correctness points: refused before it ran: the kernel calls malloc"]),
+    "timed out": ({"correct": False, "shapes": [
+        {"shape": [1, 1, 1], "ok": False,
+         "message": "kernel 'matmul_naive' did not finish within 5 s"}]},
+        ["lost 3 correctness points: timed out at shape (1, 1, 1)"]),
+    "wrong": ({"correct": False, "shapes": [
+        {"shape": [1, 1, 1], "ok": True},
+        {"shape": [37, 53, 29], "ok": False, "wrong": 40, "total": 1961}]},
+        ["lost 3 correctness points: wrong at 1 of 2 shapes (e.g. 40 of 1961 elements at "
+         "shape (37, 53, 29))"]),
+    "no GPU": ({}, ["lost 2 speed points: not measured: needs a GPU"]),
+    "slow": (CASES["GPU, slow"], ["lost 2 speed points: too slow: 1.10x over", "the gate is "
+                                  "2.3x (it needs to run 2.09x faster)"]),
+}
+
+
+@pytest.mark.parametrize("case", list(LOST))
+def test_every_lost_point_is_explained(case):
+    kw, says = LOST[case]
+    v = verdict(**kw)
+    report = scoring.report(v)
+    for s in says:
+        assert s in report, report
+    p = scoring.points(v)
+    lost = {m.group(2): float(m.group(1))
+            for m in re.finditer(r"lost (\d+(?:\.\d+)?) (correctness|speed) points?", report)}
+    assert lost.get("correctness", 0) == v.max_points_correct - p.correct
+    assert lost.get("speed", 0) == v.max_points_speed - p.speed
+
+
+def test_a_full_score_loses_nothing():
+    v = verdict(**CASES["GPU, fast"])
+    assert "lost" not in scoring.report(v)
+
+
 @pytest.mark.parametrize("exercise_id", [e.id for e in exercises.EXERCISES.values()
                                          if e.speed_graded])
 @pytest.mark.parametrize("degree", [None, 1.0, 16.5])

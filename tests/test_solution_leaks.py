@@ -44,9 +44,19 @@ def own(kernel: str) -> str:
         cells=[nbformat.v4.new_code_cell(f'KERNEL = r"""{kernel}"""')]))
 
 
-def test_every_exercise_has_a_solution_block_long_enough_to_be_told():
-    assert len(BLOCKS) >= len(exercises.EXERCISES)
-    assert all(len(b) >= submissions.SOLUTION_RUN for b in BLOCKS)
+SPINE = ("naive", "tiled", "transpose_shared", "transpose_padded", "matmul_at_padded",
+         "regblock")
+
+
+def long_enough(kernel: str) -> bool:
+    """Whether a solution has a run of lines no learner's few-line kernel shares by chance."""
+    lines = [x for x in (" ".join(ln.split("//")[0].split()) for ln in kernel.splitlines()) if x]
+    return len(lines) >= submissions.SOLUTION_RUN + 4
+
+
+def test_every_spine_exercise_has_a_solution_block_long_enough_to_be_told():
+    assert len(BLOCKS) >= len(SPINE)
+    assert all(long_enough(solution_kernel(e)) for e in SPINE)
 
 
 def test_a_guard_line_and_the_graders_hint_are_never_evidence(tmp_path):
@@ -67,7 +77,10 @@ def test_a_whole_solution_printed_but_not_submitted_is_counted_and_kept(tmp_path
     stub = solution[: solution.index("{") + 1] + "\n    // YOUR CODE HERE\n}\n"
     path = executed(tmp_path / "n.ipynb", stub, ["header\n" + solution])
     before = path.read_bytes()
-    assert submissions.solution_shown(path, BLOCKS, own(stub)) == 1
+    # a solution of a few lines cannot be told from what a learner writes: never counted
+    assert submissions.solution_shown(path, BLOCKS, own(stub)) == (
+        1 if long_enough(solution) else 0)
+    assert exercise_id not in SPINE or long_enough(solution)
     assert path.read_bytes() == before  # the feedback is never cut
     # the learner who wrote that kernel may print it
     assert submissions.solution_shown(path, BLOCKS, own(solution)) == 0

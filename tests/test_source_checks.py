@@ -291,6 +291,10 @@ OUTSIDE = {
                                       "float acc = 0.0f;"), "string literal"),
     "a universal character name": (_with("float acc = 0.0f;", "int syst\\u0065m = 0; "
                                          "float acc = 0.0f;"), "backslash"),
+    "a name split by a line splice": ("__device__ int sys, tem;\n" + _with(
+        "float acc = 0.0f;", "sys\\\ntem(0); float acc = 0.0f;"), "line splice"),
+    "printf with a computed format": (_with("float acc = 0.0f;", "char f[3] = {'%', 'n', 0}; "
+                                            "printf(f); float acc = 0.0f;"), "printf with a"),
     "a $ in a name": (_with("float acc = 0.0f;", "int a$b = 0; float acc = 0.0f;"), "'$'"),
     "_Pragma of anything else": ('_Pragma("GCC optimize(\\"O0\\")")\n' + NAIVE_BODY,
                                  "string literal|_Pragma"),
@@ -318,7 +322,8 @@ def test_constructs_outside_the_graded_subset_are_refused_by_name(case):
 
 
 def test_every_kernel_the_course_ships_is_in_the_graded_subset():
-    """Reference kernels, every variant, the course's .cu files, every solution's kernel."""
+    """Reference kernels, every variant, the course's .cu files, every solution's kernel and
+    every released stub."""
     from pathlib import Path
 
     from tilelab import classroom
@@ -332,8 +337,9 @@ def test_every_kernel_the_course_ships_is_in_the_graded_subset():
     sources += [v.source() for vs in VARIANTS.values() for v in vs]
     sources += [p.read_text() for p in sorted((root / "tilelab" / "kernels").glob("*.cu"))]
     for ex in exercises.EXERCISES.values():
-        nb = root / "solutions" / ex.assignment / f"{classroom.notebook_id(ex.assignment)}.ipynb"
-        sources.append(classroom.extract_kernel(nb, ex.id))
+        for folder in ("solutions", "exercises"):
+            nb = root / folder / ex.assignment / f"{classroom.notebook_id(ex.assignment)}.ipynb"
+            sources.append(classroom.extract_kernel(nb, ex.id))
     assert len(sources) > 60
     for src in sources:
         check_subset(src)

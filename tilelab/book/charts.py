@@ -96,10 +96,11 @@ def _bar(spec: ChartSpec, ds: Dataset, path: Path, reflines: list[tuple[float, s
             ax.plot([i + shift for i, _ in ov], [v for _, v in ov], "D", color=style.INK,
                     markersize=6, label=spec.label(spec.overlay, ds), zorder=5)
             top = max(top, *(v for _, v in ov))
-    for value, text in reflines:
+    for value, text in reflines:  # labelled at the left end, clear of the bars' value labels
         ax.axhline(value, color=style.MEASURED, linestyle="--", linewidth=1.2)
-        ax.annotate(text, (len(xs) - 0.5, value), ha="right", va="bottom", fontsize=8,
-                    color=style.MEASURED)
+        ax.annotate(text, (-0.5, value), ha="left", va="bottom", fontsize=8,
+                    color=style.MEASURED,
+                    bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none"})
         top = max(top, value)
     long = sum(len(str(x)) for x in xs) > 48
     ax.set_xticks(range(len(xs)), [str(x) for x in xs], rotation=25 if long else 0,
@@ -198,7 +199,9 @@ def _roofline(spec: ChartSpec, ds: Dataset, device: Dataset, path: Path,
     ax.set_xlim(xs[0], xs[-1])
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved from global memory)")
     ax.set_ylabel("GFLOP/s")
-    ax.legend(fontsize=8, frameon=False, loc="upper left")
+    # below the roofs, right of the kernels: nothing is drawn there
+    ax.legend(fontsize=8, frameon=True, facecolor="white", edgecolor="none", framealpha=0.9,
+              loc="lower right")
     if spec.title:
         ax.set_title(spec.title, fontsize=10)
     style.tidy(ax)

@@ -85,9 +85,10 @@ def missing_message(exc: Missing) -> list[nodes.Node]:
 
 
 def missing_inline(exc: Missing) -> nodes.Node:
-    """A short inline marker; hovering shows the command that produces the data."""
+    """A short inline marker ("not measured yet" for a GPU experiment, whether the file or
+    only the row is missing); hovering shows what is missing and the command that makes it."""
     phrase, cmd, where = missing_hint(exc.experiment)
-    text = f"[{exc.experiment}: {'no such value' if exc.detail else phrase}]"
+    text = f"[{exc.experiment}: {phrase}]"
     why = f"{exc.detail}; " if exc.detail else ""
     return nodes.abbreviation(text, text, explanation=f"{why}run {cmd} {where}",
                               classes=["tl-missing"])

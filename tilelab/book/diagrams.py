@@ -213,29 +213,27 @@ def tiles_worked(path: Path) -> None:
     """The 4x4 worked example, block (0, 0): each phase's loads and partial sums."""
     steps = worked.phases(0, 0)
     t2 = worked.TILE
-    fig, ax = _blank(9.6, 3.3 * len(steps), (0, 16.2), (-3.3 * len(steps) + 0.5, 0.8))
+    fig, ax = _blank(9.6, 3.3 * len(steps), (0, 17.6), (-3.3 * len(steps) + 0.5, 0.8))
     for i, ph in enumerate(steps):
         y = -i * 3.3
         k = slice(ph.t, ph.t + t2)
         ax.text(0.0, y + 0.25, f"phase t = {ph.t}\n(k = {ph.t}..{ph.t + t2 - 1})",
                 fontsize=10, va="top", weight="bold", color=style.INK)
-        _matrix(ax, 1.6, y, worked.A, "A (global)", style.A_COLOUR, (slice(0, t2), k))
-        _matrix(ax, 4.4, y, worked.B, "B (global)", style.B_COLOUR, (k, slice(0, t2)))
-        ax.add_patch(FancyArrowPatch((7.15, y - 1.2), (7.85, y - 1.2), arrowstyle="->",
-                                     mutation_scale=12, color=style.INK))
-        ax.text(7.5, y - 0.95, "load,\nbarrier 1", ha="center", fontsize=8, color=style.MUTED)
-        _matrix(ax, 8.0, y - 0.6, ph.a_tile, "As (shared)", style.A_COLOUR,
+        _matrix(ax, 2.0, y, worked.A, "A (global)", style.A_COLOUR, (slice(0, t2), k))
+        _matrix(ax, 4.7, y, worked.B, "B (global)", style.B_COLOUR, (k, slice(0, t2)))
+        for x0, text in ((7.4, "load,\nbarrier 1"), (12.0, "multiply,\nbarrier 2")):
+            ax.add_patch(FancyArrowPatch((x0, y - 1.2), (x0 + 0.75, y - 1.2), arrowstyle="->",
+                                         mutation_scale=12, color=style.INK))
+            ax.text(x0 + 0.375, y - 1.4, text, ha="center", va="top", fontsize=8,
+                    color=style.MUTED)
+        _matrix(ax, 8.5, y - 0.6, ph.a_tile, "As\n(shared)", style.A_COLOUR,
                 (slice(None), slice(None)))
-        _matrix(ax, 9.6, y - 0.6, ph.b_tile, "Bs (shared)", style.B_COLOUR,
+        _matrix(ax, 10.2, y - 0.6, ph.b_tile, "Bs\n(shared)", style.B_COLOUR,
                 (slice(None), slice(None)))
-        ax.add_patch(FancyArrowPatch((11.1, y - 1.2), (11.8, y - 1.2), arrowstyle="->",
-                                     mutation_scale=12, color=style.INK))
-        ax.text(11.45, y - 0.95, "multiply,\nbarrier 2", ha="center", fontsize=6.5,
-                color=style.MUTED)
-        _matrix(ax, 12.0, y - 0.6, ph.partial, f"acc after t = {ph.t}", style.C_COLOUR,
+        _matrix(ax, 13.1, y - 0.6, ph.partial, f"acc after\nt = {ph.t}", style.C_COLOUR,
                 (slice(None), slice(None)), cell=0.75)
         prod = " + ".join(f"{ph.a_tile[0, j]}·{ph.b_tile[j, 0]}" for j in range(t2))
-        ax.text(13.8, y - 0.9, f"thread (0,0):\n{'acc + ' if i else ''}{prod}\n"
+        ax.text(14.9, y - 0.9, f"thread (0,0):\n{'acc + ' if i else ''}{prod}\n"
                 f"= {ph.partial[0, 0]}", fontsize=9, va="top", color=style.INK)
     style.save(fig, path)
 

@@ -10,7 +10,7 @@ from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.util.docutils import SphinxDirective
 
-from tilelab.book import charts, context, diagrams, expr, images, tables, worked
+from tilelab.book import charts, context, diagrams, expr, images, style, tables, worked
 from tilelab.book.data import (
     DataError,
     Dataset,
@@ -21,6 +21,8 @@ from tilelab.book.data import (
     parse_list,
     parse_mapping,
 )
+from tilelab.book.listing import KernelListing
+from tilelab.experiments import road
 
 Options = dict[str, Callable[[str], Any]]
 
@@ -58,6 +60,9 @@ class _BookDirective(SphinxDirective):
         img = nodes.image(uri=uri, alt=alt or name)
         if "width" in self.options:
             img["width"] = self.options["width"]
+        else:  # shown at its layout size: the PNG has style.SCALE x the pixels
+            png = Path(self.env.srcdir) / uri.lstrip("/")
+            img["width"] = f"{images.png_width(png) // style.SCALE}px"
         fig += img
         fig.extend(self.caption_nodes())
         self.add_name(fig)
@@ -272,13 +277,13 @@ class ReuseTable(_BookDirective):
     option_spec: ClassVar[Options] = {"sizes": directives.unchanged}
 
     def run(self) -> list[nodes.Node]:
-        heads = ["N", "tile B", "naive: 2·N·B² reads", "tiled: (N/B)·2·B² reads", "factor"]
+        heads = ["N", "tile T", "naive: 2·N·T² reads", "tiled: (N/T)·2·T² reads", "factor"]
         cells = []
         try:
             for size in parse_list(self.options.get("sizes", "4x2")):
-                n, _, b = size.partition("x")
-                r = worked.global_reads(int(n), int(b))
-                cells.append([n, b, format_value(r["naive"], ","), format_value(r["tiled"], ","),
+                n, _, t = size.partition("x")
+                r = worked.global_reads(int(n), int(t))
+                cells.append([n, t, format_value(r["naive"], ","), format_value(r["tiled"], ","),
                               f"{r['factor']}×"])
         except ValueError as exc:
             return self.fail(DataError(f"reuse-table sizes: {exc}"), "Table")
@@ -301,7 +306,48 @@ def _mat(m) -> str:
     return " / ".join(" ".join(str(v) for v in row) for row in m)
 
 
+class AblationTable(_BookDirective):
+    """``{ablation-table} sgemm``: each pair of ``road.ABLATIONS`` (one change to one
+    kernel), the speed with the change over the speed without it at each ``:sizes:``; a pair
+    the data file lacks reads "not measured yet" in its cell."""
+
+    required_arguments = 1
+    has_content = True
+    option_spec: ClassVar[Options] = {"sizes": directives.unchanged,
+                                      "only": directives.unchanged,
+                                      "name": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        experiment = self.arguments[0]
+        try:
+            ds = self.need(experiment)
+            sizes = [int(n) for n in parse_list(self.options.get("sizes", "4096"))]
+        except (Missing, DataError, ValueError) as exc:
+            return self.fail(exc if not isinstance(exc, ValueError) else DataError(str(exc)),
+                             "Ablations")
+        only = set(parse_list(self.options.get("only")))
+        speed = {(r.get("kernel"), r.get("n")): r.get("tflops") for r in ds.rows}
+        heads = ["change", "without", "with", *(f"with / without, N={n}" for n in sizes)]
+        cells = []
+        for key, what, without, with_ in road.ABLATIONS:
+            if only and key not in only:
+                continue
+            row = [what, without, with_]
+            for n in sizes:
+                a, b = speed.get((without, n)), speed.get((with_, n))
+                row.append(f"{b / a:.3f}×" if a and b else "not measured yet")
+            cells.append(row)
+        table = build_table(heads, cells, [False, False, False, *([True] * len(sizes))])
+        caption = self.caption_nodes()
+        if caption and isinstance(caption[0], nodes.caption):
+            table.insert(0, nodes.title("", "", *caption[0].children))
+        self.add_name(table)
+        return [table]
+
+
 DIRECTIVES = {
+    "ablation-table": AblationTable,
+    "kernel-listing": KernelListing,
     "measured-table": MeasuredTable,
     "measured-figure": MeasuredFigure,
     "measured-text": MeasuredText,

@@ -73,6 +73,10 @@ class Expr:
     def evaluate(self, load: Loader) -> tuple[Any, str]:
         """The value, and the unit of its first reference when it is a single reference."""
         values = [r.resolve(load) for r in self.refs]
+        for ref, (v, _) in zip(self.refs, values, strict=True):
+            if v is None:  # the row is there, the value is not (not counted on this run)
+                raise Missing(ref.experiment, f"{ref.experiment}: {ref.column} has no value "
+                              "in the row asked for")
         env = {f"_r{i}": v for i, (v, _) in enumerate(values)}
         value = _eval(self.tree, env)
         unit = values[0][1] if len(self.refs) == 1 and isinstance(self.tree, ast.Name) else ""

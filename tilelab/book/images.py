@@ -42,6 +42,15 @@ def image_key(kind: str, options: dict[str, Any], files: Iterable[Path]) -> str:
     return h.hexdigest()[:16]
 
 
+def png_width(path: Path) -> int:
+    """The width in pixels of the PNG at ``path`` (from its IHDR header)."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if head[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError(f"{path} is not a PNG")
+    return int.from_bytes(head[16:20], "big")
+
+
 def ensure_image(srcdir: Path, name: str, draw: Callable[[Path], None]) -> str:
     """Draw ``name`` under ``book/_generated`` unless it exists; return its source-root URI."""
     target = Path(srcdir) / GENERATED / name

@@ -85,15 +85,14 @@ def summary(prov: dict) -> str:
 
 
 def render(app: Sphinx, experiments: list[str]) -> nodes.Element:
-    """The box for ``experiments`` (a data file each): one line per file, then the
-    commands and methods that produced them (each distinct one once)."""
+    """The box for ``experiments``: one item per data file, with where and when it was
+    measured, and under it the command that wrote it and the method it used."""
     env = app.env
     box = provenance_box(classes=["tl-provenance"])
     box += provenance_title("", "Where the numbers on this page come from")
     box += nodes.paragraph("", "Every measured value, table and plot on this page is rendered "
                            "when the book is built, from these data files; none is typed in.")
     items = nodes.bullet_list()
-    extra: dict[str, dict[str, None]] = {"command": {}, "method": {}}
     for name in experiments:
         path = data_path(context.data_dir(env), name)
         try:
@@ -104,20 +103,23 @@ def render(app: Sphinx, experiments: list[str]) -> nodes.Element:
         para = nodes.paragraph()
         para += nodes.literal("", context.relpath(env, path))
         para += nodes.Text(" — ")
+        item = nodes.list_item("", para)
         if ds is None:
             para.extend(context.missing_message(Missing(name)))
         else:
             para += nodes.Text(f"{ds.title}: {summary(ds.provenance)}")
-            for key in extra:
-                if ds.provenance.get(key):
-                    extra[key][str(ds.provenance[key])] = None
-        items += nodes.list_item("", para)
+            details = nodes.bullet_list(classes=["tl-provenance-how"])
+            for key, label in (("command", "Command"), ("method", "Method")):
+                value = ds.provenance.get(key)
+                if value:
+                    line = nodes.paragraph("", "", nodes.strong("", f"{label}: "))
+                    line += nodes.literal("", str(value)) if key == "command" else nodes.Text(
+                        str(value))
+                    details += nodes.list_item("", line)
+            if details.children:
+                item += details
+        items += item
     box += items
-    for key, label in (("command", "Command"), ("method", "Method")):
-        for value in extra[key]:
-            para = nodes.paragraph("", "", nodes.strong("", f"{label}: "))
-            para += nodes.literal("", value) if key == "command" else nodes.Text(value)
-            box += para
     return box
 
 

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
-DPI = 110
+DPI = 110  # layout: inches x DPI = the width a figure is shown at (CSS pixels)
+SCALE = 2  # the PNG has SCALE x as many pixels per side (sharp on HiDPI screens)
+COLUMN_PX = 660  # a figure's room in the text column of a page at a 1280-px window (CSS px)
+MIN_LABEL_PX = 11.5  # no text of a figure smaller than this, as displayed
+METADATA_KEY = "tilelab-min-text-px"  # PNG text chunk: smallest text, in image pixels
 INK = "#1f2933"
 MUTED = "#7b8794"
 GRID = "#e4e7eb"
@@ -35,6 +41,27 @@ def tidy(ax) -> None:
         ax.spines[side].set_visible(False)
 
 
+def legible(fig: Figure) -> float:
+    """Raise every text of ``fig`` to at least ``MIN_LABEL_PX`` as displayed: at the width
+    of its tight bounding box (what ``save`` writes), or shrunk to the column when wider.
+    Returns the smallest text, in points."""
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    floor = 0.0
+    for _ in range(4):  # larger text widens the box, which shrinks it on the page: settle
+        width_px = fig.get_tightbbox(canvas.get_renderer()).width * DPI
+        floor = MIN_LABEL_PX / min(1.0, COLUMN_PX / width_px) * 72 / DPI
+        small = [t for t in texts if t.get_fontsize() < floor - 1e-6]
+        if not small:
+            break
+        for t in small:
+            t.set_fontsize(floor)
+    return min((t.get_fontsize() for t in texts), default=floor)
+
+
 def save(fig: Figure, path: Path) -> None:
-    """Write ``fig`` as PNG (the format every browser shows the same)."""
-    fig.savefig(path, format="png", dpi=DPI, bbox_inches="tight", facecolor="white")
+    """Write ``fig`` as a PNG at ``SCALE`` x its display resolution, every text legible, the
+    smallest text's size in image pixels recorded in the PNG (``METADATA_KEY``)."""
+    smallest = legible(fig)
+    fig.savefig(path, format="png", dpi=DPI * SCALE, bbox_inches="tight", facecolor="white",
+                metadata={METADATA_KEY: f"{smallest * DPI * SCALE / 72:.2f}"})

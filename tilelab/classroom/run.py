@@ -57,7 +57,8 @@ class Executor(Protocol):
 
 def read_submission(cd: CourseDirectory, student: str, assignment: str) -> task.Submission:
     """A submission's files; none where its folder holds links, special files or files too
-    large (the task then refuses it, naming them): none is read before its size is known."""
+    large (checked by apparent size before anything is read: the task then refuses it,
+    naming them)."""
     folder = Path(cd.format_path(cd.submitted_directory, student, assignment))
     if unsafe := submissions.refused_entries(folder, cd.max_file_size * 1000):
         return task.Submission(student, assignment, {},

@@ -115,10 +115,16 @@ def grade_notebook(
             verdicts.append(Verdict.for_exercise(ex, backend_name, gpu,
                                                  f"not graded (0 points): {exc}"))
             continue
-        verdict = grade_source(
-            exercise_id, source, backend_name=backend_name, gate=(gates or {}).get(exercise_id),
-            sandboxed=sandboxed,
-        )
+        if submissions.empty_kernel(source, ex.kernel):  # the released stub, untouched
+            verdict = Verdict.for_exercise(
+                ex, backend_name, gpu, f"not attempted (0 points): the body of {ex.kernel} "
+                "is empty, as released, so every element of its output is never written; "
+                "write the kernel and submit again")
+        else:
+            verdict = grade_source(
+                exercise_id, source, backend_name=backend_name,
+                gate=(gates or {}).get(exercise_id), sandboxed=sandboxed,
+            )
         if cache is not None:
             cache_verdict(cache, source, verdict)
         verdicts.append(verdict)
@@ -150,16 +156,10 @@ class Refusal(NamedTuple):
     text: str
 
 
-def unsafe_text(odd: list[str]) -> str:
-    """What a learner whose submission holds links, special files or files too large is
-    told."""
-    return submissions.refusal(odd)
-
-
 def refuse(run: ClassRun, sub: Submission, refusal: Refusal) -> None:
-    """A submission not graded (its folder holds links or special files, its worker died,
-    the grader failed): nothing of it is read, copied or run; every kernel scores zero and
-    the learner is told why."""
+    """A submission not graded (its folder holds links, special files or files too large,
+    its worker died, the grader failed): nothing of it is read, copied or run; every kernel
+    scores zero and the learner is told why."""
     run.failed(sub.assignment, sub.student, refusal.step, refusal.text)
     sub.verdicts = [Verdict.for_exercise(exercises.get(e), run.backend, run.gpu,
                                          f"not graded (0 points): {refusal.text}")
@@ -232,8 +232,9 @@ def grade_one(run: ClassRun, assignment: str, student: str,
     graded, and why (see :func:`refuse`)."""
     sub = Submission(assignment, student)
     folder = run.folder("submitted", student, assignment)
-    if refusal is None and (odd := submissions.unsafe_entries(folder)):
-        refusal = Refusal("files", unsafe_text(odd))  # never read or copied through a link
+    if refusal is None and (odd := submissions.refused_entries(
+            folder, run.api.coursedir.max_file_size * 1000)):
+        refusal = Refusal("files", submissions.refusal(odd))  # never read, copied or followed
     if refusal is not None:
         refuse(run, sub, refusal)
     else:

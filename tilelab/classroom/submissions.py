@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -328,3 +329,20 @@ def interrupted_cells(notebook: Path) -> int:
             for o in c.get("outputs") or [])
         for c in cells
     )
+
+
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def empty_kernel(source: str, kernel: str) -> bool:
+    """Whether the kernel ``kernel`` in ``source`` has an empty body (comments aside) and
+    nothing else is written outside it but preprocessor lines: the released stub, left
+    as it was. Such a kernel writes nothing; grading it would only say so, slowly."""
+    text = _COMMENTS.sub("", source)
+    m = re.search(rf"\b{re.escape(kernel)}\s*\([^)]*\)\s*\{{\s*\}}", text)
+    if m is None:
+        return False
+    rest = text[: m.start()] + text[m.end():]
+    lines = [ln.strip() for ln in rest.splitlines()]
+    return all(not ln or ln.startswith("#") or ln in ("__global__ void", "__global__")
+               for ln in lines)

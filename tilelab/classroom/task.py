@@ -34,8 +34,8 @@ from sqlalchemy.exc import SAWarning
 
 from tilelab import settings
 from tilelab.classroom import course as nbcourse
-from tilelab.classroom import resume
-from tilelab.classroom.steps import ClassRun, Refusal, grade_one, protocol, unsafe_text
+from tilelab.classroom import resume, submissions
+from tilelab.classroom.steps import ClassRun, Refusal, grade_one, protocol
 from tilelab.device import backend as backends
 from tilelab.grading import bubblewrap
 
@@ -142,7 +142,7 @@ def grade(course: Course, sub: Submission, refusal: Refusal | None = None) -> Re
     chosen = course.backend or backends.active()
     retry = False
     if refusal is None and sub.unsafe:
-        refusal = Refusal("files", unsafe_text(sub.unsafe))
+        refusal = Refusal("files", submissions.refusal(sub.unsafe))
     if refusal is None and course.sandboxed and (why := bubblewrap.problem()):
         refusal, retry = Refusal("sandbox", f"no sandbox on the grading machine: {why}"), True
     gpu = backends.gpu_probe()[1] if chosen == "gpu" and refusal is None else None

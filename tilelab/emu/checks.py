@@ -13,6 +13,8 @@ ALLOWED_INCLUDES = (
     "stdio.h", "math.h", "stdint.h", "float.h", "limits.h", "assert.h",
     "cstdio", "cmath", "cstdint", "cfloat", "climits", "cassert",
     "cuda_runtime.h", "cuda.h", "device_launch_parameters.h",
+    "cooperative_groups.h", "cooperative_groups/reduce.h", "cooperative_groups/scan.h",
+    "cooperative_groups/memcpy_async.h",
 )
 _HALF_HEADERS = ("cuda_fp16.h", "cuda_bf16.h")
 
@@ -21,14 +23,21 @@ _UNSUPPORTED = (
     (r"\b__(?:shfl(?:_up|_down|_xor)?|ballot|any|all)\b", "{m} without _sync (removed in CUDA 9)",
      " (nvcc rejects it for Volta and later too): write the _sync form, e.g. "
      "__shfl_down_sync(0xffffffff, v, 16)"),
-    (r"\bcooperative_groups\b", "cooperative_groups", ""),
+    (r"\b(?:this_grid|grid_group|this_multi_grid|multi_grid_group|this_cluster|cluster_group)\b"
+     r"|\bcudaLaunchCooperativeKernel\w*",
+     "{m} (a barrier across blocks: blocks that wait on each other)",
+     ", or split the kernel into two launches where the grid would sync (the end of a "
+     "launch is a barrier for the whole grid): the CPU emulator runs one block at a time, "
+     "so no block can wait for another"),
     (r"\btex(?:1D|2D|3D|1Dfetch)\w*|\btexture\s*<|\bsurf(?:1D|2D|3D)\w*|\bcudaTextureObject_t\b",
      "{m} (textures and surfaces)", ""),
     (r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile|__volatile__)?\s*\(", "inline assembly ({m})", ""),
     (r"\bnvcuda\b|\bwmma\s*::|\bmma(?:_sync)?\s*\(", "{m} (tensor-core matrix operations)", ""),
     (r"\bcudaMalloc\w*|\bcudaFree\b|\bcudaMemcpy\w*", "{m} inside device code", ""),
     (r"<<<", "dynamic parallelism (a kernel launch <<<...>>> inside the kernel source)", ""),
-    (r"\b__half2?\b|\b__nv_bfloat16\w*|(?:^|[;{}(,])[ \t]*(?:const\s+)?half2?\s*[*&]?\s*[A-Za-z_]",
+    (r"\b__half2?\b|\b__nv_bfloat16\w*|\b__\w*b?float16\w*|\b__\w*half\w*"
+     r"|\b__h(?:add|sub|mul|fma|div|neg|abs|max|min|eq|ne|lt|le|gt|ge)2\b|\b__h(?:mul|fma|div|neg|abs)\b"
+     r"|(?:^|[;{}(,])[ \t]*(?:const\s+)?half2?\s*[*&]?\s*[A-Za-z_]",
      "half precision (__half/half)", " (or use float)"),
 )
 

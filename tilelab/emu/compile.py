@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import hostcalls, seccomp
+from . import casts, hostcalls, seccomp
 from .errors import CompileError
 from .native import describe_library, run_forked, tagged
 from .translate import translate
@@ -27,8 +27,8 @@ from .translate import translate
 PRELUDE_DIR = Path(__file__).with_name("prelude")
 FLAGS = (
     "-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-shared", "-fvisibility=hidden",
-    "-fno-threadsafe-statics", "-fno-strict-aliasing", "-fno-math-errno",
-    "-fstack-clash-protection", "-w", "-Wl,-z,defs",
+    "-fno-threadsafe-statics", "-fno-strict-aliasing", "-fno-math-errno", "-fno-weak",
+    "-fstack-clash-protection", "-Wfloat-conversion", "-Wl,-z,defs",
 )
 
 
@@ -93,11 +93,30 @@ TSAN_FLAGS = (
 )
 
 
-def _flags(analysis: bool, lockstep: bool = False) -> list[str]:
+@functools.cache
+def fma_flags() -> tuple[str, ...] | None:
+    """The g++ flags that let ``a * b + c`` become one fused multiply-add, as nvcc's
+    default ``--fmad=true`` does, or None on a CPU without FMA (x86-64 before Haswell: there
+    products are rounded before the add, and results may differ from a GPU's in the last
+    bit)."""
+    machine = os.uname().machine
+    if machine not in ("x86_64", "AMD64"):
+        return ("-ffp-contract=fast",)  # aarch64, ppc64le, s390x, riscv64 have FMA
+    try:
+        flags = re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
+    except OSError:
+        flags = None
+    return ("-ffp-contract=fast", "-mfma") if flags and "fma" in flags.group(1).split() \
+        else None
+
+
+def _flags(analysis: bool, lockstep: bool = False, fmad: bool = True) -> list[str]:
     # Analysis mode records the source's accesses: no auto-vectorised loops, and a float4
     # copied whole (no scalar replacement of aggregates), as a GPU loads it.
-    return [*FLAGS, *(["-DTILELAB_ANALYSIS", "-fno-tree-vectorize", "-fno-tree-sra"]
-                      if analysis else []),
+    contract = (fmad and fma_flags()) or ("-ffp-contract=off",)
+    return [*FLAGS, *contract,
+            *(["-DTILELAB_ANALYSIS", "-fno-tree-vectorize", "-fno-tree-sra"]
+              if analysis else []),
             *(TSAN_FLAGS if analysis or lockstep else ())]
 
 
@@ -204,8 +223,10 @@ def _check_imports(path: Path, needs: PreludeNeeds, source: str) -> None:
 
 
 def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: str = "",
-          lockstep: bool = False) -> Library:
+          lockstep: bool = False, fmad: bool = True) -> Library:
     """Compile ``code`` (a translation of ``source``) or reuse the cached library.
+
+    ``fmad`` contracts ``a * b + c`` into fused multiply-adds (nvcc's ``--fmad``).
 
     Names only the prelude may use are poisoned after its ``#include``; the library is
     checked for host-function imports before it is ever loaded (and again when cached).
@@ -221,7 +242,7 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
     if head != '#include "tilelab_emu.h"':
         raise CompileError("internal error: a translation must start with the prelude.")
     code = f"{head}\n{hostcalls.poison_pragma(reserved)}\n{rest}"
-    flags = [*_flags(analysis, lockstep), *defines]
+    flags = [*_flags(analysis, lockstep, fmad), *defines]
     key = _digest([code, flags, version, _prelude_digest()])
     root = cache_dir()
     for folder in (root, *base_caches()):  # a read-only base's builds are used in place
@@ -239,6 +260,10 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
         if foreign:  # never show what g++ said: it may quote the file
             raise CompileError(f"kernel.cu includes {foreign[0][:120]}, which is not allowed in "
                                "kernels run by the CPU emulator. Remove the #include.")
+        if proc.returncode == 0 and casts.has_implicit_int_conversions(stderr):
+            # convert as a GPU does where a floating value becomes an integer unwritten
+            code = casts.rewrite_implicit(code, _diagnostics(cxx, flags, code, tmp))
+            proc, headers, stderr = _gxx(cxx, flags, code, tmp)
         if proc.returncode != 0:
             if found := hostcalls.poisoned_names(stderr):
                 raise hostcalls.host_call_error(found, source, found)
@@ -254,14 +279,29 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
                    tuple(info.get("globals", ())))
 
 
+def _diagnostics(cxx: str, flags: list[str], code: str, tmp: str) -> list[dict]:
+    """g++'s warnings on ``code`` as JSON (with source ranges); [] if unreadable."""
+    (Path(tmp) / "kernel.cpp").write_text(code)
+    check = [f for f in flags if f != "-shared" and not f.startswith("-Wl,")]
+    try:
+        proc = subprocess.run([cxx, *check, "-fsyntax-only", "-fdiagnostics-format=json", "-I",
+                               str(PRELUDE_DIR), "kernel.cpp"], capture_output=True, text=True,
+                              timeout=300, check=False, cwd=tmp,
+                              env={**os.environ, "LC_ALL": "C"})
+        found = json.loads(proc.stderr or "[]")
+    except (subprocess.TimeoutExpired, ValueError):
+        return []
+    return found if isinstance(found, list) else []
 #: Seconds a compiled module may take to load (its global constructors run then): a
 #: sound one loads in milliseconds.
 LOAD_SECONDS = 10.0
 
 
 def _describe(path: Path) -> dict:
+    confined = seccomp.require()
+
     def child(fd: int, tag: bytes) -> None:
-        seccomp.install_loading_filter()  # a constructor in the source runs under it
+        seccomp.install_loading_filter(confined)  # a constructor in the source runs under it
         os.write(fd, tagged(tag, json.dumps(describe_library(str(path))).encode()))
 
     res = run_forked(child, timeout=LOAD_SECONDS)
@@ -298,11 +338,17 @@ def clean_errors(stderr: str, tmp: str = "", source: str = "") -> tuple[str, tup
     lines: set[int] = set()
     src = source.replace("\r\n", "\n").split("\n")
     target = None
+    warning = False  # inside a warning and its notes: g++'s warnings are not shown
     for raw in stderr.splitlines():
         text = raw.replace(str(PRELUDE_DIR) + "/", "<tilelab prelude>/")
         if tmp:
             text = text.replace(tmp + "/", "")
         m = _DIAG.match(text)
+        if m and (m.group("kind") == "warning" or (warning and m.group("kind") == "note")):
+            warning, target = True, None
+            continue
+        if m or text.startswith("kernel.cu: ") or re.match(r"^In file included from", text):
+            warning = False
         if m:
             if m.group("file") == "kernel.cu":
                 n = int(m.group("line"))

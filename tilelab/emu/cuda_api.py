@@ -15,8 +15,11 @@ QUALIFIERS = frozenset({
     "__inline__", "__forceinline__", "__noinline__", "__launch_bounds__", "__align__",
 })
 
-_VECTORS = ("float2", "float3", "float4", "int2", "int3", "int4", "uint2", "uint3", "uint4",
-            "double2", "longlong2", "uchar4", "char4")
+_VECTORS = tuple(f"{t}{n}" for t, ns in (
+    ("float", "1234"), ("int", "1234"), ("uint", "1234"), ("double", "1234"),
+    ("char", "1234"), ("uchar", "1234"), ("short", "1234"), ("ushort", "1234"),
+    ("longlong", "1234"), ("ulonglong", "1234"),
+) for n in ns)
 TYPES = frozenset({*_VECTORS, *(f"make_{v}" for v in _VECTORS), "dim3"})
 
 # Math functions (float forms with the f suffix, double forms without) and the fast-math
@@ -30,9 +33,17 @@ _MATH_PAIRS = (
     "copysign", "nextafter", "erf", "erfc", "lgamma", "tgamma", "sincos", "j0", "j1", "y0",
     "y1", "jn", "yn", "nan",
 )
+# CUDA's own math functions (float forms with the f suffix, double forms without).
+_CUDA_MATH = (
+    "sinpi", "cospi", "sincospi", "rcbrt", "rhypot", "norm3d", "rnorm3d", "norm4d", "rnorm4d",
+    "norm", "rnorm", "normcdf", "normcdfinv", "erfinv", "erfcinv", "erfcx", "cyl_bessel_i0",
+    "cyl_bessel_i1",
+)
 MATH = frozenset({
     *_MATH_PAIRS, *(f"{f}f" for f in _MATH_PAIRS),
-    "isnan", "isinf", "isfinite", "signbit", "abs", "labs", "llabs", "min", "max",
+    *(f"{f}{s}" for f in _CUDA_MATH for s in ("", "f")),
+    "isnan", "isinf", "isfinite", "signbit", "abs", "labs", "llabs", "min", "max", "umin",
+    "umax", "llmin", "llmax", "ullmin", "ullmax", "fdividef",
     "__expf", "__exp10f", "__logf", "__log2f", "__log10f", "__powf", "__sinf", "__cosf",
     "__tanf", "__sincosf", "__fdividef", "__saturatef",
 })
@@ -52,20 +63,48 @@ WARP = frozenset({
     "__threadfence", "__threadfence_block", "__threadfence_system",
 })
 
-# Intrinsics: rounding-mode arithmetic, conversions, reinterpretations, integer bit tricks,
-# loads through the read-only cache.
+# Intrinsics: rounding-mode arithmetic and conversions (each in the modes rn, rz, ru, rd),
+# reinterpretations, integer bit tricks and SIMD within a word, loads and stores with cache
+# hints.
+_MODES = ("rn", "rz", "ru", "rd")
+_ROUNDED = (
+    "fadd", "fsub", "fmul", "fdiv", "frcp", "fsqrt", "fmaf", "dadd", "dsub", "dmul", "ddiv",
+    "drcp", "dsqrt", "fma", "float2int", "float2uint", "float2ll", "float2ull", "double2int",
+    "double2uint", "double2ll", "double2ull", "int2float", "uint2float", "ll2float",
+    "ull2float", "ll2double", "ull2double", "double2float",
+)
+_SIMD = (
+    "vadd", "vsub", "vaddss", "vsubss", "vaddus", "vsubus", "vabsdiffs", "vabsdiffu", "vavgs",
+    "vavgu", "vhaddu", "vmaxs", "vmaxu", "vmins", "vminu", "vcmpeq", "vcmpne", "vcmpges",
+    "vcmpgeu", "vcmpgts", "vcmpgtu", "vcmples", "vcmpleu", "vcmplts", "vcmpltu", "vseteq",
+    "vsetne", "vsetges", "vsetgeu", "vsetgts", "vsetgtu", "vsetles", "vsetleu", "vsetlts",
+    "vsetltu", "vsads", "vsadu", "vabs", "vabsss", "vneg", "vnegss",
+)
 INTRINSICS = frozenset({
-    "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__fmaf_rn", "__fma_rn", "__frcp_rn",
-    "__fsqrt_rn", "__frsqrt_rn",
-    "__float2int_rn", "__float2int_rz", "__float2int_rd", "__float2int_ru", "__float2uint_rn",
-    "__int2float_rn", "__uint2float_rn", "__double2int_rn",
+    *(f"__{op}_{m}" for op in _ROUNDED for m in _MODES), "__frsqrt_rn", "__int2double_rn",
+    "__uint2double_rn", "__double2hiint", "__double2loint", "__hiloint2double",
     "__int_as_float", "__float_as_int", "__uint_as_float", "__float_as_uint",
     "__longlong_as_double", "__double_as_longlong",
-    "__popc", "__popcll", "__clz", "__clzll", "__ffs", "__ffsll", "__brev", "__mul24",
-    "__umul24", "__mulhi", "__umulhi", "__ldg",
+    "__popc", "__popcll", "__clz", "__clzll", "__ffs", "__ffsll", "__brev", "__brevll",
+    "__mul24", "__umul24", "__mulhi", "__umulhi", "__mul64hi", "__umul64hi", "__hadd",
+    "__rhadd", "__uhadd", "__urhadd", "__sad", "__usad", "__byte_perm", "__funnelshift_l",
+    "__funnelshift_lc", "__funnelshift_r", "__funnelshift_rc", "__fns", "__dp4a", "__dp2a_lo",
+    "__dp2a_hi", *(f"__{v}{n}" for v in _SIMD for n in (2, 4)),
+    "__ldg", "__ldcg", "__ldca", "__ldcs", "__ldlu", "__ldcv", "__stcg", "__stcs", "__stwb",
+    "__stwt", "__nanosleep",
 })
 
-COOPERATIVE_GROUPS: frozenset[str] = frozenset()
+# cooperative_groups (with cooperative_groups/reduce.h, scan.h, memcpy_async.h): the thread
+# block, tiles of 32 lanes and fewer, coalesced threads, their members, the collectives.
+COOPERATIVE_GROUPS = frozenset({
+    "cooperative_groups", "thread_group", "thread_block", "thread_block_tile",
+    "coalesced_group", "this_thread_block", "tiled_partition", "coalesced_threads", "sync",
+    "thread_rank", "num_threads", "size", "group_size", "group_index", "thread_index",
+    "group_dim", "dim_threads", "meta_group_rank", "meta_group_size", "shfl", "shfl_up",
+    "shfl_down", "shfl_xor", "any", "all", "ballot", "match_any", "match_all", "reduce",
+    "inclusive_scan", "exclusive_scan", "plus", "less", "greater", "bit_and", "bit_or",
+    "bit_xor", "memcpy_async", "wait", "wait_prior",
+})
 
 # Output, checks and timing inside a kernel.
 DEBUG = frozenset({"printf", "assert", "__trap", "__brkpt", "clock", "clock64"})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .lexer import Scope, enclosing, line_of, split_top
+from .lexer import Scope, directives, enclosing, line_of, split_top
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,12 @@ def _names(body: str) -> list[str]:
 def find_globals(masked: str, all_scopes: list[Scope]) -> list[DeviceGlobal]:
     """The ``__constant__``/``__device__`` variables defined at file scope (not functions)."""
     found: dict[str, DeviceGlobal] = {}
+    ends = [d.end for d in directives(masked)]  # a statement starts after a directive too
     for m in re.finditer(r"\b(__constant__|__device__)\b", masked):
         if any(s.block for s in enclosing(all_scopes, m.start())):
             continue
-        start = max(masked.rfind(c, 0, m.start()) for c in ";{}") + 1
+        start = max(max(masked.rfind(c, 0, m.start()) for c in ";{}") + 1,
+                    max((e for e in ends if e <= m.start()), default=0))
         end = masked.find(";", m.end())
         if end < 0:
             continue

@@ -76,8 +76,10 @@ def raise_for(report: dict, child: ChildResult, ctx: LaunchContext) -> None:
             f"kernel '{name}' did not finish within {ctx.timeout:g} s (grid {ctx.grid}, block "
             f"{ctx.block}) and was stopped. Look for a loop whose condition never becomes "
             "false, or a thread spinning on a value another thread sets (in the emulator "
-            "threads take turns only at barriers, warp-level calls and volatile accesses). If "
-            "the kernel is merely slow, pass "
+            "threads take turns only at barriers, warp-level calls and volatile accesses), or "
+            "a block waiting for another block (the emulator runs one block at a time, so "
+            "blocks cannot wait on each other; a GPU does not promise it either: end the "
+            "kernel there and launch a second one). If the kernel is merely slow, pass "
             "timeout= (seconds) or set TILELAB_EMU_TIMEOUT.")
     status = report.get("status")
     if status == "ok":

@@ -10,9 +10,9 @@ with ``##``), and of ``asm`` and ``weakref`` which could reach them without nami
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
-import struct
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -99,39 +99,24 @@ def poison_pragma(names: Iterable[str]) -> str:
 
 
 def undefined_symbols(path: Path) -> set[str]:
-    """Names of the undefined (imported) dynamic symbols of the ELF shared library ``path``."""
-    data = path.read_bytes()
+    """Names of the undefined (imported) dynamic symbols of the shared library ``path``, as
+    binutils' ``nm -D --undefined-only`` lists them (``$TILELAB_EMU_NM`` names another nm)."""
+    nm = shutil.which(os.environ.get("TILELAB_EMU_NM", "nm") or "nm")
+    if not nm:
+        raise CompileError("The CPU emulator checks each compiled kernel with `nm`, which was not "
+                           "found. Install binutils (Debian/Ubuntu: apt install binutils; it "
+                           "comes with g++).")
     try:
-        return _elf_undefined(data)
-    except (struct.error, IndexError, ValueError) as exc:
-        raise CompileError(f"internal error: cannot read {path.name} ({exc}).") from None
-
-
-def _elf_undefined(data: bytes) -> set[str]:
-    if data[:4] != b"\x7fELF" or data[4] not in (1, 2) or data[5] not in (1, 2):
-        raise ValueError("not an ELF file")
-    e = "<" if data[5] == 1 else ">"
-    if data[4] == 2:  # ELF64
-        shoff, = struct.unpack_from(e + "Q", data, 0x28)
-        shentsize, shnum = struct.unpack_from(e + "HH", data, 0x3A)
-        shdr, sym, symsize, ndx = e + "IIQQQQIIQQ", e + "IBBHQQ", 24, 3
-    else:
-        shoff, = struct.unpack_from(e + "I", data, 0x20)
-        shentsize, shnum = struct.unpack_from(e + "HH", data, 0x2E)
-        shdr, sym, symsize, ndx = e + "IIIIIIIIII", e + "IIIBBH", 16, 5
-    sections = [struct.unpack_from(shdr, data, shoff + k * shentsize) for k in range(shnum)]
-    dynsym = [s for s in sections if s[1] == 11]  # SHT_DYNSYM
-    if not dynsym:
-        raise ValueError("no dynamic symbol table")
-    names: set[str] = set()
-    for s in dynsym:
-        offset, size, strtab = s[4], s[5], sections[s[6]][4]
-        for k in range(1, size // symsize):
-            fields = struct.unpack_from(sym, data, offset + k * symsize)
-            if fields[ndx] == 0 and fields[0]:  # SHN_UNDEF, named
-                start = strtab + fields[0]
-                names.add(data[start:data.index(b"\0", start)].decode("ascii", "replace"))
-    return names
+        proc = subprocess.run([nm, "-D", "--undefined-only", "--format=posix", str(path)],
+                              capture_output=True, text=True, timeout=60, check=False,
+                              env={**os.environ, "LC_ALL": "C"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CompileError(f"internal error: nm could not read {path.name} ({exc}).") from None
+    if proc.returncode != 0:
+        raise CompileError(f"internal error: nm could not read {path.name}: "
+                           f"{proc.stderr.strip()[:300]}")
+    # "name[@version] type [value size]"; a version suffix is not part of the name
+    return {line.split()[0].split("@")[0] for line in proc.stdout.splitlines() if line.split()}
 
 
 def _demangle(names: list[str]) -> list[str]:

@@ -82,12 +82,13 @@ def run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
                           (ctypes.c_uint32 * 3)(*grid), (ctypes.c_uint32 * 3)(*block), shared,
                           len(globals_), global_buf)
         path = str(lib.path)
+        confined = seccomp.require()  # refuses where no filter can be made
 
         def child(fd: int, tag: bytes) -> None:
             spec.report_fd = fd
             spec.report_tag = tag
-            grid = seccomp.Program(seccomp.grid_filter((1, 2, fd))) if seccomp.available() else None
-            seccomp.install_loading_filter()
+            grid = seccomp.Program(seccomp.grid_filter((1, 2, fd))) if confined else None
+            seccomp.install_loading_filter(confined)
             so = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
             if grid is not None:
                 ctypes.c_void_p.in_dll(so, "tilelab_grid_filter").value = grid.address

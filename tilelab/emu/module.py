@@ -26,14 +26,31 @@ from .resources import MAX_STATIC_SHARED, KernelResources, ResourceReport
 from .translate import translate
 
 _DEFINE = re.compile(r"-D[A-Za-z_]\w*(=[\w.+\-]*)?")
+_FMAD = re.compile(r"--?fmad(?:=|$)(.*)")
+
+
+def fmad_option(options: Sequence[str]) -> bool:
+    """Whether nvcc given ``options`` contracts ``a * b + c`` into fused multiply-adds:
+    ``--fmad=false`` (or ``-fmad false``) turns it off, the last word wins; on by default
+    and with ``--use_fast_math``."""
+    fmad, opts = True, list(options)
+    for i, o in enumerate(opts):
+        m = _FMAD.match(o)
+        if m:
+            value = m.group(1) or (opts[i + 1] if i + 1 < len(opts) and "=" not in o else "")
+            fmad = value.strip().lower() not in ("false", "0", "no", "off")
+        elif o.lstrip("-") == "use_fast_math":
+            fmad = True
+    return fmad
 
 
 class SourceModule:
     """Compile CUDA C ``source`` for the CPU emulator (PyCUDA's signature, plus ``analysis``).
 
     Like PyCUDA the source is wrapped in ``extern "C" { ... }`` unless ``no_extern_c``.
-    ``-DNAME[=VALUE]`` entries of ``options`` are honoured; the other arguments are accepted
-    and ignored. ``analysis=True`` instruments shared arrays for races and bank conflicts.
+    ``-DNAME[=VALUE]`` and ``--fmad=true|false`` entries of ``options`` are honoured; the
+    other arguments are accepted and ignored. ``analysis=True`` instruments shared arrays
+    for races and bank conflicts.
     """
 
     def __init__(self, source: str, options: Sequence[str] | None = None, nvcc: str = "nvcc",
@@ -49,7 +66,8 @@ class SourceModule:
         self.resources = ResourceReport(source, defines, no_extern_c, arch, cache_dir_())
         try:
             self.library = build(self.translation.code, analysis=analysis, defines=defines,
-                                 source=source, lockstep=self.translation.lockstep)
+                                 source=source, lockstep=self.translation.lockstep,
+                                 fmad=fmad_option(options or ()))
         except CompileError as exc:
             if "template with C linkage" not in exc.msg:
                 raise

@@ -1,4 +1,4 @@
-"""Seccomp filters for the forked child that runs a learner's kernel (x86-64 Linux).
+"""Seccomp filters for the forked child that runs a learner's kernel, made by libseccomp.
 
 Two filters, stacked (the kernel applies both; the stricter answer wins):
 
@@ -12,53 +12,44 @@ Two filters, stacked (the kernel applies both; the stricter answer wins):
   the heap), ``write`` to stdout, stderr and the report pipe, the clock, exit. Anything else
   traps into the runtime's handler, which reports the system call and exits.
 
+libseccomp (``libseccomp.so.2``, through ctypes) builds both for the machine's own
+architecture (any it supports: x86-64, aarch64, ppc64le, s390x, riscv64, ...), resolving
+system calls by name; a call made through another ABI (x32, int 0x80) kills the process.
+Where no filter can be made (no libseccomp, a kernel without seccomp) :func:`require` refuses
+to run kernels and says why, unless ``TILELAB_EMU_UNCONFINED=1`` accepts running them with no
+system-call filter (kernels can then call the operating system: never for grading).
+
 A blocked call made while the grid runs is reported by :func:`describe` in a learner's words.
 """
 
 from __future__ import annotations
 
 import ctypes
-import platform
-import struct
+import functools
+import mmap
+import os
+import tempfile
+import warnings
+from collections.abc import Iterable
 
-AUDIT_ARCH_X86_64 = 0xC000003E
-_RET_KILL_PROCESS = 0x80000000
-_RET_TRAP = 0x00030000
-_RET_ALLOW = 0x7FFF0000
-_LD_ABS_W, _JEQ, _JSET, _JGE, _RET = 0x20, 0x15, 0x45, 0x35, 0x06
-_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
-_O_WRITING = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000  # O_WRONLY|O_RDWR|O_CREAT|O_TRUNC|O_APPEND
-_PROT_EXEC = 0x4
+from .errors import EmulatorError
 
-#: x86-64 system call numbers, by name (the ones the filters allow, and the ones a
-#: kernel is most likely to try; others are reported by number).
-SYSCALLS = {
-    "read": 0, "write": 1, "open": 2, "close": 3, "stat": 4, "fstat": 5, "lstat": 6,
-    "poll": 7, "lseek": 8, "mmap": 9, "mprotect": 10, "munmap": 11, "brk": 12,
-    "rt_sigaction": 13, "rt_sigprocmask": 14, "rt_sigreturn": 15, "ioctl": 16, "pread64": 17,
-    "pwrite64": 18, "readv": 19, "writev": 20, "access": 21, "pipe": 22, "sched_yield": 24,
-    "mremap": 25, "madvise": 28, "dup": 32, "dup2": 33, "nanosleep": 35, "getpid": 39,
-    "socket": 41, "connect": 42, "accept": 43, "sendto": 44, "bind": 49, "listen": 50,
-    "socketpair": 53, "clone": 56, "fork": 57, "vfork": 58, "execve": 59, "exit": 60,
-    "wait4": 61, "kill": 62, "uname": 63, "fcntl": 72, "truncate": 76, "ftruncate": 77,
-    "getdents": 78, "getcwd": 79, "chdir": 80, "rename": 82, "mkdir": 83, "rmdir": 84,
-    "creat": 85, "link": 86, "unlink": 87, "symlink": 88, "readlink": 89, "chmod": 90,
-    "chown": 92, "umask": 95, "gettimeofday": 96, "getrlimit": 97, "ptrace": 101,
-    "getuid": 102, "getppid": 110, "setsid": 112, "sigaltstack": 131, "personality": 135,
-    "prctl": 157,
-    "arch_prctl": 158, "setrlimit": 160, "chroot": 161, "mount": 165, "gettid": 186,
-    "tkill": 200, "time": 201, "futex": 202, "getdents64": 217, "set_tid_address": 218,
-    "clock_gettime": 228, "clock_getres": 229, "clock_nanosleep": 230, "exit_group": 231,
-    "tgkill": 234, "openat": 257, "mkdirat": 258, "newfstatat": 262, "unlinkat": 263,
-    "renameat": 264, "linkat": 265, "symlinkat": 266, "readlinkat": 267, "fchmodat": 268,
-    "faccessat": 269, "unshare": 272, "splice": 275, "dup3": 292, "pipe2": 293,
-    "prlimit64": 302, "process_vm_readv": 310, "process_vm_writev": 311, "getrandom": 318,
-    "memfd_create": 319, "bpf": 321, "execveat": 322, "statx": 332, "rseq": 334,
-    "io_uring_setup": 425, "clone3": 435, "close_range": 436, "faccessat2": 439,
-}
-_NAMES = {v: k for k, v in SYSCALLS.items()}
+LIBRARY_ENV = "TILELAB_EMU_LIBSECCOMP"  # another path for libseccomp.so.2
+UNCONFINED_ENV = "TILELAB_EMU_UNCONFINED"  # "1": run kernels without a filter
 
-# What loading the library, Python's last steps in the child and the runtime's set-up use.
+_ACT_KILL_PROCESS = 0x80000000
+_ACT_TRAP = 0x00030000
+_ACT_ALLOW = 0x7FFF0000
+_CMP_EQ, _CMP_MASKED_EQ = 4, 7
+_ATTR_ACT_BADARCH = 2
+_NR_ERROR = -1
+_ARCH_NATIVE = 0
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _PR_GET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 21, 2
+_O_WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_LOW32 = 0xFFFFFFFF
+
+# What loading the library, Python's last steps in the child and the runtime's set-up use
+# (names of every architecture: those a machine lacks are left out there).
 _LOADING = (
     "read", "write", "close", "stat", "fstat", "lstat", "lseek", "mmap", "mprotect", "munmap",
     "brk", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "pread64", "readv", "writev",
@@ -66,78 +57,154 @@ _LOADING = (
     "getcwd", "readlink", "gettimeofday", "getrlimit", "getuid", "sigaltstack", "gettid",
     "futex", "getdents64", "clock_gettime", "clock_getres", "clock_nanosleep", "exit_group",
     "newfstatat", "readlinkat", "faccessat", "getrandom", "statx", "faccessat2", "nanosleep",
+    "mmap2", "fstat64", "stat64", "lstat64", "fstatat64", "_llseek", "fcntl64", "ugetrlimit",
+    "clock_gettime64", "clock_getres_time64", "clock_nanosleep_time64", "futex_time64",
+    "sigreturn", "prlimit64",
 )
-# While the grid runs: memory, the clock, exit; write is checked (see grid_filter).
+# While the grid runs: memory, the clock, exit; write, mmap and mprotect are checked.
 _GRID = (
-    "brk", "munmap", "mremap", "madvise", "rt_sigreturn", "exit", "exit_group",
-    "clock_gettime", "gettimeofday", "futex",
+    "brk", "munmap", "mremap", "madvise", "rt_sigreturn", "sigreturn", "exit", "exit_group",
+    "clock_gettime", "clock_gettime64", "gettimeofday", "futex", "futex_time64",
 )
+
+
+class Unconfined(EmulatorError):
+    """No system-call filter can be made here, so kernels are not run."""
+
+
+class _ArgCmp(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
+                ("datum_b", ctypes.c_uint64)]
+
+
+@functools.cache
+def _lib() -> ctypes.CDLL | str:
+    """libseccomp through ctypes, or why it cannot be used."""
+    name = os.environ.get(LIBRARY_ENV) or "libseccomp.so.2"
+    try:
+        lib = ctypes.CDLL(name, use_errno=True)
+    except OSError as exc:
+        return (f"libseccomp ({name}) could not be loaded ({exc}); install it (Debian/Ubuntu: "
+                "apt install libseccomp2; Fedora: dnf install libseccomp)")
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    lib.seccomp_attr_set.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
+    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
+                                           ctypes.c_uint, ctypes.POINTER(_ArgCmp)]
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_syscall_resolve_num_arch.restype = ctypes.c_void_p  # malloc'ed char*
+    lib.seccomp_syscall_resolve_num_arch.argtypes = [ctypes.c_uint32, ctypes.c_int]
+    lib.seccomp_arch_native.restype = ctypes.c_uint32
+    return lib
+
+
+@functools.cache
+def unavailable() -> str:
+    """Why no filter can be made on this machine ("" when one can)."""
+    lib = _lib()
+    if isinstance(lib, str):
+        return lib
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_GET_SECCOMP, 0, 0, 0, 0) < 0:
+        return (f"this Linux kernel has no seccomp (prctl: {os.strerror(ctypes.get_errno())})")
+    try:
+        loading_filter()
+    except OSError as exc:
+        return f"libseccomp could not build a filter for this machine ({exc})"
+    return ""
 
 
 def available() -> bool:
-    """Whether this machine's filters can be built (x86-64 Linux)."""
-    return platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64")
+    """Whether kernels run under the system-call filters here."""
+    return not unavailable()
 
 
-def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
-    return struct.pack("<HBBI", code, jt, jf, k & 0xFFFFFFFF)
+def require() -> bool:
+    """Before a kernel runs: True when it will run under the filters; False when
+    ``TILELAB_EMU_UNCONFINED=1`` accepts running it without them; else :class:`Unconfined`
+    saying what is missing."""
+    why = unavailable()
+    if not why:
+        return True
+    if os.environ.get(UNCONFINED_ENV) == "1":
+        _warn_unconfined(why)
+        return False
+    raise Unconfined(
+        f"The CPU emulator runs kernels only under a system-call filter (seccomp), and none "
+        f"can be made here: {why}. Without it a kernel (native code) could call the "
+        "operating system: open files, start processes. Fix that, or set "
+        f"{UNCONFINED_ENV}=1 to run your own kernels anyway, with no system-call "
+        "confinement (never for grading others' code).")
 
 
-def _arg_lo(i: int) -> int:
-    return 16 + 8 * i  # offsetof(struct seccomp_data, args[i]), low 32 bits (little endian)
+@functools.cache
+def _warn_unconfined(why: str) -> None:
+    warnings.warn(f"{UNCONFINED_ENV}=1: the CPU emulator runs kernels with no system-call "
+                  f"filter ({why}); a kernel can open files, start processes and use the "
+                  "network as you.", RuntimeWarning, stacklevel=3)
 
 
-def _program(allowed: tuple[str, ...], checks: dict[int, list[bytes]]) -> bytes:
-    """Allow ``allowed``; for each number in ``checks`` run its instructions (which end in
-    returns, with the system call number no longer in A); trap everything else."""
-    prog = [
-        _insn(_LD_ABS_W, 0, 0, 4),  # arch
-        _insn(_JEQ, 1, 0, AUDIT_ARCH_X86_64),
-        _insn(_RET, 0, 0, _RET_KILL_PROCESS),  # another ABI (int 0x80): killed
-        _insn(_LD_ABS_W, 0, 0, 0),  # nr
-        _insn(_JGE, 0, 1, 0x40000000),
-        _insn(_RET, 0, 0, _RET_KILL_PROCESS),  # the x32 ABI: killed
-    ]
-    for name in allowed:
-        prog += [_insn(_JEQ, 0, 1, SYSCALLS[name]), _insn(_RET, 0, 0, _RET_ALLOW)]
-    for nr, block in checks.items():
-        prog += [_insn(_JEQ, 0, len(block), nr), *block]
-    prog.append(_insn(_RET, 0, 0, _RET_TRAP))
-    return b"".join(prog)
+def _resolve(name: str) -> int:
+    lib = _lib()
+    assert not isinstance(lib, str)
+    return lib.seccomp_syscall_resolve_name(name.encode())
 
 
-def _flags_check(arg: int, mask: int) -> list[bytes]:
-    """Allow when none of ``mask``'s bits is set in argument ``arg``; else trap."""
-    return [_insn(_LD_ABS_W, 0, 0, _arg_lo(arg)), _insn(_JSET, 0, 1, mask),
-            _insn(_RET, 0, 0, _RET_TRAP), _insn(_RET, 0, 0, _RET_ALLOW)]
+def _build(allowed: Iterable[str], rules: Iterable[tuple[str, tuple[tuple, ...]]]) -> bytes:
+    """The BPF program: allow ``allowed`` and each (name, comparisons) rule, trap the rest,
+    kill a call made through another ABI. A comparison is (arg, op, a, b)."""
+    lib = _lib()
+    if isinstance(lib, str):
+        raise OSError(lib)
+    ctx = lib.seccomp_init(_ACT_TRAP)
+    if not ctx:
+        raise OSError("seccomp_init failed")
+    try:
+        if lib.seccomp_attr_set(ctx, _ATTR_ACT_BADARCH, _ACT_KILL_PROCESS) != 0:
+            raise OSError("seccomp_attr_set failed")
+        for name, cmps in [*((n, ()) for n in allowed), *rules]:
+            nr = _resolve(name)
+            if nr == _NR_ERROR:
+                continue  # a name libseccomp does not know
+            arr = (_ArgCmp * max(len(cmps), 1))(*(_ArgCmp(*c) for c in cmps))
+            rc = lib.seccomp_rule_add_array(ctx, _ACT_ALLOW, nr, len(cmps), arr)
+            if rc not in (0, -17):  # -EEXIST: the same rule twice
+                raise OSError(-rc, f"seccomp_rule_add({name}) failed: {os.strerror(-rc)}")
+        with tempfile.TemporaryFile() as f:
+            rc = lib.seccomp_export_bpf(ctx, f.fileno())
+            if rc != 0:
+                raise OSError(-rc, f"seccomp_export_bpf failed: {os.strerror(-rc)}")
+            f.seek(0)
+            return f.read()
+    finally:
+        lib.seccomp_release(ctx)
 
 
+def _none_of(arg: int, bits: int) -> tuple:
+    return (arg, _CMP_MASKED_EQ, bits, 0)
+
+
+@functools.cache
 def loading_filter() -> bytes:
     """The filter for loading the learner's library and the runtime's set-up."""
-    prctl = [_insn(_LD_ABS_W, 0, 0, _arg_lo(0)),  # only to install the grid's filter
-             _insn(_JEQ, 2, 0, _PR_SET_NO_NEW_PRIVS), _insn(_JEQ, 1, 0, _PR_SET_SECCOMP),
-             _insn(_RET, 0, 0, _RET_TRAP), _insn(_RET, 0, 0, _RET_ALLOW)]
-    return _program(_LOADING, {SYSCALLS["openat"]: _flags_check(2, _O_WRITING),
-                               SYSCALLS["open"]: _flags_check(1, _O_WRITING),
-                               SYSCALLS["prctl"]: prctl})
+    return _build(_LOADING, [
+        ("openat", (_none_of(2, _O_WRITING),)), ("open", (_none_of(1, _O_WRITING),)),
+        ("prctl", ((0, _CMP_EQ, _PR_SET_NO_NEW_PRIVS, 0),)),  # only to install the grid's
+        ("prctl", ((0, _CMP_EQ, _PR_SET_SECCOMP, 0),)),
+    ])
 
 
+@functools.cache
 def grid_filter(write_fds: tuple[int, ...]) -> bytes:
     """The filter the runtime installs before the first block: ``write`` only to
     ``write_fds``, anonymous non-executable mappings, the clock, exit."""
-    write = [_insn(_LD_ABS_W, 0, 0, _arg_lo(0))]
-    for i, fd in enumerate(write_fds):
-        write.append(_insn(_JEQ, len(write_fds) - i, 0, fd))
-    write += [_insn(_RET, 0, 0, _RET_TRAP), _insn(_RET, 0, 0, _RET_ALLOW)]
-    mmap = [_insn(_LD_ABS_W, 0, 0, _arg_lo(4)),
-            _insn(_JEQ, 1, 0, 0xFFFFFFFF),  # fd -1 (anonymous): go on to the prot check
-            _insn(_RET, 0, 0, _RET_TRAP),
-            _insn(_LD_ABS_W, 0, 0, _arg_lo(2)),
-            _insn(_JSET, 0, 1, _PROT_EXEC),
-            _insn(_RET, 0, 0, _RET_TRAP),
-            _insn(_RET, 0, 0, _RET_ALLOW)]
-    return _program(_GRID, {SYSCALLS["write"]: write, SYSCALLS["mmap"]: mmap,
-                            SYSCALLS["mprotect"]: _flags_check(2, _PROT_EXEC)})
+    anonymous = (4, _CMP_MASKED_EQ, _LOW32, _LOW32)  # fd -1 (an int: its low 32 bits)
+    rules = [("write", ((0, _CMP_EQ, fd, 0),)) for fd in write_fds]
+    rules += [(m, (anonymous, _none_of(2, mmap.PROT_EXEC))) for m in ("mmap", "mmap2")]
+    rules.append(("mprotect", (_none_of(2, mmap.PROT_EXEC),)))
+    return _build(_GRID, rules)
 
 
 class _SockFprog(ctypes.Structure):
@@ -166,14 +233,23 @@ def install(code: bytes) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
-def install_loading_filter() -> None:
-    """In the forked child, before the learner's library is loaded (x86-64 only)."""
-    if available():
+def install_loading_filter(confined: bool = True) -> None:
+    """In the forked child, before the learner's library is loaded (where
+    :func:`require` said filters can be made)."""
+    if confined:
         install(loading_filter())
 
 
 def syscall_name(nr: int) -> str:
-    return _NAMES.get(nr, f"system call {nr}")
+    """The name of system call ``nr`` of this machine's architecture."""
+    lib = _lib()
+    if not isinstance(lib, str):
+        ptr = lib.seccomp_syscall_resolve_num_arch(_ARCH_NATIVE, nr)
+        if ptr:
+            name = ctypes.string_at(ptr).decode()
+            ctypes.CDLL(None).free(ctypes.c_void_p(ptr))
+            return name
+    return f"system call {nr}"
 
 
 def describe(kernel: str, nr: int | None, where: str = "") -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .casts import rewrite_casts
 from .checks import check_includes, check_unsupported
 from .conditionals import has_conditionals, preprocess
 from .device_globals import DeviceGlobal, find_globals
@@ -70,6 +71,7 @@ def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False,
     decl_edits, decls = rewrite_declarations(masked, all_scopes, analysis)
     edits += decl_edits
     edits += rewrite_uses(masked, decls)
+    edits += rewrite_casts(masked)
     body = _apply(source, edits)
     if body.count("\n") != source.count("\n"):  # would misreport every line number
         raise CompileError("internal error: the emulator's source transform moved lines; "

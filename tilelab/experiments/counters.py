@@ -103,7 +103,7 @@ def run(rt, out: Path) -> Path:
     p = subprocess.run(
         [ncu, "--clock-control", "none", "--csv", "--print-units", "base",
          "--metrics", ",".join(metrics), sys.executable, "-m", "tilelab.experiments.counters"],
-        capture_output=True, text=True, timeout=480,
+        capture_output=True, text=True, timeout=840,
     )
     launches = parse(p.stdout)
     if len(launches) != len(CASES):

@@ -1,18 +1,20 @@
-"""``matmul.json``: every matrix multiply of the course on the same inputs, and cuBLAS."""
+"""``matmul.json``: every matrix multiply of the course on the same inputs, and cuBLAS
+(called as chapter 6 calls it: :class:`tilelab.experiments.cublas.Cublas`, through ctypes
+on PyCUDA's buffers, timed interleaved with the kernels)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from tilelab.catalog.problems import MATMUL
 from tilelab.catalog.reference import KERNELS
-from tilelab.device.bench import REPEAT, WARMUP
+from tilelab.device.bench import prepared_launch, time_interleaved
 from tilelab.device.runtime import Runtime
+from tilelab.experiments.cublas import Cublas, package_version, relative_error
 from tilelab.experiments.datafile import write
-from tilelab.experiments.ladder import METHOD, time_ladder
+from tilelab.experiments.ladder import METHOD, compile_kernel
 
 #: The course's matmul ladder, in the order the book climbs it.
 LADDER = [
@@ -31,7 +33,17 @@ def run(rt: Runtime, out: Path, sizes: tuple[int, ...] = (1024, 2048, 4096)) -> 
     rows = []
     for n in sizes:
         shape = (n, n, n)
-        t = time_ladder(rt, LADDER, shape, rng)
+        inputs = MATMUL.make_inputs(shape, rng)
+        keep: list = []
+        runs = {k: prepared_launch(rt, compile_kernel(rt, k), MATMUL, KERNELS[k].launch, shape,
+                                   inputs, keep) for k in LADDER}
+        blas = Cublas()
+        a, b = rt.to_device(inputs["A"]), rt.to_device(inputs["B"])
+        c = rt.mem_alloc(n * n * 4)
+        runs["cublas"] = lambda blas=blas, a=a, b=b, c=c, n=n: blas.sgemm(a, b, c, n, n, n)
+        t = time_interleaved(runs)
+        blas_error = relative_error(rt.from_device(c, (n, n), np.float32),
+                                    MATMUL.reference(inputs))
         flops, traffic = MATMUL.flops(shape), MATMUL.bytes_moved(shape)
         for k in LADDER:
             ms = t[k].median_ms
@@ -47,12 +59,28 @@ def run(rt: Runtime, out: Path, sizes: tuple[int, ...] = (1024, 2048, 4096)) -> 
                     "intensity": flops / traffic,
                 }
             )
-        rows.extend(_cublas_row(n, flops, t["naive"].median_ms))
+        ms = t["cublas"].median_ms
+        rows.append({
+            "kernel": "cublas",
+            "label": "cuBLAS SGEMM through ctypes (CUBLAS_DEFAULT_MATH: "
+                     f"FP32, TF32 off; nvidia-cublas {package_version()})",
+            "n": n,
+            "median_ms": ms,
+            "spread": t["cublas"].spread,
+            "gflops": flops / ms / 1e6,
+            "speedup_vs_naive": t["naive"].median_ms / ms,
+            "intensity": None,
+            "rel_error": blas_error,
+        })
+        blas.close()
     return write(
         out,
         "matmul",
         "Matrix multiply, FP32, square N",
-        "Each kernel of the course on the same inputs, timed interleaved.",
+        "Each kernel of the course and cuBLAS on the same inputs, timed interleaved. cuBLAS "
+        "is called as in sgemm.json: cublasSgemm of the nvidia-cublas wheel through ctypes "
+        "on PyCUDA's buffers, math mode CUBLAS_DEFAULT_MATH (FP32, TF32 off); rel_error is "
+        "its Frobenius-norm error against float64.",
         {
             "kernel": "",
             "label": "",
@@ -62,35 +90,8 @@ def run(rt: Runtime, out: Path, sizes: tuple[int, ...] = (1024, 2048, 4096)) -> 
             "gflops": "GFLOP/s",
             "speedup_vs_naive": "x",
             "intensity": "FLOP/byte",
+            "rel_error": "",
         },
         rows,
         method=METHOD,
     )
-
-
-def _cublas_row(n: int, flops: float, naive_ms: float) -> list[dict[str, Any]]:
-    """cuBLAS SGEMM through CuPy with TF32 off, where CuPy is installed."""
-    try:
-        import cupy as cp
-        from cupyx.profiler import benchmark
-    except ImportError:
-        return []
-    import os
-
-    os.environ["CUPY_TF32"] = "0"
-    a = cp.random.uniform(-1, 1, (n, n), dtype=cp.float32)
-    b = cp.random.uniform(-1, 1, (n, n), dtype=cp.float32)
-    res = benchmark(cp.matmul, (a, b), n_warmup=WARMUP, n_repeat=REPEAT)
-    ms = float(np.median(res.gpu_times)) * 1e3
-    return [
-        {
-            "kernel": "cublas",
-            "label": "cuBLAS SGEMM via CuPy (TF32 off)",
-            "n": n,
-            "median_ms": ms,
-            "spread": None,
-            "gflops": flops / ms / 1e6,
-            "speedup_vs_naive": naive_ms / ms,
-            "intensity": None,
-        }
-    ]

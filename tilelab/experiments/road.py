@@ -114,6 +114,8 @@ ABLATIONS: tuple[tuple[str, str, str, str], ...] = (
      "dbuf_128x256x16_w64x64_checked"),
     ("interior_big", "unchecked interior loads, 128x256x16", "dbuf_128x256x16_w64x64_checked",
      "dbuf_128x256x16_w64x64"),
+    ("interior_w64", "unchecked interior loads, 128x128x16, 64x64 warp tiles",
+     "dbuf_128x128x16_w64x64_checked", "dbuf_128x128x16_w64x64"),
     ("async", "cp.async instead of registers, 2 stages, 128x256x8", "dbuf_128x256x8_w64x64",
      "async_s2"),
     ("stages", "4 stages instead of 2, 128x256x8", "async_s2", "async"),
@@ -208,13 +210,13 @@ class Traffic:
 
     global_bytes_per_fma: float  # bytes read from global memory per FMA, whole grid
     shared_operands_per_fma: float  # values a thread reads from shared memory per FMA
-    fma_per_shared_load: float  # FMAs per shared-load instruction, at its widest width
+    fma_per_shared_load: float | None  # FMAs per shared-load instruction (widest width)
 
 
 def traffic(key: str) -> Traffic:
     """The traffic model of a ladder step or configuration."""
     if key == "naive":
-        return Traffic(8.0, 0.0, 0.0)
+        return Traffic(8.0, 0.0, None)  # no shared loads: no ratio to show
     ref = kernel_refs()[key]
     d = {k: int(v) for k, v in ref.defines}
     if key.startswith("tiled"):

@@ -1,7 +1,7 @@
-"""``sgemm.json``: the road to cuBLAS on a GPU. Every step of chapter 6, the tunable
-configurations of its last step and cuBLAS, checked against float64 and timed
-interleaved at N = 1024, 2048, 4096 (the kernels and the cuBLAS call:
-:mod:`tilelab.experiments.road`)."""
+"""``sgemm.json``: the road to cuBLAS on a GPU. Every step of chapter 6, the tuned
+configurations of its last steps, the ablations that change one thing of a step, and
+cuBLAS, checked against float64 and timed interleaved at N = 1024, 2048, 4096 (the kernels,
+the ablation pairs and the cuBLAS call: :mod:`tilelab.experiments.road`)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,15 @@ from tilelab.experiments.ladder import METHOD
 
 
 def run(rt: Runtime, out: Path) -> Path:
-    """The road to cuBLAS: every step, the tuned configurations and cuBLAS, interleaved."""
+    """The road to cuBLAS: every step, configuration and ablation, and cuBLAS, interleaved."""
     res = road.run_gpu(rt)
     peak = res["peak"]
     return write(
         out,
         "sgemm",
         "SGEMM from the naive kernel to cuBLAS, FP32, square N",
-        "Each step of the road to cuBLAS, the tuned configurations of the last step and "
+        "Each step of the road to cuBLAS, the tuned configurations of its last steps, the "
+        "ablations (road.ABLATIONS: pairs that differ in one thing) and "
         f"cuBLAS ({res['cublas']['library']}, nvidia-cublas {res['cublas']['package']}, "
         "called through ctypes on PyCUDA's buffers, math mode CUBLAS_DEFAULT_MATH) on the "
         "same inputs, timed interleaved. rel_error is the Frobenius-norm error against "

@@ -1,33 +1,36 @@
 """The read-only caches a grading sandbox starts with.
 
 **The base cache** holds what every build needs first: the emulator prelude's probe (the
-emulator also counts a GPU submission's traffic), its register reports and, on a GPU,
-PyCUDA's builds of the kernels every speed run compiles (the baselines). Only the course's
-own code builds it, in a sandbox of its own (so the paths it records are the sandbox's),
-never a submission. It lives in the user's cache folder under a name made of its content
-(the emulator's sources and prelude, the C++ compiler and its version, the backend, and on
-a GPU nvcc and the baselines' sources): built once per machine and course version, by the
-first check or class run that needs it, in a temporary folder renamed into place (two
-processes racing each build one; the first rename wins, the other's copy is removed).
+emulator also counts a GPU submission's traffic) and, on a GPU, PyCUDA's builds of the
+kernels every speed run compiles (the baselines). Only the course's own code builds it, in
+a sandbox of its own (so the paths it records are the sandbox's), never a submission. It
+lives in the user's cache folder under a name made of its content (the emulator's sources
+and prelude, the C++ compiler's and nvcc's files, the backend, and on a GPU the
+baselines' sources): built once per machine and course version, by the first check or
+class run that needs it, in a temporary folder renamed into place (two processes racing
+each build one; the first rename wins, the other's copy is removed).
 
 **The learner's own compile cache** (``tilelab check`` and a notebook's visible check,
 never a class run): bound read-only beside the base cache, so a re-check of an unchanged
 kernel compiles nothing; what a check compiled comes back into it once the sandbox is gone
-(:func:`keep_builds`: only files named as the emulator names its builds). A class run
-never binds it: one learner's builds never reach another's grading.
+(:func:`keep_builds`: only files named as the emulator and PyCUDA name their builds; they
+are the learner's own kernels, which the learner's notebook runs outside any sandbox
+anyway, and the emulator checks a library's imports again each time it loads one). A
+class run never binds it: one learner's builds never reach another's grading.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import hashlib
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -72,7 +75,6 @@ def key(backend_name: str) -> str:
     for tool in (os.environ.get("TILELAB_EMU_CXX", "g++"), "nvcc"):
         h.update(_identity(tool).encode())
     if backend_name == "gpu":
-        h.update(_nvcc_version().encode())
         for ex in exercises.EXERCISES.values():
             for ref in (ex.baseline, ex.must_beat):
                 if ref is not None:
@@ -96,14 +98,6 @@ def own_cache(part: str = "emu") -> Path:
     return (Path(base) if base else Path.home() / ".cache" / "tilelab") / part
 
 
-def _nvcc_version() -> str:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        return "no nvcc"
-    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False)
-    return out.stdout
-
-
 @functools.cache
 def base_cache(backend_name: str) -> Path | None:
     """The base cache for ``backend_name``, built now if it is not there yet; None when no
@@ -114,6 +108,7 @@ def base_cache(backend_name: str) -> Path | None:
         return folder
     try:
         top.mkdir(parents=True, exist_ok=True)
+        _drop_abandoned(top)
         building = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=top))
     except OSError as exc:
         warnings.warn(f"tilelab: no base cache could be made in {top} ({exc}); every check "
@@ -128,6 +123,19 @@ def base_cache(backend_name: str) -> Path | None:
     except OSError:  # another process installed it first: theirs is as good
         shutil.rmtree(building, ignore_errors=True)
     return folder
+
+
+ABANDONED = 3600  # seconds after which a build folder no process renamed was left by a dead one
+
+
+def _drop_abandoned(top: Path) -> None:
+    """Remove the build folders processes killed while building left behind."""
+    now = time.time()
+    for entry in os.scandir(top):
+        if entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+            with contextlib.suppress(OSError):
+                if now - entry.stat(follow_symlinks=False).st_mtime > ABANDONED:
+                    shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _build(backend_name: str, folder: Path) -> tuple[int, int]:

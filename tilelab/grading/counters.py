@@ -6,7 +6,8 @@ sandbox. From its counts come the figures a lesson is graded by: shared-memory w
 per request (bank conflicts: 1 when conflict-free, 32 for a column of a 32 x 32 tile),
 global sectors per request (coalescing: 4 for 32 consecutive floats, 32 for a column
 walk), the global load requests per multiply-add (tile reuse) and, for data movement, the
-sector bytes per byte the problem must move. Whole-kernel sums cannot be diluted cheaply:
+sector bytes per byte the problem must move (or per multiply-add). Whole-kernel sums
+cannot be diluted cheaply:
 the accesses it would take to pull an average under a gate cost more time than the speed
 gate allows, and sectors per byte moved only grow with extra loads.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -27,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from tilelab import settings
+from tilelab.catalog import exercises
 from tilelab.catalog.exercises import Exercise
+from tilelab.device.bench import REPEAT, WARMUP
 
 #: figure -> ncu metric (the nvprof metrics shared_load_transactions_per_request,
 #: gld_transactions_per_request... are these ratios in Nsight Compute)
@@ -43,9 +47,15 @@ METRICS = {
 }
 SECTOR = 32  # bytes
 COALESCED = 4  # sectors a warp's 32 consecutive floats touch
-UNCOALESCED = 2 * COALESCED  # more sectors per request than this: the walk is not coalesced
-#: at most this many sector bytes per byte a data-movement problem must move
+#: at most this many sector bytes per byte a data-movement problem must move (a strided
+#: walk of floats: 8; wide loads change sectors per request, not this)
 MAX_BYTES_RATIO = 2.0
+#: a matrix product: global-load sector bytes per multiply-add. The naive kernel, coalesced,
+#: moves 5 (per warp and k: one sector of A, four of B, for 32 multiply-adds); with
+#: threadIdx.x along rows, 33; tiles of 32 reuse each value: 0.25
+MAX_BYTES_PER_MAD = 12.0
+#: at least this many: no tile is reused
+NO_REUSE_BYTES_PER_MAD = 2.0
 #: at most this many wavefronts per shared request in a padding exercise (an unpadded
 #: column read: 32; a padded one: about 1.07 on an H100)
 MAX_WAVEFRONTS = 1.5
@@ -123,12 +133,26 @@ def parse(text: str) -> list[dict[str, float]]:
     return [launches[i] for i in sorted(launches)]
 
 
-def command(ncu: str, exercise_id: str, source_path: str) -> list[str]:
-    """ncu over one launch of the kernel in ``source_path`` at the exercise's speed shape."""
-    return [ncu, "--csv", "--print-units", "base", "--launch-count", "1",
-            "--metrics", ",".join(METRICS.values()), sys.executable, "-m",
-            "tilelab.grading.worker", "--launch-once", "--at", "speed",
-            "--exercise", exercise_id, "--source", source_path]
+#: the counted run launches the kernel as a graded run does (once at every graded shape,
+#: then a speed run's warm-up and timed launches, each on new inputs), and ncu counts one
+#: of the timed ones drawn at random: a kernel that keeps state between launches cannot
+#: show the counters one behaviour and the timer another without the draw catching it
+LAUNCHES = WARMUP + REPEAT
+
+
+def command(ncu: str, ex: Exercise, source_path: str, counted: int) -> list[str]:
+    """ncu over speed-shape launch ``counted`` (0-based, of :data:`LAUNCHES`) of the kernel
+    in ``source_path``, after its launches at the exercise's graded shapes."""
+    return [ncu, "--csv", "--print-units", "base", "--launch-skip",
+            str(len(ex.shapes) + counted), "--launch-count", "1",
+            "--metrics", ",".join(METRICS.values()), sys.executable,
+            "-m", "tilelab.grading.worker", "--launch-once", "--at", "speed", "--launches",
+            str(LAUNCHES), "--exercise", ex.id, "--source", source_path]
+
+
+def draw() -> int:
+    """The speed-shape launch ncu counts: one of the timed ones (after the warm-up)."""
+    return WARMUP + secrets.randbelow(REPEAT)
 
 
 def measure(exercise_id: str, source: str, timeout: float = 300) -> dict[str, float]:
@@ -142,8 +166,9 @@ def measure(exercise_id: str, source: str, timeout: float = 300) -> dict[str, fl
         path = os.path.join(tmp, "kernel.cu")
         Path(path).write_text(source, encoding="utf-8")
         try:
-            p = subprocess.run(command(ncu, exercise_id, path), capture_output=True, text=True,
-                               timeout=timeout, errors="replace")
+            p = subprocess.run(command(ncu, exercises.get(exercise_id), path, draw()),
+                               capture_output=True, text=True, timeout=timeout,
+                               errors="replace")
         except subprocess.TimeoutExpired:
             raise CountersUnavailable(f"ncu took longer than {timeout:g} s") from None
     out = p.stdout + p.stderr
@@ -177,6 +202,7 @@ def figures(ex: Exercise, counts: dict[str, float]) -> dict[str, Any]:
     mads = ex.problem.flops(shape) / 2
     if mads:
         out["loads_per_multiply_add"] = c["global_ld_requests"] * 32 / mads
+        out["load_sector_bytes_per_multiply_add"] = c["global_ld_sectors"] * SECTOR / mads
     else:
         out["sector_bytes_per_byte_moved"] = _per(
             (c["global_ld_sectors"] + c["global_st_sectors"]) * SECTOR,
@@ -186,20 +212,22 @@ def figures(ex: Exercise, counts: dict[str, float]) -> dict[str, Any]:
 
 def skipped_lesson(ex: Exercise, f: dict[str, Any]) -> str | None:
     """Why the GPU's counters say this kernel skips the exercise's lesson (None when they do
-    not): an uncoalesced walk, extra bytes moved, no tile reused, bank conflicts."""
-    for kind in ("load", "store"):
-        spr = f[f"sectors_per_{kind}_request"]
-        if spr > UNCOALESCED:
-            return (f"the GPU's counters show its global {kind}s touch {spr:.1f} sectors per "
-                    f"request (coalesced: {COALESCED}): a warp's threads do not walk "
-                    "consecutive addresses")
+    not): global traffic beyond what coalesced accesses move, no tile reused, no padded
+    tile, bank conflicts. Traffic is judged by bytes, so wide loads are not mistaken for
+    strided ones; sectors per request are named beside it."""
+    walk = (f"(loads: {f['sectors_per_load_request']:.1f} sectors per request, stores: "
+            f"{f['sectors_per_store_request']:.1f}; 32 consecutive floats: {COALESCED})")
     ratio = f.get("sector_bytes_per_byte_moved")
     if ratio is not None and ratio > MAX_BYTES_RATIO:
         return (f"the GPU's counters show it moves {ratio:.1f} times the bytes the problem "
-                "needs through L1 (coalesced: 1)")
-    if ex.reuses_tiles and f.get("loads_per_multiply_add", 0.0) >= 1:
-        return ("the GPU's counters show it reads global memory once or more per "
-                f"multiply-add ({f['loads_per_multiply_add']:.2f}): no tile is reused")
+                f"needs through L1 {walk}: its global accesses are not coalesced")
+    per_mad = f.get("load_sector_bytes_per_multiply_add")
+    if per_mad is not None and per_mad > MAX_BYTES_PER_MAD:
+        return (f"the GPU's counters show its global loads move {per_mad:.1f} bytes per "
+                f"multiply-add {walk}: a warp's threads do not read consecutive addresses")
+    if ex.reuses_tiles and per_mad is not None and per_mad >= NO_REUSE_BYTES_PER_MAD:
+        return (f"the GPU's counters show its global loads move {per_mad:.1f} bytes per "
+                "multiply-add, as an untiled kernel does: no tile is reused")
     if ex.max_bank_degree is not None:
         counts = f["counts"]
         if not counts["shared_ld_requests"] and not counts["shared_st_requests"]:
@@ -221,7 +249,8 @@ def describe(f: dict[str, Any], emulated: dict[str, Any] | None,
            f"{f['sectors_per_load_request']:.2f} / {f['sectors_per_store_request']:.2f} "
            "global sectors per load / store request")
     if "loads_per_multiply_add" in f:
-        got += f", {f['loads_per_multiply_add']:.3g} global loads per multiply-add"
+        got += (f", {f['loads_per_multiply_add']:.3g} global loads and "
+                f"{f['load_sector_bytes_per_multiply_add']:.3g} sector bytes per multiply-add")
     if emulated:
         got += (f"; the emulator predicted {emulated.get('sectors_per_load_request', 0):.2f} / "
                 f"{emulated.get('sectors_per_store_request', 0):.2f} sectors per request")

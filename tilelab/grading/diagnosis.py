@@ -13,7 +13,7 @@ pass. The grid is fixed by the grader, so no cause asks the learner to change it
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,6 +41,13 @@ class Attempt:
     got: np.ndarray
     expected: np.ndarray
     bad: np.ndarray = field(repr=False)
+    _scale: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def scale(self, problem: Problem) -> np.ndarray:
+        """Each element's error scale (:meth:`Problem.error_bound`), computed once."""
+        if self._scale is None:
+            self._scale = problem.error_bound(self.inputs) + np.finfo(np.float32).tiny
+        return self._scale
 
 
 @dataclass(frozen=True)
@@ -73,76 +80,71 @@ def telling(attempts: Sequence[Attempt], launch: Launch) -> Attempt:
 
 
 def _matmul_models(a: Attempt, launch: Launch, tiled: bool,
-                   kern: Kernel) -> list[tuple[str, str, np.ndarray]]:
+                   kern: Kernel) -> Iterator[tuple[str, str, np.ndarray]]:
+    """What each mistake computes, each computed only when the ones before did not match."""
     A, B = a.inputs["A"].astype(np.float64), a.inputs["B"].astype(np.float64)
     M, K = A.shape
     N = B.shape[1]
     E = a.expected
     tile = launch.tile[0]
     loop = kern.k_loop() or kern.loop_before(kern.product() or kern.read("A"))
-    out = [
-        ("swapped row/column",
-         "C is stored column-major (C[col * M + row]); C is M x N row-major: "
-         "C[row * N + col]", E.T.reshape(M, N)),
-        ("swapped row/column",
-         "the loads of A walk it column-major (A[k * M + row]); A is M x K row-major: "
-         "A[row * K + k]", A.reshape(-1).reshape(K, M).T @ B),
-        ("swapped row/column",
-         "the loads of B walk it column-major (B[col * K + k]); B is K x N row-major: "
-         "B[k * N + col]", A @ B.reshape(-1).reshape(N, K).T),
-        ("off-by-one",
-         "every sum misses its last term: the loop over k stops one short of K (k < K - 1, "
-         "or a guard such as t + tx < K - 1)" + kern.at(loop), A[:, : K - 1] @ B[: K - 1]),
-        ("missing term",
-         "every sum misses its first term (k = 0): the loop over k starts at 1; start it at "
-         "0" + kern.at(kern.find(r"\bfor\s*\(\s*(int\s+)?\w+\s*=\s*1\s*;") or loop),
-         A[:, 1:] @ B[1:]),
-        ("one term only",
-         "each element holds a single product, A[row][K-1] * B[K-1][col]: the product is "
-         "assigned (acc = a * b) instead of added (acc += a * b)"
-         + kern.at(kern.find(r"[^+\-*/=!<>]=[^=][^;]*\]\s*\*\s*\w+\s*\[") or kern.product()),
-         np.outer(A[:, K - 1], B[K - 1])),
-    ]
-    for t in sorted({tile, 8, 16, 32}):  # a loop over one tile's k that skips a term
-        if t >= K:
-            continue
-        k = np.arange(K)
-        for skipped, how in ((k % t == t - 1, f"stops one short of the step ({t} - 1)"),
-                             (k % t == 0, "starts at 1")):
-            keep = ~skipped
-            out.append(("missing term",
-                        f"every sum misses one term in each step of {t} along k (k = "
-                        f"{int(k[skipped][0])}, {int(k[skipped][1]) if skipped.sum() > 1 else ''}"
-                        f"...): the loop over the tile's k {how}; it must run over all {t}"
-                        + kern.at(loop), A[:, keep] @ B[keep]))
-        lo = (K - 1) // t * t
-        if lo:
-            reset = kern.find(r"\b\w+\s*=\s*0(\.0*)?f?\s*;",
-                              kern.find(r"\bfor\s*\(") or 1)
-            out.append(("accumulator reset",
-                        f"each element holds only the last step's sum (k = {lo}..{K - 1}): the "
-                        "accumulator is set to 0 inside the loop over the tiles; set it once, "
-                        "before the loop" + kern.at(reset), A[:, lo:] @ B[lo:]))
-    if tiled and tuple(launch.block[:2]) == tuple(launch.tile):
-        out += _tile_index_models(A, B, tile, kern)
+    yield ("swapped row/column",
+           "C is stored column-major (C[col * M + row]); C is M x N row-major: "
+           "C[row * N + col]" + kern.at(kern.store("C")), E.T.reshape(M, N))
+    yield ("swapped row/column",
+           "the loads of A walk it column-major (A[k * M + row]); A is M x K row-major: "
+           "A[row * K + k]", A.reshape(-1).reshape(K, M).T @ B)
+    yield ("swapped row/column",
+           "the loads of B walk it column-major (B[col * K + k]); B is K x N row-major: "
+           "B[k * N + col]", A @ B.reshape(-1).reshape(N, K).T)
+    yield ("off-by-one",
+           "every sum misses its last term: the loop over k stops one short of K (k < K - 1, "
+           "or a guard such as t + tx < K - 1)" + kern.at(loop), A[:, : K - 1] @ B[: K - 1])
     for t in sorted({tile, 8, 16, 32}, reverse=True):  # the K tile: the output's, or smaller
         if not tiled or not K % t:
             continue
         whole = K // t * t
-        out.append(("partial tile dropped",
-                    f"every sum misses its last {K % t} terms: the loop over tiles stops at "
-                    "the last whole tile (t + TILE <= K, or K / TILE phases); run "
-                    "(K + TILE - 1) / TILE phases and load 0 past the edge",
-                    A[:, :whole] @ B[:whole]))
+        yield ("partial tile dropped",
+               f"every sum misses its last {K % t} terms: the loop over tiles stops at "
+               "the last whole tile (t + TILE <= K, or K / TILE phases); run "
+               "(K + TILE - 1) / TILE phases and load 0 past the edge" + kern.at(kern.find(
+                   r"\bfor\s*\(")), A[:, :whole] @ B[:whole])
         if whole >= t:  # the last phase reuses the previous phase's tile where not loaded
             prev, extra = whole - t, K - whole
             stale = A @ B + A[:, prev + extra: prev + t] @ B[prev + extra: prev + t]
-            out.append(("stale shared data",
-                        "in the last, partial tile the threads outside the matrix skip their "
-                        "load, so the product uses the previous tile's values still in shared "
-                        "memory: store 0.0f there instead (a ? b : 0.0f), in every phase",
-                        stale))
-    return out
+            yield ("stale shared data",
+                   "in the last, partial tile the threads outside the matrix skip their "
+                   "load, so the product uses the previous tile's values still in shared "
+                   "memory: store 0.0f there instead (a ? b : 0.0f), in every phase"
+                   + kern.at(kern.load("A")), stale)
+    yield ("missing term",
+           "every sum misses its first term (k = 0): the loop over k starts at 1; start it at "
+           "0" + kern.at(kern.find(r"\bfor\s*\(\s*(int\s+)?\w+\s*=\s*1\s*;") or loop),
+           A[:, 1:] @ B[1:])
+    yield ("one term only",
+           "each element holds a single product, A[row][K-1] * B[K-1][col]: the product is "
+           "assigned (acc = a * b) instead of added (acc += a * b)"
+           + kern.at(kern.find(r"[^+\-*/=!<>]=[^=][^;]*\]\s*\*\s*\w+\s*\[") or kern.product()),
+           np.outer(A[:, K - 1], B[K - 1]))
+    k = np.arange(K)
+    for t in sorted({tile, 8, 16, 32}):  # a loop over one tile's k that skips a term
+        if t >= K:
+            continue
+        for skipped, how in ((k % t == t - 1, f"stops one short of the step ({t} - 1)"),
+                             (k % t == 0, "starts at 1")):
+            which = ", ".join(str(int(x)) for x in k[skipped][:2])
+            yield ("missing term",
+                   f"every sum misses one term in each step of {t} along k (k = {which}, "
+                   f"...): the loop over the tile's k {how}; it must run over all "
+                   f"{t}" + kern.at(loop), A[:, ~skipped] @ B[~skipped])
+        if lo := (K - 1) // t * t:
+            reset = kern.find(r"\b\w+\s*=\s*0(\.0*)?f?\s*;", kern.find(r"\bfor\s*\(") or 1)
+            yield ("accumulator reset",
+                   f"each element holds only the last step's sum (k = {lo}..{K - 1}): the "
+                   "accumulator is set to 0 inside the loop over the tiles; set it once, "
+                   "before the loop" + kern.at(reset), A[:, lo:] @ B[lo:])
+    if tiled and tuple(launch.block[:2]) == tuple(launch.tile):
+        yield from _tile_index_models(A, B, tile, kern)
 
 
 def _tile_index_models(A: np.ndarray, B: np.ndarray, T: int,
@@ -223,8 +225,7 @@ def _matches(a: Attempt, problem: Problem, pred: np.ndarray) -> bool:
     if problem.exact:
         close = got == pred
     else:
-        scale = problem.error_bound(a.inputs) + np.finfo(np.float32).tiny
-        close = np.abs(got - np.nan_to_num(pred)) <= 10 * RTOL * scale
+        close = np.abs(got - np.nan_to_num(pred)) <= 10 * RTOL * a.scale(problem)
     return bool(close[defined].mean() >= 0.99) and bool(close[np.isfinite(pred)
                                                              & ~np.isnan(a.got)].mean() >= 0.99)
 
@@ -273,10 +274,11 @@ def _swapped_fits(a: Attempt, problem: Problem, launch: Launch) -> bool:
 def diagnose(problem: Problem, launch: Launch, a: Attempt, *, tiled: bool = False,
              races: Sequence[Race] | None = None, rerun_differs: bool = False,
              passed: Sequence[Shape] = (), failed: Sequence[Attempt] = (),
-             source: str = "") -> Diagnosis:
+             source: str = "", quick: bool = False) -> Diagnosis:
     """The cause of ``a``'s wrong elements. ``races``: what the emulator's analysis found
     (None: not run); ``passed``: the shapes that pass; ``failed``: every failing attempt;
-    ``source``: the kernel (to name the line of a cause; "" names none)."""
+    ``source``: the kernel (to name the line of a cause; "" names none); ``quick``: skip
+    what each mistake would compute (a first word on one shape, before the telling one's)."""
     unwritten = a.got.view(np.uint32) == POISON_BITS
     bad = a.bad
     edge = _edge(a.got.shape, launch)
@@ -327,12 +329,14 @@ def diagnose(problem: Problem, launch: Launch, a: Attempt, *, tiled: bool = Fals
                          "the poison value, inside the matrix too: check that every thread "
                          "computes and stores its own element (the store's index formula"
                          + kern.at(store) + ").")
-    if problem.name == "matmul":
+    if quick:
+        models: Iterable[tuple[str, str, np.ndarray]] = ()
+    elif problem.name == "matmul":
         models = _matmul_models(a, launch, tiled, kern)
     elif problem.name == "transpose":
         models = _transpose_models(a, kern)
     else:
-        models = []
+        models = ()
     for cause, advice, pred in models:
         if _matches(a, problem, pred):
             return Diagnosis(cause, advice)
@@ -408,7 +412,7 @@ def _value_fault(a: Attempt, problem: Problem, kern: Kernel) -> Diagnosis | None
     """A fault in the values themselves: every wrong element off by one constant (the sum
     started from it), or rounded to a whole number (an int variable on the way)."""
     bad = a.bad & np.isfinite(a.got)
-    if not bad.any() or bad.sum() < a.bad.sum() // 2:
+    if bad.sum() < a.bad.size // 2:  # a start value or an int marks most of the output
         return None
     got, want = a.got[bad].astype(np.float64), a.expected[bad]
     if not np.array_equal(want, np.round(want)) and np.array_equal(got, np.trunc(got)):
@@ -420,7 +424,7 @@ def _value_fault(a: Attempt, problem: Problem, kern: Kernel) -> Diagnosis | None
                          + kern.at(line) + ".")
     diff = got - want
     c = float(np.median(diff))
-    scale = problem.error_bound(a.inputs)[bad] + np.finfo(np.float32).tiny
+    scale = a.scale(problem)[bad]
     if c and np.all(np.abs(diff - c) <= 10 * RTOL * scale + 1e-6 * abs(c)):
         lit = re.compile(rf"=\s*{re.escape(f'{c:g}')}(\.0*)?f?\s*;")
         return Diagnosis("start value", f"every wrong element is off by {c:g}: the sum starts "
@@ -491,6 +495,19 @@ def out_of_bounds(problem: Problem, launch: Launch, shape: Shape, exc: BaseExcep
         return None
     who = f"thread {tuple(thread)} of block {tuple(block)}"
     place = f"{buf if problem.name == 'transpose' else out}[{row}][{col}]"
+    if problem.name == "matmul" and buf in ("A", "B"):  # every thread of a tiled kernel loads
+        K, N = sizes["K"], sizes["N"]
+        k = idx - row * K if buf == "A" else (idx - col) // N if (idx - col) % N == 0 else -1
+        if k >= K and kern.shared:
+            return Diagnosis("out of bounds", f"{who} loads {buf}[{idx}]: k = {k} along K, "
+                             f"past K - 1 = {K - 1}. A tile's load must stay below K, and its "
+                             "guard must test the very index it loads (t + tx < K for "
+                             "A[row * K + t + tx], t + ty < K for B[(t + ty) * N + col])"
+                             + kern.at(kern.guard_before(line)) + ".")
+        if k >= K:
+            return Diagnosis("out of bounds", f"{who} stands for {place}, inside {out}, and "
+                             f"reached {buf}[{idx}] with k = {k}: the loop over k runs past "
+                             "K - 1 (k < K)" + kern.at(kern.loop_before(line)) + ".")
     if row >= rows or col >= cols:
         guard = kern.guard_before(line)
         return Diagnosis("out of bounds", f"{who} stands for {place}, outside the matrix "
@@ -500,15 +517,6 @@ def out_of_bounds(problem: Problem, launch: Launch, shape: Shape, exc: BaseExcep
                             "only inside the matrix (every bound tested, joined with &&)"
                             if guard else "no guard stops it: put the access under a test "
                             "that holds only inside the matrix") + ".")
-    if problem.name == "matmul" and buf in ("A", "B"):
-        K, N = sizes["K"], sizes["N"]
-        k = idx - row * K if buf == "A" else (idx - col) // N if (idx - col) % N == 0 else -1
-        if k >= K:
-            return Diagnosis("out of bounds", f"{who} stands for {out}[{row}][{col}], inside "
-                             f"{out}, and reached {buf}[{idx}] with k = {k}: the loop over k "
-                             "runs past K - 1 (k < K, or t + tx < K for a tile)"
-                             + kern.at(kern.loop_before(line) if buf == "A" or not kern.shared
-                                       else kern.guard_before(line)) + ".")
     layout = {"A": "A[row * K + k]", "B": "B[k * N + col]", "C": "C[row * N + col]",
               "in": "in[row * cols + col]", "out": "out[col * rows + row]"}
     return Diagnosis("out of bounds", f"{who} stands for an element inside the matrix "

@@ -73,6 +73,15 @@ def make(root: Path, gpu: str) -> Path:
     return path
 
 
+def _open(path: Path) -> int:
+    """A lock file, opened read-only (made where it is missing and its folder writable: a
+    folder named to workers started elsewhere may come empty)."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_CREAT, 0o644)
+
+
 def _take(fd: int, how: int, deadline: float) -> None:
     while True:
         try:
@@ -90,8 +99,7 @@ class GpuLock:
 
     def __init__(self, path: Path, wait: float = WAIT_LIMIT) -> None:
         self.path, self.wait = Path(path), wait
-        self.turn = os.open(self.path / "turn", os.O_RDONLY | os.O_CLOEXEC)
-        self.gpu = os.open(self.path / "gpu", os.O_RDONLY | os.O_CLOEXEC)
+        self.turn, self.gpu = _open(self.path / "turn"), _open(self.path / "gpu")
         self.mode = 0  # 0, LOCK_SH or LOCK_EX: what this process holds on `gpu`
 
     def close(self) -> None:
@@ -99,9 +107,10 @@ class GpuLock:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
-        """GPU work that is not timed; waits while a timed step holds or awaits the GPU."""
+    def hold_shared(self) -> None:
+        """Take it shared (until :meth:`release`, or until the process ends: a grading
+        worker's CUDA context is torn down at its exit, still under the lock); waits while
+        a timed step holds or awaits the GPU."""
         deadline = time.monotonic() + self.wait
         _take(self.turn, fcntl.LOCK_EX, deadline)  # a waiting timed step goes first
         try:
@@ -109,11 +118,19 @@ class GpuLock:
         finally:
             fcntl.flock(self.turn, fcntl.LOCK_UN)
         self.mode = fcntl.LOCK_SH
+
+    def release(self) -> None:
+        fcntl.flock(self.gpu, fcntl.LOCK_UN)
+        self.mode = 0
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        """GPU work that is not timed, for the ``with`` block (see :meth:`hold_shared`)."""
+        self.hold_shared()
         try:
             yield
         finally:
-            fcntl.flock(self.gpu, fcntl.LOCK_UN)
-            self.mode = 0
+            self.release()
 
     @contextlib.contextmanager
     def exclusive(self, hold: int = HOLD_LIMIT) -> Iterator[None]:
@@ -185,4 +202,6 @@ def sandbox_binds() -> tuple[list[tuple[str, str]], dict[str, str]]:
     path = folder()
     if path is None:
         return [], {}
+    for name in ("turn", "gpu"):  # the sandbox sees them read-only: they must exist first
+        os.close(_open(path / name))
     return [(str(path), INSIDE)], {ENV: INSIDE}

@@ -3,11 +3,18 @@
 :func:`evaluate` runs the steps of :data:`STEPS` in order; each takes the grading
 :class:`Run` and the verdict, records what it found, and returns False to stop::
 
-    validate -> compile -> correctness -> analysis (emulator) | sanitizer (GPU)
-             -> speed (GPU) | bank-conflict gate (emulator) -> points
+    validate (size, includes, signature, the graded subset) -> compile -> correctness
+      -> schedules (GPU: right under the emulator's varied orders too)
+      -> analysis (emulator: feedback) | sanitizer (GPU)
+      -> speed (GPU: timed launches that cannot replay, then the lesson from the GPU's
+         own counters) -> points
 
-It runs in the grading worker's clean process (:mod:`tilelab.grading.worker`), which
-never imports a learner's Python: only the kernel source reaches it.
+Points rest only on evidence the submission cannot shape: outputs the grader compares,
+the GPU's timers on launches that each do the whole work, and the GPU's counters on the
+timed build. On the emulator, speed and lessons are "not measured: needs a GPU"; its
+analysis is feedback. It runs in the grading worker's clean process
+(:mod:`tilelab.grading.worker`), which never imports a learner's Python: only the kernel
+source reaches it.
 """
 
 from __future__ import annotations
@@ -124,7 +131,7 @@ def correctness(run: Run, v: Verdict) -> bool:
     results = []
     for shape in ex.shapes:
         try:
-            res = check_function(rt, run.fn, ex.problem, ex.launch, shape, run.rng)
+            res = check_function(rt, run.fn, ex.problem, ex.launch, shape, run.rng, quick=True)
         except launch_errors(rt) as exc:
             why = launch_failure(ex.problem, ex.launch, shape, exc, run.text)
             v.messages.append(f"shape {shape}: the launch failed: {_one_line(exc, 1500)}"
@@ -261,8 +268,8 @@ def _analyse(run: Run, v: Verdict) -> Any | None:
 
 def sanitizer(run: Run, v: Verdict) -> bool:
     """On a GPU: compute-sanitizer's racecheck and memcheck over one launch each, started
-    here, both at once; :func:`sanitizer_verdict` reads them (the emulator counts the
-    lesson's traffic on the CPU meanwhile)."""
+    here, both at once; :func:`sanitizer_verdict` reads them (the emulator's schedules and
+    traffic count run on the CPU meanwhile)."""
     if not (v.correct and run.rt.name == "gpu" and run.sanitize):
         return True
     run.sanitizing = (Sanitizers(run.ex.id, run.text), v.traffic, len(v.messages))
@@ -277,6 +284,9 @@ def sanitizer_verdict(run: Run, v: Verdict) -> bool:
         return True
     tools, traffic_before, messages_before = run.sanitizing
     run.sanitizing = None
+    if not v.correct:  # failed meanwhile (the emulator's schedules): the sanitizer would not
+        tools.stop()  # have run, so its findings are no part of the verdict
+        return True
     v.sanitizer = tools.results()
     problems = [r["summary"] for r in v.sanitizer.values() if r.get("errors")]
     if problems:
@@ -319,6 +329,7 @@ def lesson_gate(run: Run, v: Verdict) -> None:
     ex = run.ex
     if not v.speed_passed:
         return
+    t0 = time.perf_counter()
     try:
         with gpulock.exclusive():  # counters, like timings, read the GPU alone
             v.counters = counters.figures(ex, counters.measure(ex.id, run.text))
@@ -329,9 +340,11 @@ def lesson_gate(run: Run, v: Verdict) -> None:
         return
     except counters.CountersUnavailable as exc:
         v.counters = {"error": str(exc)}
+    v.step_seconds["counters"] = round(time.perf_counter() - t0, 4)  # within "speed"
+    if "error" in v.counters:
         v.speed_passed = False
         v.messages.append(f"speed: {v.speedup:.2f}x is over the gate, but the lesson was not "
-                          f"measured: {exc}")
+                          f"measured: {v.counters['error']}")
         return
     v.messages.append(counters.describe(v.counters, v.traffic, v.bank_degree))
     judge_lesson(ex, v)
@@ -380,9 +393,9 @@ def analysis_feedback(ex: Exercise, v: Verdict) -> None:
                               "exercise is about a padded shared-memory tile")
         else:
             v.messages.append(
-                f"feedback: the emulator's bank-conflict degree is {v.bank_degree:.2f} on the "
-                f"worst shared-memory access line (a padded tile: <= {ex.max_bank_degree:g}); "
-                "on a GPU the lesson is graded by the GPU's own counters")
+                f"feedback: the emulator's {scoring.bank_degree_text(v)} (a padded tile: <= "
+                f"{ex.max_bank_degree:g}); on a GPU the lesson is graded by the GPU's own "
+                "counters")
     if skipped:
         v.messages.append(f"feedback: on a GPU this kernel would lose its speed points: "
                           f"{skipped}")
@@ -502,7 +515,7 @@ def sampled_compare(ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
 
 #: The grader, in order.
 STEPS: tuple[Step, ...] = (
-    validate, compile_candidate, correctness, schedules, analysis, sanitizer, lesson_traffic,
+    validate, compile_candidate, correctness, sanitizer, schedules, analysis, lesson_traffic,
     sanitizer_verdict, speed,
 )
 

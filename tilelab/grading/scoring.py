@@ -33,6 +33,8 @@ def bank_degree_text(v: Verdict) -> str:
     worst = worst_bank_line(v)
     where = f" (line {worst['line']}: {worst['array']}, {worst['kind']})" if worst else ""
     return f"{BANK_DEGREE} {v.bank_degree:.2f}{where}"
+
+
 #: the speed and lesson points of a kernel no GPU timed (the same for every exercise)
 NOT_MEASURED = "not measured: needs a GPU"
 
@@ -90,6 +92,59 @@ def speed_status(v: Verdict, award: bool = False) -> tuple[bool, str]:
     return False, unmeasured(v)
 
 
+def _first_line(text: str, limit: int = 200) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def correctness_lost(v: Verdict) -> str:
+    """Why the correctness points were lost, in a few words ("" when they were not)."""
+    if v.correct:
+        return ""
+    said = [m for m in v.messages if not m.startswith("grading note:")]
+    if v.error:
+        return f"the grader itself failed ({_first_line(v.error)}), not the kernel"
+    if not v.compiled:
+        first = said[0] if said else ""
+        if first.startswith("the kernel does not compile"):
+            return "it does not compile"
+        if first.startswith("not graded (0 points): "):
+            return "not graded: " + _first_line(first.removeprefix("not graded (0 points): "))
+        return "refused before it ran: " + _first_line(first) if first else "not compiled"
+    failed = [s for s in v.shapes if not s.get("ok")]
+    for s in failed:
+        if "wrong" not in s:  # the launch itself failed
+            shape = tuple(s.get("shape", ()))
+            if "KernelTimeout" in str(s.get("message", "")) or "did not finish" in str(
+                    s.get("message", "")):
+                return f"timed out at shape {shape} (no result within the time allowed)"
+            what = _first_line(str(s.get("message", "")).split(": ", 1)[0], 120)
+            return f"the launch failed at shape {shape}: {what} (see below)"
+    if failed:
+        worst = max(failed, key=lambda s: s.get("total", 0))
+        return (f"wrong at {len(failed)} of {len(v.shapes)} shapes (e.g. {worst.get('wrong')} "
+                f"of {worst.get('total')} elements at shape {tuple(worst['shape'])})")
+    if v.races:
+        return "right results, but a shared-memory race (see below): results depend on timing"
+    return _first_line(said[-1]) if said else "not correct"
+
+
+def speed_lost(v: Verdict, award: bool = False) -> str:
+    """Why the speed points were lost, in a few words ("" when they were not)."""
+    if points(v, award).speed or not v.max_points_speed:
+        return ""
+    if not v.correct:
+        return "not judged: the kernel is not correct"
+    if v.speed_measured and v.speedup is not None:
+        if v.gate and v.speedup < v.gate:
+            return (f"too slow: {v.speedup:.2f}x over {v.baseline}, the gate is {v.gate:g}x "
+                    f"(it needs to run {v.gate / v.speedup:.2f}x faster)")
+        return f"{v.speedup:.2f}x is over the gate, but the lesson is skipped (see below)"
+    if v.backend == "gpu":
+        return unmeasured(v)
+    return f"{unmeasured(v)} (the speed test runs on the grading GPU)"
+
+
 def report(v: Verdict, award: bool = False) -> str:
     """A learner-facing summary: what passed, what failed and why, with the points."""
     p = points(v, award)
@@ -117,6 +172,11 @@ def report(v: Verdict, award: bool = False) -> str:
     if not v.speed_measured and v.bank_degree is not None and v.max_bank_degree is not None:
         lines.append(f"  bank conflicts (the emulator's analysis, feedback only): "
                      f"{bank_degree_text(v)} (a padded tile: <= {v.max_bank_degree:g})")
+    lost = [(part, p_max - p_got, why) for part, p_max, p_got, why in (
+        ("correctness", v.max_points_correct, p.correct, correctness_lost(v)),
+        ("speed", v.max_points_speed, p.speed, speed_lost(v, award))) if p_max > p_got]
+    for part, n, why in lost:
+        lines.append(f"  lost {n:g} {part} point{'s' if n != 1 else ''}: {why}")
     lines.extend(f"  - {m}" for m in v.messages)
     return "\n".join(lines)
 

@@ -123,10 +123,14 @@ def check_subset(source: str) -> None:
 
 
 def _check_characters(masked: str) -> None:
+    in_directive = [False] * len(masked)
+    for d in directives(masked):
+        in_directive[d.start:d.end] = [True] * (d.end - d.start)
     for i, ch in enumerate(masked):
-        if ch == "\\" and not masked[i + 1:i + 2].isspace():
-            raise _refuse(masked, i, "a backslash outside a string (a universal character "
-                          "name)", "write names in plain ASCII letters")
+        if ch == "\\" and not (in_directive[i] and masked[i + 1:i + 2].isspace()):
+            raise _refuse(masked, i, "a backslash outside a string (a line splice or a "
+                          "universal character name)", "write names in plain ASCII letters, "
+                          "and join lines with a backslash only in a #define")
         if ord(ch) > 127 or ch == "$":
             raise _refuse(masked, i, f"the character {ch!r} outside a comment or string",
                           "write names in plain ASCII letters, digits and _")
@@ -297,6 +301,10 @@ def _check_literals(masked: str, toks: list[Token]) -> None:
 def _check_names(masked: str, toks: list[Token], declared: set[str]) -> None:
     for i, t in enumerate(toks):
         name = t.text
+        if name == "printf" and toks[i + 1:i + 2] and toks[i + 1].text == "(" and \
+                toks[i + 2:i + 3] and toks[i + 2].text != '"':
+            raise _refuse(masked, t.pos, "printf with a format that is not a string literal",
+                          'write the format as a literal: printf("%d\\n", x)')
         if not _is_name(name):
             if name == "[[":
                 raise _refuse(masked, t.pos, "a [[...]] attribute", HINTS["attribute"])
@@ -340,8 +348,8 @@ def _inside_attribute(toks: list[Token], i: int) -> bool:
 def _check_attribute(masked: str, toks: list[Token], i: int) -> None:
     text = " ".join(t.text for t in toks[i + 1:i + 8])
     if not re.match(r"\( \( aligned \( \S+ \) \) \)", text):
-        raise _refuse(masked, toks[i].pos, "__attribute__((" + " ".join(
-            t.text for t in toks[i + 3:i + 6]) + " ...))", HINTS["attribute"])
+        what = toks[i + 3].text if i + 3 < len(toks) else ""
+        raise _refuse(masked, toks[i].pos, f"__attribute__(({what}...))", HINTS["attribute"])
 
 
 _SHAPES = (

@@ -10,7 +10,6 @@ kernel at the problem's ``sanitize_shape`` on the GPU.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import resource
@@ -46,12 +45,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--at", choices=("sanitize", "speed"), default="sanitize",
                    help="the shape of --launch-once: the problem's sanitize shape, or the "
                    "exercise's speed shape")
+    p.add_argument("--launches", type=int, default=1,
+                   help="with --launch-once --at speed: after one launch at every graded "
+                   "shape, launch this many times at the speed shape, each on new inputs")
+    p.add_argument("--shape", help="with --launch-once: the problem's sizes, comma-separated "
+                   "(one launch there, instead of --at's)")
     return p
 
 
-def launch_once(exercise_id: str, source_path: str, at: str = "sanitize") -> None:
-    """One launch at the problem's ``sanitize_shape`` (what compute-sanitizer inspects) or
-    at the exercise's speed shape (what Nsight Compute counts for the lesson)."""
+def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
+                launches: int = 1, shape: tuple[int, ...] = ()) -> None:
+    """One launch at ``shape``, else at the problem's ``sanitize_shape`` (what
+    compute-sanitizer inspects); or, for Nsight Compute, the launches a graded run makes:
+    one at every graded shape, then ``launches`` at the exercise's speed shape, each on new
+    inputs (ncu counts one of the timed ones, drawn by the grader)."""
     import numpy as np
 
     from tilelab.catalog import exercises
@@ -62,9 +69,15 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize") -> Non
     rt = get_runtime("gpu")
     with open(source_path, encoding="utf-8") as f:
         fn = rt.SourceModule(f.read()).get_function(ex.kernel)
-    shape = ex.speed_shape if at == "speed" else ex.problem.sanitize_shape
-    inputs = ex.problem.make_inputs(shape, np.random.default_rng())
-    launch(rt, fn, ex.problem, ex.launch, shape, inputs)
+    rng = np.random.default_rng()
+    if shape:
+        shapes = [shape]
+    elif at == "sanitize":
+        shapes = [ex.problem.sanitize_shape]
+    else:
+        shapes = [*ex.shapes, *[ex.speed_shape] * max(1, launches)]
+    for s in shapes:
+        launch(rt, fn, ex.problem, ex.launch, s, ex.problem.make_inputs(s, rng))
 
 
 def grade(a: argparse.Namespace) -> dict:
@@ -74,11 +87,13 @@ def grade(a: argparse.Namespace) -> dict:
 
     with open(a.source, "rb") as f:
         source = f.read()
-    try:  # on a GPU a class run shares with other tasks: its lock, held shared (and alone
-        # while the speed step times), from before CUDA starts
-        with gpulock.shared() if a.backend != "emu" else contextlib.nullcontext():
-            verdict = evaluate(a.exercise, source, a.backend, speed=not a.no_speed,
-                               sanitize=not a.no_sanitize, gate=a.gate)
+    try:
+        if a.backend != "emu" and (lock := gpulock.worker_lock()) is not None:
+            # a GPU a class run's tasks share: its lock, held shared from before CUDA starts
+            # to this process's end (alone while the speed step times)
+            lock.hold_shared()
+        verdict = evaluate(a.exercise, source, a.backend, speed=not a.no_speed,
+                           sanitize=not a.no_sanitize, gate=a.gate)
     except Exception as exc:  # never crash silently
         verdict = Verdict(exercise=a.exercise, backend=a.backend or "?",
                           error=f"{type(exc).__name__}: {exc}")
@@ -90,7 +105,8 @@ def grade(a: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     if a.launch_once:
-        launch_once(a.exercise, a.source, a.at)
+        launch_once(a.exercise, a.source, a.at, a.launches,
+                    tuple(int(n) for n in a.shape.split(",")) if a.shape else ())
         return 0
     limit_resources(a.backend)
     if not a.out:

@@ -68,6 +68,7 @@ matmul_vec4(const float* __restrict__ A, const float* __restrict__ B,
     __shared__ __align__(16) float As[BK][BM];  // transposed: As[k][m] = A[m][k]
     __shared__ __align__(16) float Bs[BK][BN];
 
+    // [core-begin]
     const int tid = threadIdx.x;
     const int tRow = tid / (BN / TN), tCol = tid % (BN / TN);
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
@@ -119,6 +120,7 @@ matmul_vec4(const float* __restrict__ A, const float* __restrict__ B,
         }
         __syncthreads();  // everyone is done before the tiles are overwritten
     }
+    // [core-end]
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll

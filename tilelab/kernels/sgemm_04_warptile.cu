@@ -83,6 +83,7 @@ matmul_warptile(const float* __restrict__ A, const float* __restrict__ B,
     __shared__ __align__(16) float As[BK][BM];  // transposed: As[k][m] = A[m][k]
     __shared__ __align__(16) float Bs[BK][BN];
 
+    // [core-begin]
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int wRow = (warp / (BN / WN)) * WM, wCol = (warp % (BN / WN)) * WN;
     const int tRow = (lane / (WSUBN / TN)) * TM, tCol = (lane % (WSUBN / TN)) * TN;
@@ -143,6 +144,7 @@ matmul_warptile(const float* __restrict__ A, const float* __restrict__ B,
         }
         __syncthreads();  // everyone is done before the tiles are overwritten
     }
+    // [core-end]
 #pragma unroll
     for (int wm = 0; wm < WMITER; ++wm)
 #pragma unroll

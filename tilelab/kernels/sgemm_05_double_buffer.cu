@@ -95,6 +95,7 @@ matmul_dbuf(const float* __restrict__ A, const float* __restrict__ B,
     __shared__ __align__(16) float Bs[2][BK][BN];
     float4 ra[BM * BK / 4 / NT], rb[BK * BN / 4 / NT];  // the next tile, in flight
 
+    // [core-begin]
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int wRow = (warp / (BN / WN)) * WM, wCol = (warp % (BN / WN)) * WN;
     const int tRow = (lane / (WSUBN / TN)) * TM, tCol = (lane % (WSUBN / TN)) * TN;
@@ -204,6 +205,7 @@ matmul_dbuf(const float* __restrict__ A, const float* __restrict__ B,
         }
         __syncthreads();  // copy p ^ 1 is complete, and nobody reads copy p any more
     }
+    // [core-end]
 #pragma unroll
     for (int wm = 0; wm < WMITER; ++wm)
 #pragma unroll

@@ -105,7 +105,7 @@ __device__ __forceinline__ void copy16(float* dst, const float* src)
 {
 #if ASYNC
     unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 #else
     *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(src);
 #endif
@@ -116,7 +116,7 @@ __device__ __forceinline__ void copy4(float* dst, const float* src)
 {
 #if ASYNC
     unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
 #else
     *dst = *src;
 #endif
@@ -126,7 +126,7 @@ __device__ __forceinline__ void copy4(float* dst, const float* src)
 __device__ __forceinline__ void commit_copies()
 {
 #if ASYNC
-    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
 #endif
 }
 
@@ -134,7 +134,7 @@ __device__ __forceinline__ void commit_copies()
 __device__ __forceinline__ void wait_copies()
 {
 #if ASYNC
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2));
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2) : "memory");
 #endif
 }
 // [async-copy-end]
@@ -146,6 +146,7 @@ matmul_async(const float* __restrict__ A, const float* __restrict__ B,
     __shared__ __align__(16) float As[STAGES][BK][BM];  // transposed: As[.][k][m] = A[m][k]
     __shared__ __align__(16) float Bs[STAGES][BK][BN];
 
+    // [core-begin]
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int wRow = (warp / (BN / WN)) * WM, wCol = (warp % (BN / WN)) * WN;
     const int tRow = (lane / (WSUBN / TN)) * TM, tCol = (lane % (WSUBN / TN)) * TN;
@@ -162,7 +163,6 @@ matmul_async(const float* __restrict__ A, const float* __restrict__ B,
             acc[i][j] = 0.0f;
     float a[WMITER * TM], b[WNITER * TN];
 
-    // [load-tile-begin]
     // The tile at k = t into stage p: four threads read one row's BK floats of A
     // (coalesced) and store them down a column of As; B's rows go straight across.
 #define LOAD_TILE(t, p)                                                                 \
@@ -194,9 +194,7 @@ matmul_async(const float* __restrict__ A, const float* __restrict__ B,
                 load4(B, (t) + r, col0 + c, K, N, wide);                                \
         }                                                                               \
     }
-    // [load-tile-end]
 
-    // [pipeline-begin]
     const int tiles = (K + BK - 1) / BK;
 #pragma unroll
     for (int st = 0; st < STAGES - 1; ++st) {  // the first STAGES - 1 tiles, in flight
@@ -242,7 +240,7 @@ matmul_async(const float* __restrict__ A, const float* __restrict__ B,
         p = p + 1 == STAGES ? 0 : p + 1;
         q = q + 1 == STAGES ? 0 : q + 1;
     }
-    // [pipeline-end]
+    // [core-end]
 #pragma unroll
     for (int wm = 0; wm < WMITER; ++wm)
 #pragma unroll

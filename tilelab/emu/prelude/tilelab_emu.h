@@ -18,6 +18,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cmath>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -47,6 +49,36 @@ TL_VEC2(double, double2, 16)
 TL_VEC2(long long, longlong2, 16)
 TL_VEC4(unsigned char, uchar4, 4)
 TL_VEC4(signed char, char4, 4)
+#define TL_VEC1(T, N, A)                                                                 \
+  struct __attribute__((aligned(A))) N { T x; };                                         \
+  static inline N make_##N(T x) { return N{x}; }
+TL_VEC1(float, float1, 4)
+TL_VEC1(int, int1, 4)
+TL_VEC1(unsigned int, uint1, 4)
+TL_VEC1(double, double1, 8)
+TL_VEC1(signed char, char1, 1)
+TL_VEC1(unsigned char, uchar1, 1)
+TL_VEC1(short, short1, 2)
+TL_VEC1(unsigned short, ushort1, 2)
+TL_VEC1(long long, longlong1, 8)
+TL_VEC1(unsigned long long, ulonglong1, 8)
+TL_VEC2(signed char, char2, 2)
+TL_VEC2(unsigned char, uchar2, 2)
+TL_VEC2(short, short2, 4)
+TL_VEC2(unsigned short, ushort2, 4)
+TL_VEC2(unsigned long long, ulonglong2, 16)
+TL_VEC3(signed char, char3)
+TL_VEC3(unsigned char, uchar3)
+TL_VEC3(short, short3)
+TL_VEC3(unsigned short, ushort3)
+TL_VEC3(double, double3)
+TL_VEC3(long long, longlong3)
+TL_VEC3(unsigned long long, ulonglong3)
+TL_VEC4(short, short4, 8)
+TL_VEC4(unsigned short, ushort4, 8)
+TL_VEC4(double, double4, 16)
+TL_VEC4(long long, longlong4, 16)
+TL_VEC4(unsigned long long, ulonglong4, 16)
 
 struct dim3 {
   unsigned int x, y, z;
@@ -79,25 +111,7 @@ static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 #define __cosf(x) cosf(x)
 #define __tanf(x) tanf(x)
 #define __sincosf(x, s, c) sincosf((x), (s), (c))
-static inline float __fdividef(float a, float b) { return a / b; }
-static inline float __frcp_rn(float a) { return 1.0f / a; }
-static inline float __fsqrt_rn(float a) { return sqrtf(a); }
-static inline float __frsqrt_rn(float a) { return 1.0f / sqrtf(a); }
-static inline float __fadd_rn(float a, float b) { return a + b; }
-static inline float __fsub_rn(float a, float b) { return a - b; }
-static inline float __fmul_rn(float a, float b) { return a * b; }
-static inline float __fdiv_rn(float a, float b) { return a / b; }
-static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
-static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
 static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
-static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
-static inline int __float2int_rz(float x) { return (int)x; }
-static inline int __float2int_rd(float x) { return (int)floorf(x); }
-static inline int __float2int_ru(float x) { return (int)ceilf(x); }
-static inline unsigned int __float2uint_rn(float x) { return (unsigned int)nearbyintf(x); }
-static inline float __int2float_rn(int x) { return (float)x; }
-static inline float __uint2float_rn(unsigned int x) { return (float)x; }
-static inline int __double2int_rn(double x) { return (int)nearbyint(x); }
 template <class To, class From> static inline To tl_bits(From v) {
   static_assert(sizeof(To) == sizeof(From), "size mismatch");
   To t;
@@ -110,28 +124,6 @@ static inline float __uint_as_float(unsigned int x) { return tl_bits<float>(x); 
 static inline unsigned int __float_as_uint(float x) { return tl_bits<unsigned int>(x); }
 static inline double __longlong_as_double(long long x) { return tl_bits<double>(x); }
 static inline long long __double_as_longlong(double x) { return tl_bits<long long>(x); }
-static inline int __popc(unsigned int x) { return __builtin_popcount(x); }
-static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
-static inline int __clz(int x) { return x ? __builtin_clz((unsigned int)x) : 32; }
-static inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
-static inline int __ffs(int x) { return __builtin_ffs(x); }
-static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
-static inline unsigned int __brev(unsigned int x) {
-  unsigned int r = 0;
-  for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
-  return r;
-}
-// The low 32 bits of the product of the operands' low 24 bits (sign-extended for __mul24).
-static inline int __mul24(int a, int b) {
-  return (int)((unsigned)(((int)((unsigned)a << 8) >> 8) * (long long)((int)((unsigned)b << 8) >> 8)));
-}
-static inline unsigned int __umul24(unsigned int a, unsigned int b) {
-  return (a & 0xffffffu) * (b & 0xffffffu);
-}
-static inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
-static inline unsigned int __umulhi(unsigned int a, unsigned int b) {
-  return (unsigned int)(((unsigned long long)a * b) >> 32);
-}
 static inline long long clock64() {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -192,12 +184,14 @@ using Common = std::common_type_t<typename Value<A>::type, typename Value<B>::ty
 template <class T> inline auto value(const T& v) { return (typename Value<T>::type)v; }
 }  // namespace tl_emu
 
+#include "tilelab_emu_math.h"
 #include "tilelab_emu_rt.h"
 #include "tilelab_emu_bounds.h"
 #ifdef TILELAB_ANALYSIS
 #include "tilelab_emu_analysis.h"
 #endif
 #include "tilelab_emu_warp.h"
+#include "tilelab_emu_cg.h"
 #ifdef TILELAB_TSAN
 #include "tilelab_emu_tsan.h"
 #endif

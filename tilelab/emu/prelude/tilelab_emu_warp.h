@@ -64,18 +64,24 @@ template <class T> inline auto shuffle(int op, int line, unsigned mask, T var, i
 
 inline unsigned lane_of(int i) { return (unsigned)i & 31u; }
 
-// The source lane of a shuffle by `lane`, or -1 when the lane keeps its own value.
+// The source lane of a shuffle by `lane`, or -1 when the lane keeps its own value: PTX's
+// shfl.sync with c = ((32 - width) << 8) | (up ? 0 : 31). A segment of `width` lanes
+// starts at `seg`; up may not go below it, down/xor/idx not above it (a butterfly partner
+// below the segment, lane ^ mask with mask >= width, is read as PTX reads it). The lane or
+// offset operand counts modulo 32, as PTX's b[4:0].
 inline int shuffle_source(const Fiber& F, unsigned lane) {
   int width = F.wwidth;
   if (width < 1 || width > 32 || (width & (width - 1))) width = 32;
-  int seg = (int)lane & ~(width - 1), src;
+  const long long seg = (long long)lane & ~(width - 1), last = seg + width - 1;
+  const long long b = (unsigned)F.warg & 31u;
+  long long src;
   switch (F.wop) {
-    case W_IDX: src = seg + (F.warg & (width - 1)); break;
-    case W_UP: src = (int)lane - F.warg; if (src < seg) return -1; break;
-    case W_DOWN: src = (int)lane + F.warg; if (src >= seg + width) return -1; break;
-    default: src = (int)(lane ^ (unsigned)F.warg); if (src < seg || src >= seg + width) return -1;
+    case W_IDX: src = seg | (b & (width - 1)); break;
+    case W_UP: src = (long long)lane - b; if (src < seg) return -1; break;
+    case W_DOWN: src = (long long)lane + b; if (src > last) return -1; break;
+    default: src = (long long)lane ^ b; if (src > last) return -1;
   }
-  return src;
+  return (int)src;
 }
 
 #ifdef TILELAB_ANALYSIS
