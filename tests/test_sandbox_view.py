@@ -92,6 +92,7 @@ def assert_only(view: dict, allowed: list[str], writable: list[str]) -> None:
 def test_a_grading_worker_sees_its_kernel_and_scratch_only(tmp_path, monkeypatch):
     course_beside(tmp_path)
     monkeypatch.chdir(tmp_path / "course")
+    monkeypatch.setenv(settings.CLASS_GRADING.name, "1")  # as in a class run (no own cache)
     monkeypatch.setattr(sandbox, "worker_command", lambda *a: [
         sys.executable, "-c", WALK, json.dumps(read_only_roots()), a[2]])
     v = sandbox.grade_source("naive", "__global__ void k() {}", backend_name="emu",

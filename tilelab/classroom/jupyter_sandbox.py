@@ -15,7 +15,6 @@ bound into the sandbox at the same path. Interrupts go as messages on the contro
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -62,7 +61,6 @@ class SandboxedKernelManager(AsyncKernelManager):
         return Limits(wall_seconds=self.wall_seconds, cpu_seconds=int(self.wall_seconds),
                       memory=self.memory_bytes,
                       address_space=None if gpu else self.memory_bytes,
-                      per_process_memory=not gpu,
                       processes=self.processes, output_bytes=self.output_bytes)
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
@@ -110,6 +108,25 @@ OUTPUT_NOTE = (f"[tilelab: the notebook's outputs and widget messages passed "
                f"{OUTPUT_LIMIT >> 20} MiB; the rest was dropped]\n")
 
 
+def _size(value: Any) -> int:
+    """About the bytes ``value`` (a message's content) takes as JSON, without making the
+    JSON (a hostile message of 100 MiB would be copied again); any depth."""
+    total, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str | bytes):
+            total += len(item)
+        elif isinstance(item, dict):
+            total += sum(len(str(k)) for k in item)
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            total += len(item)
+            stack.extend(item)
+        else:
+            total += 8
+    return total
+
+
 def _execute_class() -> type:
     from nbgrader.preprocessors import Execute
 
@@ -128,7 +145,7 @@ def _execute_class() -> type:
 
         def _counted(self, msg: dict, outs: list, cell_index: int) -> bool:
             """Count ``msg``; False (after one note in the cell) once past the cap."""
-            self._output_bytes += len(json.dumps(msg.get("content", {}), default=str))
+            self._output_bytes += _size(msg.get("content", {}))
             self._output_bytes += sum(len(b) for b in msg.get("buffers") or ())
             if self._output_bytes <= OUTPUT_LIMIT:
                 return True

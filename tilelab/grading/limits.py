@@ -1,4 +1,5 @@
-"""What a submission may use, and the one place its limits are applied.
+"""What a submission may use, and the one place its limits are applied; and how long
+one emulated launch may run.
 
 A sandbox's limits hold in two layers:
 
@@ -6,8 +7,8 @@ A sandbox's limits hold in two layers:
   (``memory.max``, tmpfs pages included, no swap), processes (``pids.max``) and CPU time
   (its accounting, read by the launcher); made by :meth:`Cgroup.make`, removed by
   :meth:`Cgroup.close` after the submission, whatever it did;
-- per-process resource limits (file size, open files, CPU time, and the address space
-  where no cgroup caps memory) set by :mod:`tilelab.grading.enter` before ``bwrap``.
+- per-process resource limits (file size, open files, CPU time, and on the emulator the
+  address space) set by :mod:`tilelab.grading.enter` before ``bwrap``.
 
 cgroup v2 is used where the grader's own cgroup delegates the memory and pids
 controllers, v1 where the grader may write its memory and pids hierarchies; elsewhere
@@ -52,24 +53,16 @@ class Limits:
     open_files: int | None = 512  # RLIMIT_NOFILE
     output_bytes: int = 1 << 20  # of stdout and of stderr kept; the rest is dropped
     tmp_bytes: int = 512 << 20  # size of each private tmpfs (/tmp, /dev/shm)
-    #: without a cgroup, each process's data segment is capped at ``memory`` instead
-    #: (off on a GPU: the CUDA driver's mappings are no learner's memory)
-    per_process_memory: bool = True
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
 
 
-def rlimits(limits: Limits, cgroup: Cgroup | None) -> list[tuple[str, int]]:
-    """The per-process resource limits: without a cgroup's memory cap, each process's
-    data segment holds ``memory`` (not its address space: CUDA maps vast ranges it never
-    uses)."""
-    data = limits.data
-    if (data is None and limits.address_space is None and limits.per_process_memory
-            and not (cgroup and cgroup.caps_memory)):
-        data = limits.memory
+def rlimits(limits: Limits) -> list[tuple[str, int]]:
+    """The per-process resource limits (the address space only where the caller names
+    one: on a GPU, CUDA maps vast ranges it never uses; ``memory`` is the cgroup's)."""
     pairs = (("RLIMIT_CPU", limits.cpu_seconds), ("RLIMIT_AS", limits.address_space),
-             ("RLIMIT_DATA", data), ("RLIMIT_NPROC", limits.processes),
+             ("RLIMIT_DATA", limits.data), ("RLIMIT_NPROC", limits.processes),
              ("RLIMIT_FSIZE", limits.file_bytes), ("RLIMIT_NOFILE", limits.open_files),
              ("RLIMIT_CORE", 0))
     return [(name, value) for name, value in pairs if value is not None]
@@ -77,7 +70,7 @@ def rlimits(limits: Limits, cgroup: Cgroup | None) -> list[tuple[str, int]]:
 
 def shim(limits: Limits, cgroup: Cgroup | None, wall: float | None = None) -> list[str]:
     """The launcher's command line, ``--`` last (the sandbox's command follows)."""
-    cmd = [sys.executable, "-S", SHIM, json.dumps(rlimits(limits, cgroup)),
+    cmd = [sys.executable, "-S", SHIM, json.dumps(rlimits(limits)),
            json.dumps(cgroup.folders if cgroup else [])]
     if wall is not None:
         cmd += ["--wall", str(wall)]
@@ -259,7 +252,6 @@ def _memory(folder: str, limit: int, version: str) -> bool:
         with contextlib.suppress(OSError):
             _write(folder, "memory.swappiness", 0)
     return True
-
 
 
 #: An emulated launch's time limit: a base for the fork and the copies, plus the work at

@@ -113,7 +113,6 @@ def sandbox_limits(backend_name: str, timeout: float) -> Limits:
         cpu_seconds=int(timeout) + 5,
         memory=MEMORY_LIMIT,
         address_space=MEMORY_LIMIT if emu else None,
-        per_process_memory=emu,
         file_bytes=FILE_LIMIT,
         output_bytes=OUTPUT_LIMIT,
     )
