@@ -21,12 +21,13 @@
 # hostile (tilelab check on the GPU of each replaying and lesson-skipping kernel of
 # tests/fixtures/submissions, then the `gpu` tests of the replay-proof speed run and of the
 # counters, which print ncu's time per kernel; OUT_DIR/hostile.json holds each verdict),
-# road (the road to cuBLAS alone: its Nsight Compute counters, the sgemm table with the
-# ablations and step 6, the ptxas report and the model that reads them -> OUT_DIR/data),
-# sandbox (what each sandbox sees, its cgroup caps and a GPU kernel graded inside its
-# cgroup), notebooks (every solutions notebook run top to bottom on the GPU, each step's
-# hidden tests and speed gates included: times in OUT_DIR/notebooks.json). A summary table
-# is printed last.
+# road (the road to cuBLAS alone: the Nsight Compute counters of every course kernel,
+# chapter 6's included, matmul.json and the sgemm table with the ablations and step 6 ->
+# OUT_DIR/data; then, without a GPU, `tilelab bench model --out book/data` once the files
+# are in book/data), sandbox (what each sandbox sees, its cgroup caps and a GPU kernel
+# graded inside its cgroup), notebooks (every solutions notebook run top to bottom on the
+# GPU, each step's hidden tests and speed gates included: times in OUT_DIR/notebooks.json).
+# A summary table is printed last.
 set -uo pipefail
 out="${1:?usage: gpu_session.sh OUT_DIR}"
 steps="${STEPS:-tests sandbox hostile class corpus bench calibrate notebooks}"
@@ -49,7 +50,7 @@ run_step() {  # name, time limit (s), command...
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 for s in $steps; do
   case $s in
-    tests) run_step tests "${TESTS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \
+    tests) run_step tests "${TESTS_LIMIT:-600}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -v tests --ignore=tests/test_classroom.py \
              --ignore=tests/test_corpus.py ;;
     sandbox) run_step sandbox "${SANDBOX_LIMIT:-300}" "$py" -m pytest -p no:cacheprovider \
@@ -57,11 +58,11 @@ for s in $steps; do
              tests/test_bubblewrap.py ;;
     class) run_step class "${CLASS_LIMIT:-500}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_classroom.py ;;
-    bench) run_step bench "${BENCH_LIMIT:-300}" "$py" -m tilelab.cli bench device matmul transpose \
+    bench) run_step bench "${BENCH_LIMIT:-900}" "$py" -m tilelab.cli bench device matmul transpose \
              elementwise bank_stride occupancy sass racecheck shared_bw divergence \
              waves latency counters sgemm sgemm_ptxas --out "$out/data" ;;
     road) run_step road "${ROAD_LIMIT:-900}" "$py" -m tilelab.cli bench counters matmul sgemm \
-             sgemm_ptxas --out "$out/data" ;;
+             --out "$out/data" ;;
     calibrate) run_step calibrate "${CALIBRATE_LIMIT:-300}" "$py" -m tilelab.cli calibrate \
              --write "$out/gates.json" --out "$out/data" ;;
     cluster) run_step cluster "${CLUSTER_LIMIT:-200}" "$py" -m pytest -m gpu -p no:cacheprovider \

@@ -327,17 +327,17 @@ class AblationTable(_BookDirective):
                              "Ablations")
         only = set(parse_list(self.options.get("only")))
         speed = {(r.get("kernel"), r.get("n")): r.get("tflops") for r in ds.rows}
-        heads = ["change", "without", "with", *(f"with / without, N={n}" for n in sizes)]
+        heads = ["change", "without → with", *(f"N={n}" for n in sizes)]
         cells = []
         for key, what, without, with_ in road.ABLATIONS:
             if only and key not in only:
                 continue
-            row = [what, without, with_]
+            row = [what, f"{without} → {with_}"]
             for n in sizes:
                 a, b = speed.get((without, n)), speed.get((with_, n))
                 row.append(f"{b / a:.3f}×" if a and b else "not measured yet")
             cells.append(row)
-        table = build_table(heads, cells, [False, False, False, *([True] * len(sizes))])
+        table = build_table(heads, cells, [False, False, *([True] * len(sizes))])
         caption = self.caption_nodes()
         if caption and isinstance(caption[0], nodes.caption):
             table.insert(0, nodes.title("", "", *caption[0].children))

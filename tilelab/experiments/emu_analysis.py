@@ -66,6 +66,16 @@ def road_rows(rng: np.random.Generator) -> list[dict[str, Any]]:
             for b in rep.bank_lines
         )
         rows.append({"kind": "road_bank_average", "kernel": key, "degree": rep.average_degree})
+        by: dict[tuple[str, str], list] = {}
+        for b in rep.bank_lines:
+            by.setdefault((b.array, b.kind), []).append(b)
+        rows.extend(  # one row per array and direction: the text names these, not lines
+            {"kind": "road_array", "kernel": key, "array": array, "access": kind,
+             "accesses": sum(b.count for b in bs),
+             "degree": sum(b.avg_degree * b.count for b in bs) / sum(b.count for b in bs),
+             "max_degree": max(b.max_degree for b in bs)}
+            for (array, kind), bs in by.items()
+        )
     return rows
 
 
