@@ -2,9 +2,13 @@
 
 Every case must end in a verdict whose feedback names its problem, while the good
 students graded before and after them keep their exact points, the grader never crashes
-and the gradebook loses no row. The run prints the figures (cases tried, caught with a
-clear message, grader crashes, other students affected, gradebook rows lost). The GPU
-cases at the end grade hostile kernels on a GPU, then a good one on the same GPU.
+and the gradebook loses no row. The cases whose notebook holds nothing but a kernel
+(:func:`kernel_only`) are graded by the class run's clean grade alone
+(:func:`tilelab.classroom.steps.grade_notebook`, the step that gives every kernel its
+points): running their notebooks would only repeat the good students' run. The run
+prints the figures (cases tried, caught with a clear message, grader crashes, other
+students affected, gradebook rows lost). The GPU cases at the end grade hostile kernels
+on a GPU, then a good one on the same GPU.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from test_classroom import (
 from tilelab import classroom
 from tilelab.catalog import exercises
 from tilelab.catalog.reference import KERNELS, tiled_without_barrier
+from tilelab.classroom.steps import grade_notebook
 from tilelab.grading import bubblewrap, scoring
 from tilelab.grading.sandbox import grade_source
 
@@ -458,6 +463,16 @@ def test_evidence_the_submission_shapes_earns_nothing(student, name, exercise_id
 GOOD = ("aaron", "zoe")  # graded first and last: nothing a case does may change their points
 
 
+def kernel_only(case: Case) -> bool:
+    """A case whose notebook is the released one with only its kernel changed."""
+    return not case.python and not case.edit and case.raw is None
+
+
+IN_CLASS = [c for c in CASES if not kernel_only(c)]
+KERNEL_ONLY = [c for c in CASES if kernel_only(c)]
+GATES = {"naive": 3.5}
+
+
 def notebook_for(case: Case, root: Path | None = None, port: int = 0) -> bytes:
     """The submitted file of one case (``{ROOT}`` and ``{PORT}`` in its Python filled in)."""
     if root is not None and case.python:
@@ -512,11 +527,16 @@ def build(root: Path, port: int) -> None:
         files[(student, "01-naive")] = json.dumps(
             submission("01-naive", {"naive": kernel_cell(released_stub("naive"), NAIVE)})
         ).encode()
-    for case in CASES:
+    for case in IN_CLASS:
         files[(case.student, exercises.get(case.exercise).assignment)] = notebook_for(
             case, root, port)
     write_submissions(root, files)
-    for case in CASES:
+    for case in KERNEL_ONLY:  # beside the course: read by the clean grade only
+        folder = root.parent / "kernel-only" / case.student
+        folder.mkdir(parents=True)
+        (folder / f"{exercises.get(case.exercise).assignment}.ipynb").write_bytes(
+            notebook_for(case))
+    for case in IN_CLASS:
         folder = root / "autograder" / "submitted" / case.student / "01-naive"
         if case.edit == "timestamp":
             (folder / "timestamp.txt").write_text("2000-01-01 00:00:00.000000 UTC")
@@ -564,8 +584,15 @@ def corpus(tmp_path_factory):
     mp.setenv("TILELAB_EMU_TIMEOUT", "20")
     try:
         summary = classroom.grade_class(
-            root, backend="emu", progress=False, cell_timeout=15, gates={"naive": 3.5}
+            root, backend="emu", progress=False, cell_timeout=15, gates=GATES
         )
+        summary["kernel_only"] = {}
+        for case in KERNEL_ONLY:
+            a = exercises.get(case.exercise).assignment
+            path = root.parent / "kernel-only" / case.student / f"{a}.ipynb"
+            summary["kernel_only"][case.student] = {
+                v.exercise: v for v in grade_notebook(path, a, "emu", gates=GATES, sandboxed=True)
+            }
     finally:
         mp.undo()
     try:
@@ -597,9 +624,17 @@ def gradebook_points(root: Path) -> dict[tuple[str, str], tuple[float, float]]:
 def test_every_case_is_caught_and_nobody_else_is_affected(corpus, capsys):
     root, summary = corpus
     points = gradebook_points(root)
+    for student, graded in summary["kernel_only"].items():  # the clean grade's points
+        for e, v in graded.items():
+            p = scoring.points(v)  # what the class run writes into the gradebook
+            points[(student, e)] = (p.correct, p.speed)
     caught, problems = 0, []
     for case in CASES:
-        v = verdicts(root, case.student, exercises.get(case.exercise).assignment)[case.exercise]
+        if case in KERNEL_ONLY:
+            v = summary["kernel_only"][case.student][case.exercise].to_dict()
+        else:
+            a = exercises.get(case.exercise).assignment
+            v = verdicts(root, case.student, a)[case.exercise]
         text = "\n".join(v["messages"])
         got = points.get((case.student, case.exercise))
         if re.search(case.message, text) and got == case.points:
@@ -608,8 +643,8 @@ def test_every_case_is_caught_and_nobody_else_is_affected(corpus, capsys):
             problems.append((case.student, case.what, got, text[:600]))
     crashes = [f for f in summary["failures"] if f["step"] in ("internal", "grade", "export")]
     affected = [s for s in GOOD if points.get((s, "naive")) != (3, 0)]
-    expected_rows = len(GOOD) + len(CASES)
-    rows = len({s for s, _ in points})
+    expected_rows = len(GOOD) + len(IN_CLASS)
+    rows = len({s for s, _ in gradebook_points(root)})
     after = fingerprints(root)
     lost = [p for p, f in summary["before"].items() if after.get(p) != f]
     wrong = [c.student for c in CASES if points.get((c.student, c.exercise)) != c.points]
@@ -635,15 +670,16 @@ def test_calibrated_gates_reach_every_verdict(corpus):
 
 
 def test_feedback_never_shows_a_solution_or_a_system_file(corpus):
-    root, _ = corpus
+    root, summary = corpus
     solution_line = "acc += A[row * K + k] * B[k * N + col];"
-    for student in ("p10", "s01"):
-        for path in (root / "autograder" / "feedback" / student).rglob("*"):
-            if path.is_file():
-                text = path.read_text(errors="replace")
-                assert "root:x:0:0" not in text
-                if student == "p10":
-                    assert solution_line not in text, path
+    if "s01" in summary["kernel_only"]:  # the class run's feedback is made of its verdict
+        s01 = summary["kernel_only"]["s01"]["naive"]
+        assert "root:x:0:0" not in scoring.report(s01) + json.dumps(s01.to_dict())
+    for path in (root / "autograder" / "feedback" / "p10").rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            assert "root:x:0:0" not in text
+            assert solution_line not in text, path
 
 
 def test_no_process_a_notebook_started_is_left(corpus):
