@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 from typing import Any
 
+import zmq
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Float, Int
 
@@ -31,6 +32,7 @@ from tilelab.grading.limits import Cgroup, Limits, shim, sized_folder, unmount
 #: run's verdicts; nothing a notebook runs needs them).
 REFERENCE_KERNELS = f"{sandbox.PACKAGE_ROOT}/tilelab/kernels"
 CONNECTION_BYTES = 1 << 20  # the connection file and the sockets' names
+MESSAGE_BYTES = 16 << 20  # the largest message taken from a notebook's kernel
 
 
 class SandboxedKernelManager(AsyncKernelManager):
@@ -81,6 +83,16 @@ class SandboxedKernelManager(AsyncKernelManager):
         if self._cgroup is None:
             self._cgroup = Cgroup.make(self.limits)
         return [*shim(self.limits, self._cgroup, wall=self.wall_seconds), *inner]
+
+    def client(self, **kwargs: Any) -> Any:
+        """A client whose sockets refuse any one message over ``MESSAGE_BYTES`` as it
+        arrives (ZeroMQ's MAXMSGSIZE), so a flood of huge outputs or widget messages never
+        sits whole in the grader's memory. ZeroMQ then drops that connection: the
+        notebook's later outputs are lost (its points come from the clean grade, never from
+        its outputs); no sound notebook comes near the size."""
+        kc = super().client(**kwargs)
+        kc.context.setsockopt(zmq.MAXMSGSIZE, MESSAGE_BYTES)
+        return kc
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
         sandbox.require()
