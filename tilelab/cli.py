@@ -40,7 +40,8 @@ def cmd_list(a: argparse.Namespace) -> int:
         print(f"    {e['signature']}")
         print(f"    launch: {e['launch']}")
         deg = (
-            f"; on the emulator: bank degree <= {e['max_bank_degree']}"
+            f"; on the emulator: the worst access line's average bank-conflict degree <= "
+            f"{e['max_bank_degree']}"
             if e["max_bank_degree"]
             else ""
         )
