@@ -287,3 +287,14 @@ def test_a_class_run_knows_an_untouched_stub_from_a_kernel(exercise_id):
     assert not submissions.empty_kernel(one_line, ex.kernel)
     helper = "__device__ float two() { return 2.0f; }\n" + stub
     assert not submissions.empty_kernel(helper, ex.kernel)
+
+
+def test_no_released_notebook_prints_a_line_of_a_solution():
+    """Specs and hints describe the key line without printing it: a solution line in the
+    released text would be shown to every learner (and a leak check would see it in every
+    learner's feedback)."""
+    lines = submissions.solution_lines([notebook_path("solutions", a) for a in ASSIGNMENTS])
+    for a in ASSIGNMENTS:
+        text = "\n".join(source(c) for c in load(notebook_path("exercises", a))["cells"])
+        shown = sorted(line for line in lines if line in text)
+        assert shown == [], f"{a} prints solution lines: {shown}"
