@@ -389,7 +389,7 @@ SANDBOX_CASES = [
     Case("g02", "a naive matmul as the padded one", "no shared-memory access",
          kernel=naive_with("matmul_naive(", "matmul_tiled_at("), exercise="matmul_at_padded",
          points=(3, 0)),
-    Case("g03", "an unpadded tile diluted by conflict-free reads", "worst shared-memory access",
+    Case("g03", "an unpadded tile diluted by conflict-free reads", "worst-line bank-conflict degree",
          kernel=UNPADDED_DILUTED, exercise="transpose_padded", points=(3, 0)),
     Case("g04", "a padded build only when analysed", "name of the CPU emulator",
          kernel=ANALYSIS_SWITCH, exercise="transpose_padded"),

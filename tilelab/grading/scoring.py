@@ -196,16 +196,10 @@ def analysis_text(v: Verdict) -> str:
 
 
 def lost(v: Verdict, award: bool = False) -> str:
-    """Why a verdict earns less than its maximum, in one line ("" where nothing is lost):
-    not graded and why, wrong and at which shapes, or the speed test's sentence (too slow
-    against the gate, not measured without a GPU)."""
-    if points(v, award).total >= v.max_points_correct + v.max_points_speed:
-        return ""
-    if v.correct:
-        return speed_status(v, award)[1]
-    wrong = [tuple(s["shape"]) for s in v.shapes if not s.get("ok") and "shape" in s]
-    told = [m for m in v.messages if not m.startswith("correct on")]
-    why = " ".join((told[0] if told else "not correct").split())[:300]
-    if not wrong:
-        return why
-    return f"wrong at {len(wrong)} of {len(v.shapes)} shapes, e.g. {wrong[0]}: {why}"
+    """Why a verdict earns less than its maximum, in one line ("" where nothing is lost): the
+    report's "lost" sentences (:func:`correctness_lost`, :func:`speed_lost`), joined."""
+    p = points(v, award)
+    parts = [why for got, most, why in (
+        (p.correct, v.max_points_correct, correctness_lost(v)),
+        (p.speed, v.max_points_speed, speed_lost(v, award))) if got < most and why]
+    return "; ".join(parts)
