@@ -71,3 +71,34 @@ def test_the_class_runs_pipelines_end_with_the_sanitizer(tmp_path):
     cfg = Config()
     ac.sanitize_pipelines(cfg)
     assert cfg.Autograde.autograde_preprocessors[0].__name__ == "Execute"
+
+
+FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures" / "submissions"
+
+
+def test_an_images_display_metadata_cannot_carry_a_handler():
+    """``display(..., metadata={"image/png": {"width": "1 onerror=..."}})``: nbconvert writes
+    the width into the tag unquoted; only plain-number sizes survive the sanitizer."""
+    baseline = render(nbformat.v4.new_notebook())
+    # what tests/fixtures/submissions/naive-image_metadata_onerror.ipynb's cell displays
+    nb = nbformat.v4.new_notebook()
+    code = nbformat.v4.new_code_cell("display(..., raw=True, metadata=...)")
+    code.outputs = [nbformat.v4.new_output(
+        "display_data", data={"image/png": "eA=="},
+        metadata={"image/png": {"width": "1 onerror=alert(document.cookie)"}})]
+    nb.cells.append(code)
+    assert active_content(render(nb), baseline)  # the checker sees it unsanitized
+    clean, _ = ac.LearnerHTML()(nb, {})
+    assert active_content(render(clean), baseline) == []
+    assert ac.safe_output_metadata({"image/png": {"width": 320, "height": "200",
+                                                  "unconfined": True}, "x": 1}) == {
+        "image/png": {"width": 320, "height": "200"}}
+
+
+def test_an_honest_pasted_image_keeps_the_feedback_page():
+    """A markdown cell with a pasted image (``attachment:``) renders: the image is named,
+    not embedded, and nothing of the notebook is lost to a conversion error."""
+    nb = nbformat.read(FIXTURES / "naive-pasted_image.ipynb", as_version=4)
+    clean, _ = ac.LearnerHTML()(nb, {})
+    page = render(clean)
+    assert "[pasted image: image.png]" in page and "attachment:" not in page

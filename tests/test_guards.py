@@ -119,6 +119,21 @@ def test_sizes_are_checked_by_apparent_size_before_anything_reads(tmp_path):
         "naive.ipynb (16 MiB; a notebook may be at most 16 MiB)"]
 
 
+def test_a_submission_of_too_many_files_is_refused_before_nbgrader_lists_them(tmp_path):
+    """60,000 empty files pass every size cap, but nbgrader's copy checks each against its
+    ignore rules by a scan of the folder: time quadratic in the count (a stalled class)."""
+    sub = tmp_path / "sub"
+    (sub / "many").mkdir(parents=True)
+    (sub / "naive.ipynb").write_text("{}")
+    for i in range(submissions.FILE_COUNT_LIMIT):
+        (sub / "many" / f"f{i}").touch()
+    assert submissions.refused_entries(sub, 100 << 20) == [
+        f"more than {submissions.FILE_COUNT_LIMIT} files (a submission may hold at most "
+        f"{submissions.FILE_COUNT_LIMIT})"]
+    (sub / "naive.ipynb").unlink()
+    assert submissions.refused_entries(sub, 100 << 20) == []
+
+
 def test_a_kernel_cell_nested_too_deeply_is_refused_with_a_message():
     with pytest.raises(submissions.KernelCellError, match="nested too deeply"):
         submissions.kernel_from_cell("KERNEL = " + "-" * 200000 + "1")

@@ -369,3 +369,25 @@ def test_the_subset_allows_what_kernels_of_the_course_write():
         "    __syncthreads();\n    atomicAdd(&C[0], twice(s[0][i]) * scale + offsets[j]);\n"
         '    if (i == 0) printf("%d %d\\n", n, IDX(1, 2));\n}\n'
     )
+
+
+@pytest.mark.parametrize("spelling", ["%:define STR(x) %:x", "??=define STR(x) ??=x",
+                                      "#define CAT(a, b) a %:%: b"])
+def test_a_digraph_or_trigraph_spelling_of_the_hash_is_refused(spelling):
+    """``%:`` is ``#`` to both compilers: a stringizing macro spelt so once passed the scan
+    (tests/fixtures/submissions/naive-digraph_stringify.cu)."""
+    from tilelab.grading.subset import NotInSubset, check_subset
+
+    with pytest.raises(NotInSubset, match="another spelling of #"):
+        check_subset(spelling + "\n__global__ void k(float *x) { x[0] = 1.0f; }\n")
+
+
+def test_the_red_teams_digraph_kernel_is_refused():
+    from pathlib import Path
+
+    from tilelab.grading.subset import NotInSubset, check_subset
+
+    src = (Path(__file__).parent / "fixtures" / "submissions" /
+           "naive-digraph_stringify.cu").read_text()
+    with pytest.raises(NotInSubset, match="another spelling of #"):
+        check_subset(src)

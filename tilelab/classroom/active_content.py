@@ -13,6 +13,7 @@ grader's own comments (they quote compiler errors, and so the learner's code).
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
@@ -59,9 +60,33 @@ class LearnerHTML(SanitizeHTML):
 
     def preprocess_cell(self, cell: Any, resources: dict[str, Any], index: int) -> Any:
         if cell.cell_type == "markdown":  # its links too: rendered first, then cleaned
-            cell.source = self.sanitize_html_tags(markdown2html_mistune(cell.source))
+            source = PASTED_IMAGE.sub(lambda m: f"[pasted image: {m.group(1)}]", cell.source)
+            cell.source = self.sanitize_html_tags(markdown2html_mistune(source))
+            cell.pop("attachments", None)
             return cell, resources
+        for output in cell.get("outputs", []):
+            if "metadata" in output:
+                output["metadata"] = safe_output_metadata(output["metadata"])
         return super().preprocess_cell(cell, resources, index)
+
+
+#: a markdown image pasted into the cell (its data in the cell's attachments)
+PASTED_IMAGE = re.compile(r"!\[([^\]]*)\]\(attachment:[^)]*\)")
+
+
+def safe_output_metadata(meta: Any) -> dict[str, Any]:
+    """An output's metadata as an HTML page may use it: per image type, a width and height
+    that are plain numbers (nbconvert writes them into the tag unquoted); nothing else."""
+    kept: dict[str, Any] = {}
+    for mime, value in (meta.items() if isinstance(meta, dict) else ()):
+        if not isinstance(value, dict):
+            continue
+        size = {k: v for k, v in value.items() if k in ("width", "height")
+                and ((isinstance(v, int) and not isinstance(v, bool))
+                     or (isinstance(v, str) and v.isdigit()))}
+        if size:
+            kept[mime] = size
+    return kept
 
 
 def sanitize_pipelines(config: Any) -> None:

@@ -26,6 +26,8 @@ SOLUTION_MARKERS = ("BEGIN SOLUTION", "END SOLUTION")
 NOTEBOOK_READ_LIMIT = 64 * 1024**2  # the most of a submitted notebook ever read
 NOTEBOOK_LIMIT = 16 * 1024**2  # a submitted notebook larger than this is not graded
 SUBMISSION_LIMIT = 256 * 1024**2  # nor a submission whose files add up to more
+#: nor one of more files (nbgrader's copy and ignore rules take time quadratic in the count)
+FILE_COUNT_LIMIT = 500
 UNREADABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, nbformat.ValidationError)
 
 
@@ -86,7 +88,12 @@ def oversized(folder: Path, file_limit: int, limit: int = 5) -> list[str]:
     total = 0
     if folder.is_symlink() or not folder.is_dir():
         return found
+    count = 0
     for root, _dirs, files in os.walk(folder, followlinks=False):
+        count += len(files)
+        if count > FILE_COUNT_LIMIT:
+            return [*found, f"more than {FILE_COUNT_LIMIT} files (a submission may hold at "
+                    f"most {FILE_COUNT_LIMIT})"]
         for name in files:
             path = Path(root, name)
             st = path.lstat()

@@ -89,6 +89,10 @@ def tokens(masked: str) -> list[Token]:
     return [Token(m.group(), m.start()) for m in _TOKEN.finditer(text)]
 
 
+#: the digraph and trigraph spellings of # (and so of ##): %: and ??=
+_OTHER_HASH = re.compile(r"%:|\?\?=")
+
+
 def _refuse(masked: str, pos: int, what: str, hint: str) -> NotInSubset:
     return NotInSubset(f"line {line_of(masked, pos)}: {what} is not allowed in a graded "
                        f"kernel: {hint}.")
@@ -98,6 +102,9 @@ def check_subset(source: str) -> None:
     """Raise :class:`NotInSubset` for the first construct outside the graded subset."""
     masked = mask(_PRAGMA_UNROLL.sub(lambda m: " " * len(m.group()), source))
     _check_characters(masked)
+    if m := _OTHER_HASH.search(masked):  # a # the directive scanner would not see
+        raise _refuse(masked, m.start(), f"{m.group()} (another spelling of # or ##)",
+                      "write # itself, in a directive of your own macros")
     found = list(directives(masked))
     macros = {m.group(1) for d in found if d.name in ("define", "undef")
               and (m := re.match(r"([A-Za-z_]\w*)", d.arg))}
