@@ -435,10 +435,14 @@ _ROUND = {"rn": np.rint, "rz": np.trunc, "ru": np.ceil, "rd": np.floor}
 
 
 def cuda_int(x: np.ndarray, dtype: type, mode: str = "rz") -> np.ndarray:
-    """CUDA's conversion of floating values to an integer type: rounded in ``mode``, NaN to
-    0, saturated at the ends of the range (exact: Python integers)."""
+    """CUDA's conversion of floating values to an integer type: rounded in ``mode``,
+    saturated at the ends of the range (exact: Python integers); NaN to 0 from a float to a
+    32-bit type, else to the integer indefinite (the lowest value if signed, the top bit
+    alone if unsigned), as an H100 gives them."""
     lo, hi = _LIMITS[dtype]
-    out = [0 if np.isnan(v) else lo if v == -np.inf else hi if v == np.inf
+    nan = (0 if x.dtype == np.float32 and np.dtype(dtype).itemsize == 4
+           else lo if lo < 0 else (hi + 1) // 2)
+    out = [nan if np.isnan(v) else lo if v == -np.inf else hi if v == np.inf
            else min(max(int(_ROUND[mode](v)), lo), hi) for v in x.astype(np.float64)]
     return np.array(out, dtype=dtype)
 
@@ -919,10 +923,15 @@ def constant_filter_tiled(d: types.SimpleNamespace) -> tuple:
 
 
 # ---- 10. cooperative groups --------------------------------------------------------------------
+def coop(d: types.SimpleNamespace) -> object:
+    """coop.cu, compiled as nvcc takes cooperative_groups: outside PyCUDA's extern "C"."""
+    return d.mod("coop.cu", no_extern_c=True)
+
+
 def cg_block_sum(d: types.SimpleNamespace) -> tuple:
     x = _rng().standard_normal(4 * 256).astype(np.float32)
     out = np.zeros(4, np.float32)
-    d.mod("coop.cu").get_function("block_sum")(d.drv.In(x), d.drv.Out(out), block=(256, 1, 1),
+    coop(d).get_function("block_sum")(d.drv.In(x), d.drv.Out(out), block=(256, 1, 1),
                                                grid=(4, 1))
     return out, x.reshape(4, 256).astype(np.float64).sum(1)
 
@@ -950,7 +959,7 @@ def _tile_rows(x: np.ndarray, s: int) -> list[np.ndarray]:
 def cg_tiles(d: types.SimpleNamespace) -> tuple:
     x = _rng().integers(-100, 100, 128).astype(np.int32)
     out = np.zeros(56 * 128, np.int32)
-    d.mod("coop.cu").get_function("tiles")(d.drv.In(x), d.drv.Out(out), block=(128, 1, 1))
+    coop(d).get_function("tiles")(d.drv.In(x), d.drv.Out(out), block=(128, 1, 1))
     want = np.concatenate([np.concatenate(_tile_rows(x, s)) for s in (16, 8, 4, 2)])
     return out.astype(np.int64), want
 
@@ -958,7 +967,7 @@ def cg_tiles(d: types.SimpleNamespace) -> tuple:
 def cg_groups(d: types.SimpleNamespace) -> tuple:
     x = _rng().integers(0, 100, 64).astype(np.int32)
     outs = [np.zeros(64, np.int32) for _ in range(3)]
-    d.mod("coop.cu").get_function("groups")(d.drv.In(x), *(d.drv.Out(o) for o in outs),
+    coop(d).get_function("groups")(d.drv.In(x), *(d.drv.Out(o) for o in outs),
                                             block=(64, 1, 1))
     part = np.arange(64) % 8 + 800
     odd_sum, odd_rank = np.full(64, -1), np.full(64, -1)
@@ -1202,3 +1211,12 @@ def test_fidelity_on_gpu(emu_backend: types.SimpleNamespace) -> None:
               f"\n  {c}: GPU {on_gpu[c][0]} ({on_gpu[c][1]}) / emulator {on_emu[c][0]} "
               f"({on_emu[c][1]})" for c in differ))
     assert not differ
+
+
+def test_cooperative_groups_inside_extern_c_are_refused_as_nvcc_refuses_them():
+    """PyCUDA wraps a source in extern "C" { } unless no_extern_c: nvcc rejects
+    cooperative_groups' headers there (measured on an H100), and so does the emulator."""
+    src = (KERNELS / "coop.cu").read_text()
+    with pytest.raises(emu.CompileError, match="no_extern_c=True"):
+        emu.SourceModule(src)
+    assert emu.SourceModule(src, no_extern_c=True).get_function("tiles")

@@ -12,7 +12,7 @@ __device__ float tile_sum(cg::thread_block_tile<32> tile, float v)
     return v;
 }
 
-__global__ void block_sum(const float* x, float* out)
+extern "C" __global__ void block_sum(const float* x, float* out)
 {
     cg::thread_block block = cg::this_thread_block();
     __shared__ float part[32];
@@ -52,7 +52,7 @@ __global__ void block_sum(const float* x, float* out)
         t.sync();                                                    \
     }
 
-__global__ void tiles(const int* x, int* out)
+extern "C" __global__ void tiles(const int* x, int* out)
 {
     cg::thread_block block = cg::this_thread_block();
     int i = block.thread_rank(), v = x[i], n = block.num_threads();
@@ -61,7 +61,7 @@ __global__ void tiles(const int* x, int* out)
 }
 
 // A generic thread_group from a dynamic partition, and the coalesced threads of a branch.
-__global__ void groups(const int* x, int* part_rank, int* odd_sum, int* odd_rank)
+extern "C" __global__ void groups(const int* x, int* part_rank, int* odd_sum, int* odd_rank)
 {
     cg::thread_block block = cg::this_thread_block();
     cg::thread_group g = cg::tiled_partition(block, 8);

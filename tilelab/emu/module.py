@@ -44,6 +44,9 @@ def fmad_option(options: Sequence[str]) -> bool:
     return fmad
 
 
+#: an include of cooperative_groups (nvcc refuses its headers inside extern "C")
+_CG_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]cooperative_groups", re.M)
+
 class SourceModule:
     """Compile CUDA C ``source`` for the CPU emulator (PyCUDA's signature, plus ``analysis``).
 
@@ -64,6 +67,12 @@ class SourceModule:
         self.translation = translate(source, analysis=analysis, no_extern_c=no_extern_c,
                                      defines=defines)
         self.resources = ResourceReport(source, defines, no_extern_c, arch, cache_dir_())
+        if not no_extern_c and (m := _CG_INCLUDE.search(source)):
+            raise CompileError(
+                f'line {source.count(chr(10), 0, m.start()) + 1}: cooperative_groups\' headers '
+                'are C++ and cannot be compiled inside the extern "C" { } PyCUDA wraps the '
+                "source in (nvcc refuses them there too): pass no_extern_c=True to "
+                'SourceModule and declare each kernel extern "C" __global__.')
         try:
             self.library = build(self.translation.code, analysis=analysis, defines=defines,
                                  source=source, lockstep=self.translation.lockstep,

@@ -1,7 +1,9 @@
 // tilelab CPU emulator: CUDA's numeric semantics and intrinsic families, computed exactly.
 //
-// - Conversions to integers as a GPU's cvt.*i instructions do them: NaN gives 0, a value
-//   out of range gives the nearest end of the range (the translator sends C casts of
+// - Conversions to integers as a GPU's cvt.*i instructions do them: NaN gives 0 from a float
+//   to a 32-bit integer and the "integer indefinite" otherwise (the type's lowest value if
+//   signed, its top bit alone if unsigned: measured on an H100), a value out of range gives
+//   the nearest end of the range (the translator sends C casts of
 //   floating values to integer types through tl_emu::cvt).
 // - Arithmetic in a named rounding mode (__fadd_rz, __dmul_ru, __int2float_rd, ...): the
 //   exact result's error sign, found with error-free transformations, picks the neighbour.
@@ -23,7 +25,7 @@ namespace tl_emu {
 
 enum Rnd : int { RN = 0, RZ = 1, RU = 2, RD = 3 };
 
-// ---- conversions to integers: NaN -> 0, saturation at the ends ---------------------------
+// ---- conversions to integers: NaN (see above), saturation at the ends ---------------------------
 template <class F> constexpr F round_int(F x, Rnd m) {
   switch (m) {
     case RN: return sizeof(F) == 4 ? __builtin_nearbyintf(x) : __builtin_nearbyint(x);  // ties to even
@@ -34,7 +36,10 @@ template <class F> constexpr F round_int(F x, Rnd m) {
 }
 template <class I, class F> constexpr I to_int(F x, Rnd m) {
   static_assert(std::is_integral_v<I> && std::is_floating_point_v<F>, "float to integer");
-  if (x != x) return 0;
+  if (x != x) {  // as measured on an H100: 0 from a float to 32 bits, else the indefinite value
+    if (sizeof(F) == 4 && sizeof(I) == 4) return 0;
+    return std::is_signed_v<I> ? std::numeric_limits<I>::min() : (I)((I)1 << (sizeof(I) * 8 - 1));
+  }
   const F r = round_int(x, m);
   const F top = (F)((long double)(std::numeric_limits<I>::max() / 2 + 1) * 2);  // 2^digits
   const F bottom = std::is_signed_v<I> ? -top : (F)0;
