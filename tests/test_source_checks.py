@@ -391,3 +391,28 @@ def test_the_red_teams_digraph_kernel_is_refused():
            "naive-digraph_stringify.cu").read_text()
     with pytest.raises(NotInSubset, match="another spelling of #"):
         check_subset(src)
+
+
+@pytest.mark.parametrize("fixture", ["naive-static_assert_message", "naive-if0_disabled_code"])
+def test_honest_kernels_the_red_team_found_refused_are_in_the_subset(fixture):
+    """A static_assert's message and old code kept under #if 0 run nowhere: both pass."""
+    from pathlib import Path
+
+    from tilelab.grading.subset import check_subset
+
+    check_subset((Path(__file__).parent / "fixtures" / "submissions" / f"{fixture}.cu")
+                 .read_text())
+
+
+def test_only_the_if_0_branch_is_skipped_by_the_scan():
+    from tilelab.grading.subset import NotInSubset, check_subset
+
+    body = "__global__ void k(float *x) { x[0] = 1.0f; }\n"
+    check_subset("#if 0\nvoid old() { system(\"x\"); }\n#endif\n" + body)
+    for hidden in ("#if 0\n#else\nint t = clock();\n#endif\n",
+                   "#if 0 \\\n|| 1\nint t = clock();\n#endif\n",
+                   "#if 0\n#if 1\n#endif\n#elif 1\nint t = clock();\n#endif\n"):
+        with pytest.raises(NotInSubset):
+            check_subset(hidden + body)
+    with pytest.raises(NotInSubset, match="string literal"):
+        check_subset('__global__ void k(float *x) { x[0] = sizeof("a"); }\n')

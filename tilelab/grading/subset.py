@@ -100,7 +100,7 @@ def _refuse(masked: str, pos: int, what: str, hint: str) -> NotInSubset:
 
 def check_subset(source: str) -> None:
     """Raise :class:`NotInSubset` for the first construct outside the graded subset."""
-    masked = mask(_PRAGMA_UNROLL.sub(lambda m: " " * len(m.group()), source))
+    masked = _disabled(mask(_PRAGMA_UNROLL.sub(lambda m: " " * len(m.group()), source)))
     _check_characters(masked)
     if m := _OTHER_HASH.search(masked):  # a # the directive scanner would not see
         raise _refuse(masked, m.start(), f"{m.group()} (another spelling of # or ##)",
@@ -301,8 +301,46 @@ def _check_literals(masked: str, toks: list[Token]) -> None:
             continue
         if i >= 1 and toks[i - 1].text == '"':  # the literal's closing quote, or "a" "b"
             continue
+        if i >= 1 and toks[i - 1].text == "," and _callee(toks, i) == "static_assert":
+            continue  # a compile-time assertion's message: nothing of it runs
         raise _refuse(masked, t.pos, "a string literal outside printf's format",
                       "strings appear only as the first argument of printf")
+
+
+def _callee(toks: list[Token], i: int) -> str:
+    """The name before the parenthesis that encloses token ``i`` ("" at the top)."""
+    depth = 0
+    for j in range(i - 1, -1, -1):
+        if toks[j].text == ")":
+            depth += 1
+        elif toks[j].text == "(":
+            if depth == 0:
+                return toks[j - 1].text if j else ""
+            depth -= 1
+    return ""
+
+
+def _disabled(masked: str) -> str:
+    """``masked`` with the code of each ``#if 0`` block blanked up to its ``#else``, ``#elif``
+    or ``#endif`` (neither compiler reads it: an honest kernel keeps old code there)."""
+    out = list(masked)
+    depth, start = 0, -1
+    for d in directives(masked):
+        if d.name in ("if", "ifdef", "ifndef"):
+            if depth:
+                depth += 1
+            elif d.name == "if" and d.arg.strip() == "0":
+                depth, start = 1, d.end
+        elif depth and d.name == "endif":
+            depth -= 1
+        elif depth == 1 and d.name in ("else", "elif"):
+            depth = 0
+        if start >= 0 and depth == 0:
+            for k in range(start, d.start):
+                if out[k] != "\n":
+                    out[k] = " "
+            start = -1
+    return "".join(out)
 
 
 def _check_names(masked: str, toks: list[Token], declared: set[str]) -> None:
