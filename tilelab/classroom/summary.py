@@ -62,8 +62,8 @@ def finish(summary: dict[str, Any], wall: float) -> None:
     summary["timing"] = timing(summary["timings"], summary["wall_seconds"])
     if summary["backend"] not in ("gpu", None):
         summary["note"] = (
-            "no GPU: speed was not measured; padded kernels were graded by their emulated "
-            "bank-conflict degree, other speed points were "
+            "no GPU: speed and lesson points were not measured (the emulator's bank-conflict "
+            "degree and traffic are feedback only); they were "
             + ("awarded anyway (as asked)" if summary["award_speed_without_gpu"]
                else "not awarded")
         )
