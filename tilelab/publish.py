@@ -149,10 +149,11 @@ def grading_line(ex: exercises.Exercise) -> str:
     if ex.must_beat is not None:
         line += f", and faster than {ex.must_beat.label}"
     if ex.max_bank_degree is not None:
-        line += (f"; without a GPU, when the worst shared-memory access line averages at "
-                 f"most {ex.max_bank_degree:g} bank passes per warp-wide access (its "
-                 "bank-conflict degree: 1 = conflict-free, 32 = fully serialised) on the "
-                 "emulator")
+        line += (", and with the GPU's own counters showing the padded tile (shared-memory "
+                 "wavefronts per request near 1); without a GPU, no speed points: the "
+                 "emulator shows the worst shared-memory access line's bank-conflict degree "
+                 f"(1 = conflict-free, 32 = fully serialised; a padded tile: at most "
+                 f"{ex.max_bank_degree:g}) as feedback")
     return line + "."
 
 
