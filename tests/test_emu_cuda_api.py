@@ -146,7 +146,7 @@ __device__ unsigned int cnt_u;
 __device__ __forceinline__ float twice(float v) { return 2.0f * v; }
 __device__ __noinline__ float thrice(float v) { return 3.0f * v; }
 __host__ __device__ __inline__ float once(float v) { return v; }
-__global__ void __launch_bounds__(64) api(float* __restrict__ out, const float* in)
+extern "C" __global__ void __launch_bounds__(64) api(float* __restrict__ out, const float* in)
 {
     __shared__ __align__(16) float tile[64];
     int lane = threadIdx.x + blockIdx.x * blockDim.x * gridDim.x + warpSize * 0;
@@ -218,7 +218,7 @@ def test_the_categories_are_public_names():
 
 def test_every_name_compiles_and_runs_on_the_emulator(capfd):
     src = FRAME.replace("USES", "\n".join("    " + u for u in USES.values()))
-    mod = emu.SourceModule(src)
+    mod = emu.SourceModule(src, no_extern_c=True)  # cooperative_groups: as nvcc needs
     x = np.linspace(0.1, 0.9, 64).astype(np.float32)
     out = np.zeros(64, np.float32)
     mod.get_function("api")(emu.Out(out), emu.In(x), block=(64, 1, 1), grid=(1, 1))
