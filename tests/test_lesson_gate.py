@@ -229,3 +229,23 @@ def test_ncu_counts_one_timed_launch_drawn_after_those_a_graded_run_makes_first(
     assert cmd[cmd.index("--at") + 1] == "speed"
     draws = {counters.draw() for _ in range(400)}
     assert min(draws) >= WARMUP and max(draws) < WARMUP + REPEAT and len(draws) > REPEAT // 2
+
+
+def test_an_ncu_that_reads_nothing_leaves_the_lesson_not_measured(tmp_path, monkeypatch):
+    """Two profilers on one GPU: ncu runs but prints no table (as seen on an H100 with two
+    graders and no lock). The lesson is not measured, never an internal grader error."""
+    ncu = tmp_path / "ncu"
+    ncu.write_text("#!/bin/sh\necho '==ERROR== Profiling failed because a driver resource "
+                   "was unavailable.' >&2\nexit 1\n")
+    ncu.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    if counters.find_ncu() != str(ncu):
+        pytest.skip("another ncu is found first")
+    with pytest.raises(counters.CountersUnavailable, match="driver resource was unavailable"):
+        counters.measure("transpose_padded", exercises.get("transpose_padded").reference.source())
+    ex = exercises.get("transpose_padded")
+    v = gpu_verdict(ex.id, ex.gate + 1)
+    lesson_gate(Run(ex, None, ex.reference.source(), text=ex.reference.source()), v)
+    assert not v.speed_passed and "lesson was not measured" in " ".join(v.messages)
+    assert "driver resource" in v.counters["error"]

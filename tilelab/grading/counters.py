@@ -174,7 +174,10 @@ def measure(exercise_id: str, source: str, timeout: float = 300) -> dict[str, fl
     out = p.stdout + p.stderr
     if RESTRICTED_CODE in out:
         raise CountersUnavailable(RESTRICTED.format(flag=flag))
-    launches = parse(p.stdout)
+    try:
+        launches = parse(p.stdout)
+    except RuntimeError:  # ncu ran but read nothing (another profiler holds the GPU, say)
+        raise CountersUnavailable("ncu read no counters:\n" + out[-1500:]) from None
     if len(launches) != 1:
         raise CountersUnavailable(f"ncu profiled {len(launches)} launches, expected 1:\n"
                                   + out[-1500:])
