@@ -373,3 +373,28 @@ def test_template_in_extern_c_says_no_extern_c():
         cuda.SourceModule(src)
     mod = cuda.SourceModule(src, no_extern_c=True)
     assert mod.kernel_names == ["_Z1kILi4EEvPf"]
+
+
+SUBMISSIONS = Path(__file__).parent / "fixtures" / "submissions"
+
+
+@pytest.mark.parametrize("fixture, says", [
+    ("naive-template_helper", r"templates cannot be .*Write the helper without a template"),
+    ("naive-overloaded_helper", r"two functions cannot share a name.*its own name"),
+])
+def test_cpp_that_c_linkage_forbids_is_explained_with_what_to_do(fixture, says):
+    """A template or an overloaded helper fails inside PyCUDA's extern "C" on a GPU too
+    (nvcc: 'may not have extern "C" linkage'); the message says why and what to write."""
+    with pytest.raises(cuda.CompileError, match=says) as err:
+        cuda.SourceModule((SUBMISSIONS / f"{fixture}.cu").read_text())
+    assert 'extern "C"' in str(err.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fixture", ["naive-template_helper", "naive-overloaded_helper"])
+def test_nvcc_refuses_the_same_cpp_inside_extern_c(fixture):
+    """The emulator's refusal above is the GPU's: PyCUDA's SourceModule fails to compile it."""
+    compiler = pytest.importorskip("pycuda.compiler")
+    pytest.importorskip("pycuda.autoinit")
+    with pytest.raises(compiler.CompileError, match="linkage"):
+        compiler.SourceModule((SUBMISSIONS / f"{fixture}.cu").read_text())

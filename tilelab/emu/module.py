@@ -26,6 +26,22 @@ from .resources import MAX_STATIC_SHARED, KernelResources, ResourceReport
 from .translate import translate
 
 _DEFINE = re.compile(r"-D[A-Za-z_]\w*(=[\w.+\-]*)?")
+#: What g++ says of C++ that cannot live inside PyCUDA's extern "C" { } (nvcc refuses the
+#: same: "this declaration may not have extern "C" linkage", "more than one instance of
+#: overloaded function ... has "C" linkage"), and what to do about it.
+C_LINKAGE_HINTS = (
+    ("template with C linkage",
+     'PyCUDA wraps the source in extern "C" { }, where templates cannot be (nvcc refuses them '
+     "there too). Write the helper without a template (a plain __device__ function, with a "
+     "#define or a const int for a compile-time value); outside a graded exercise you may "
+     "instead pass no_extern_c=True and get the kernel by its mangled name (an explicit "
+     "instantiation, e.g. template __global__ void k<64>(float*);)."),
+    ("conflicting declaration of C function",
+     'PyCUDA wraps the source in extern "C" { }, where two functions cannot share a name '
+     "(overloading needs C++ linkage; nvcc refuses it there too): give each helper its own "
+     "name."),
+)
+
 _FMAD = re.compile(r"--?fmad(?:=|$)(.*)")
 
 
@@ -78,14 +94,10 @@ class SourceModule:
                                  source=source, lockstep=self.translation.lockstep,
                                  fmad=fmad_option(options or ()))
         except CompileError as exc:
-            if "template with C linkage" not in exc.msg:
+            hint = next((h for marker, h in C_LINKAGE_HINTS if marker in exc.msg), None)
+            if hint is None or no_extern_c:
                 raise
-            raise CompileError(
-                exc.msg + "\nPyCUDA wraps the source in extern \"C\" { }, where templates "
-                "cannot be: pass no_extern_c=True and get the kernel by its mangled name "
-                "(an explicit instantiation, e.g. template __global__ void k<64>(float*);), "
-                "or call the template from an extern \"C\" __global__ kernel.",
-                exc.stderr, exc.lines) from None
+            raise CompileError(exc.msg + "\n" + hint, exc.stderr, exc.lines) from None
         self._check_static_shared()
         self._globals: dict[str, DeviceAllocation] = {}
         for g in self.library.globals:
