@@ -244,15 +244,17 @@ _SMEM = re.compile(r"(\d+) bytes smem")
 _SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
-def ptxas_report(source: str, arch: str = "sm_90") -> dict[str, int]:
-    """Registers, static shared memory and spills as ``nvcc --resource-usage`` reports."""
+def ptxas_report(source: str, arch: str = "sm_90", options: tuple[str, ...] = ()
+                 ) -> dict[str, int]:
+    """Registers, static shared memory and spills as ``nvcc --resource-usage`` reports
+    (``options``: more nvcc options, e.g. ``-maxrregcount=N``)."""
     if not shutil.which("nvcc"):
         raise RuntimeError("the sgemm_ptxas experiment needs nvcc on PATH (no GPU needed)")
     with tempfile.TemporaryDirectory() as tmp:
         cu = Path(tmp, "k.cu")
         cu.write_text('extern "C" {\n' + source + "\n}\n", encoding="utf-8")
         res = subprocess.run(
-            ["nvcc", "-cubin", f"-arch={arch}", "--resource-usage", "-o",
+            ["nvcc", "-cubin", f"-arch={arch}", "--resource-usage", *options, "-o",
              str(Path(tmp, "k.cubin")), str(cu)],
             capture_output=True, text=True, check=True,
         )
