@@ -106,8 +106,12 @@ def fma_flags() -> tuple[str, ...] | None:
         flags = re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
     except OSError:
         flags = None
-    return ("-ffp-contract=fast", "-mfma") if flags and "fma" in flags.group(1).split() \
-        else None
+    if not (flags and "fma" in flags.group(1).split()):
+        return None
+    # g++'s tuning for some x86 CPUs (znver, and -mtune=generic from GCC 13) leaves a loop's
+    # accumulating a += x * y unfused ("FMA chains"); nvcc fuses it, so g++ must too.
+    keep_chains = () if "clang" in compiler()[1].lower() else ("--param=avoid-fma-max-bits=0",)
+    return ("-ffp-contract=fast", "-mfma", *keep_chains)
 
 
 def _flags(analysis: bool, lockstep: bool = False, fmad: bool = True) -> list[str]:
