@@ -227,6 +227,11 @@ def test_ncu_counts_one_timed_launch_drawn_after_those_a_graded_run_makes_first(
     assert cmd[cmd.index("--launch-count") + 1] == "1"
     assert cmd[cmd.index("--launches") + 1] == str(WARMUP + REPEAT)
     assert cmd[cmd.index("--at") + 1] == "speed"
+    # each counted launch alone on a shared GPU unless set otherwise; the clocks left as
+    # they are (a clock the profiler locked would slow another task's timed launches)
+    assert cmd[cmd.index("--lock") + 1] == "alone"
+    assert cmd[cmd.index("--clock-control") + 1] == "none"
+    assert counters.command("ncu", ex, "k.cu", 17, "shared")[-1] == "shared"
     draws = {counters.draw() for _ in range(400)}
     assert min(draws) >= WARMUP and max(draws) < WARMUP + REPEAT and len(draws) > REPEAT // 2
 

