@@ -15,6 +15,7 @@ import pytest
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.catalog.variants import VARIANTS
+from tilelab.experiments import counters_load
 from tilelab.grading import counters, traffic
 from tilelab.grading.pipeline import Run, count_traffic, judge_lesson, lesson_gate
 from tilelab.grading.verdict import Verdict
@@ -194,6 +195,20 @@ def test_ncu_reads_the_lesson_of_the_timed_build(exercise_id, key, passes):
     print(f"{exercise_id}/{key}: ncu took {time.perf_counter() - t0:.2f} s;",
           counters.describe(f, None, None))
     assert (counters.skipped_lesson(ex, f) is None) is passes
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("exercise_id,key", [("transpose_padded", "unpadded"),
+                                            ("tiled", "reference")])
+def test_the_counts_the_lesson_gate_reads_are_the_same_beside_a_busy_process(exercise_id, key):
+    """Whether a class run may count beside other tasks' untimed work
+    (TILELAB_COUNTERS_LOCK=shared): counted alone, then while a second process launches
+    kernels back to back on the same GPU (``tilelab bench counters_load`` does every case)."""
+    row = counters_load.case(exercise_id, key)
+    print(f"{exercise_id}/{key}: {row['load_launches']} busy launches meanwhile;",
+          "equal" if row["equal"] else f"DIFFERENT: {row['differing']}", row["error"])
+    assert not row["error"] and row["load_launches"] > 0
+    assert row["equal"], (row["differing"], row["alone"], row["under_load"])
 
 
 @pytest.mark.gpu
