@@ -269,7 +269,8 @@ def time_checked(
                 if why is not None:
                     raise WrongLaunch(key, i, total, why)
     finally:
-        with gpu_work():
-            gpu.clear()
-            runs = rotations = flusher = start = end = None  # type: ignore[assignment]
+        runs = rotations = flusher = start = end = None  # type: ignore[assignment]
+        if gpu:  # the device buffers and events, freed as GPU work
+            with gpu_work():
+                gpu.clear()
     return timings
