@@ -74,14 +74,19 @@ def time_interleaved(
     start, end = cuda.Event(), cuda.Event()
     for _ in range(repeat):
         for key, run in launches.items():
-            if flusher:
-                flusher()
-            start.record()
-            run()
-            end.record()
-            end.synchronize()
-            timings[key].samples_ms.append(start.time_till(end))
+            timings[key].samples_ms.append(timed_launch(run, start, end, flusher))
     return timings
+
+
+def timed_launch(run: Callable[[], None], start, end, flush: Callable[[], None] | None) -> float:
+    """Milliseconds of one launch between two CUDA events, the L2 flushed before them."""
+    if flush:
+        flush()
+    start.record()
+    run()
+    end.record()
+    end.synchronize()
+    return start.time_till(end)
 
 
 def prepared_launch(
@@ -253,13 +258,7 @@ def time_checked(
             ms = {}
             with alone():
                 for key, run in runs.items():
-                    if flusher:
-                        flusher()
-                    start.record()
-                    run()
-                    end.record()
-                    end.synchronize()
-                    ms[key] = start.time_till(end)
+                    ms[key] = timed_launch(run, start, end, flusher)
             with gpu_work():
                 outputs = {key: rot.output() for key, rot in rotations.items()}
             for key in rotations:

@@ -223,36 +223,28 @@ def worker_lock() -> GpuLock | None:
 
 
 @contextlib.contextmanager
-def shared() -> Iterator[None]:
+def _held(take: Callable[[GpuLock], contextlib.AbstractContextManager[None]]) -> Iterator[None]:
+    lock = worker_lock()
+    if lock is None:
+        yield
+        return
+    with take(lock):
+        yield
+
+
+def shared() -> contextlib.AbstractContextManager[None]:
     """Untimed GPU work: the shared lock of this process's GPU, where one is named."""
-    lock = worker_lock()
-    if lock is None:
-        yield
-        return
-    with lock.shared():
-        yield
+    return _held(GpuLock.shared)
 
 
-@contextlib.contextmanager
-def exclusive() -> Iterator[None]:
+def exclusive() -> contextlib.AbstractContextManager[None]:
     """A timed round: this process's GPU alone, where a lock is named (else nothing)."""
-    lock = worker_lock()
-    if lock is None:
-        yield
-        return
-    with lock.exclusive():
-        yield
+    return _held(GpuLock.exclusive)
 
 
-@contextlib.contextmanager
-def profiler() -> Iterator[None]:
+def profiler() -> contextlib.AbstractContextManager[None]:
     """This GPU's one Nsight Compute, where a lock is named (else nothing)."""
-    lock = worker_lock()
-    if lock is None:
-        yield
-        return
-    with lock.profiler():
-        yield
+    return _held(GpuLock.profiler)
 
 
 def counted_mode() -> str:
