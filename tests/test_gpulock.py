@@ -188,10 +188,10 @@ def test_a_grading_worker_holds_nothing_while_it_compiles_and_checks(lock, tmp_p
     (tmp_path / "k.cu").write_text(KERNELS["naive"].source())
     timed = holder(lock, "exclusive", tmp_path / "a")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), gpulock.ENV: str(lock)}
+    env.pop("TILELAB_BACKEND", None)  # the backend it finds (here, with no GPU, the emulator)
     worker = subprocess.run([sys.executable, "-m", "tilelab.grading.worker", "--exercise",
                              "naive", "--source", str(tmp_path / "k.cu"), "--out",
-                             str(tmp_path / "v.json"), "--backend", "emu", "--no-speed"],
-                            env=env, timeout=300)
+                             str(tmp_path / "v.json"), "--no-speed"], env=env, timeout=300)
     assert worker.returncode == 0
     assert '"correct": true' in (tmp_path / "v.json").read_text()
     assert timed.poll() is None  # the timed step held the GPU throughout

@@ -35,12 +35,11 @@ from tilelab.device.runtime import get_runtime
 from tilelab.experiments.datafile import read, write
 from tilelab.grading import counters, gpulock
 
-#: (exercise, variant): each lesson the counters grade, kept and skipped (coalescing, tile
-#: reuse, bank conflicts in a transpose and in a matrix product)
-CASES = (("naive", "reference"), ("naive", "xrow"), ("tiled", "reference"),
-         ("tiled", "naive"), ("transpose_padded", "reference"),
-         ("transpose_padded", "unpadded"), ("matmul_at_padded", "reference"),
-         ("matmul_at_padded", "unpadded"))
+#: (exercise, variant): a kernel for each lesson the counters grade (an uncoalesced walk,
+#: tiles reused, bank conflicts in a transpose, a padded tile in a matrix product), every
+#: figure of the gate read in each
+CASES = (("naive", "xrow"), ("tiled", "reference"), ("transpose_padded", "unpadded"),
+         ("matmul_at_padded", "reference"))
 #: the load: the tiled product's reference at this size, launched back to back
 LOAD_SHAPE = (1024, 1024, 1024)
 LOAD_SECONDS = 300.0
