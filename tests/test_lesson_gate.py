@@ -251,6 +251,23 @@ def test_ncu_counts_one_timed_launch_drawn_after_those_a_graded_run_makes_first(
     assert min(draws) >= WARMUP and max(draws) < WARMUP + REPEAT and len(draws) > REPEAT // 2
 
 
+def test_the_counted_run_gives_every_speed_launch_inputs_no_other_launch_saw():
+    """As the timed run draws them (windows of two random pools), not a fresh random
+    matrix per launch: the counted process's 30 launches at the speed shape cost seconds of
+    CPU otherwise, all of it while this GPU's one profiler is held."""
+    from tilelab.device.bench import REPEAT, WARMUP
+    from tilelab.grading.worker import launch_inputs
+
+    ex = exercises.get("transpose_padded")
+    runs = list(launch_inputs(ex.id, "speed", WARMUP + REPEAT, (), np.random.default_rng(2)))
+    assert [s for s, _ in runs] == [*ex.shapes, *[ex.speed_shape] * (WARMUP + REPEAT)]
+    firsts = [inputs["in"].ravel()[:64].tobytes() for _, inputs in runs[len(ex.shapes):]]
+    assert len(set(firsts)) == WARMUP + REPEAT
+    assert all(i["in"].shape == ex.speed_shape for _, i in runs[len(ex.shapes):])
+    sanitize = list(launch_inputs(ex.id, "sanitize", 1, (18, 38), np.random.default_rng(2)))
+    assert [s for s, _ in sanitize] == [(18, 38)]
+
+
 def test_an_ncu_that_reads_nothing_leaves_the_lesson_not_measured(tmp_path, monkeypatch):
     """Two profilers on one GPU: ncu runs but prints no table (as seen on an H100 with two
     graders and no lock). The lesson is not measured, never an internal grader error."""

@@ -19,6 +19,8 @@ import os
 import resource
 import sys
 import traceback
+from collections.abc import Iterator
+from typing import Any
 
 from tilelab.grading import gpulock
 from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT
@@ -65,9 +67,11 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
                 lock: str = gpulock.SHARED) -> None:
     """One launch at ``shape``, else at the problem's ``sanitize_shape`` (what
     compute-sanitizer inspects); or, for Nsight Compute, the launches a graded run makes:
-    one at every graded shape, then ``launches`` at the exercise's speed shape, each on new
-    inputs (ncu counts one of the timed ones, drawn by the grader). Each launch holds the
-    GPU's lock as ``lock`` says; making its inputs holds nothing."""
+    one at every graded shape, then ``launches`` at the exercise's speed shape, each on
+    inputs no other launch saw, drawn as the timed run draws them
+    (:class:`tilelab.device.bench.InputSets`; ncu counts one of the timed ones, drawn by the
+    grader). Each launch holds the GPU's lock as ``lock`` says; making its inputs holds
+    nothing."""
     import numpy as np
 
     from tilelab.catalog import exercises
@@ -79,17 +83,28 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
     rt = gpulock.start_cuda(lambda: get_runtime("gpu"))
     with open(source_path, encoding="utf-8") as f:
         fn = build(rt, f.read()).get_function(ex.kernel)
-    rng = np.random.default_rng()
-    if shape:
-        shapes = [shape]
-    elif at == "sanitize":
-        shapes = [ex.problem.sanitize_shape]
-    else:
-        shapes = [*ex.shapes, *[ex.speed_shape] * max(1, launches)]
-    for s in shapes:
-        inputs = ex.problem.make_inputs(s, rng)
+    for s, inputs in launch_inputs(exercise_id, at, launches, shape, np.random.default_rng()):
+        inputs = {k: np.ascontiguousarray(a) for k, a in inputs.items()}  # CPU copies first
         with gpulock.region(lock):
             launch(rt, fn, ex.problem, ex.launch, s, inputs)
+
+
+def launch_inputs(exercise_id: str, at: str, launches: int, shape: tuple[int, ...],
+                  rng: Any) -> Iterator[tuple[tuple[int, ...], dict[str, Any]]]:
+    """The shape and inputs of each launch :func:`launch_once` makes, in order."""
+    from tilelab.catalog import exercises
+    from tilelab.device.bench import InputSets
+
+    ex = exercises.get(exercise_id)
+    if shape or at == "sanitize":
+        one = shape or ex.problem.sanitize_shape
+        yield one, ex.problem.make_inputs(one, rng)
+        return
+    for s in ex.shapes:
+        yield s, ex.problem.make_inputs(s, rng)
+    sets = InputSets(ex.problem.make_inputs, ex.speed_shape, rng, max(1, launches))
+    for i in range(len(sets)):
+        yield ex.speed_shape, sets[i]
 
 
 def grade(a: argparse.Namespace) -> dict:
