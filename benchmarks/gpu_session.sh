@@ -14,7 +14,9 @@
 # (benchmarks/class_scale.py --gpu with 1 worker, this process, and 2 Dask workers: needs
 # two GPUs; SCALE_STUDENTS learners, 24 by default; every task's time and the median
 # seconds of each grading step in OUT_DIR/scale.json), checktimes (`tilelab check` on the
-# GPU: p50/p95 per exercise and the median seconds of each grading step), countersload
+# GPU: p50/p95 per exercise and the median seconds of each grading step), locktests (the
+# `gpu` test of tests/test_gpulock.py: three graders sharing one GPU through its lock each
+# measure speed and read counters), countersload
 # (tilelab bench counters_load: the lesson gate's counts alone and beside a process that
 # keeps the GPU busy; where all are equal, the later steps of this run count with
 # TILELAB_COUNTERS_LOCK=shared, else alone), pergpu (tilelab bench gpu_sharing: class_scale
@@ -76,6 +78,8 @@ for s in $steps; do
              --students "${SCALE_STUDENTS:-24}" --workers 1 2 --json "$out/scale.json" ;;
     checktimes) run_step checktimes "${CHECKTIMES_LIMIT:-100}" "$py" benchmarks/check_times.py \
              --backend gpu --repeat "${CHECKTIMES_REPEAT:-3}" --exercise naive tiled ;;
+    locktests) run_step locktests "${LOCKTESTS_LIMIT:-150}" "$py" -m pytest -m gpu \
+             -p no:cacheprovider -o addopts= -rA -s tests/test_gpulock.py ;;
     countersload) run_step countersload "${COUNTERSLOAD_LIMIT:-150}" "$py" -m tilelab.cli bench \
              counters_load --out "$out/data"
        if [ -f "$out/data/counters_load.json" ]; then
@@ -104,7 +108,7 @@ for s in $steps; do
              -o addopts= -rA -s tests/test_gpu_grading.py tests/test_lesson_gate.py \
              tests/test_grade.py -k 'replay or speed_run or ncu or counters or racing'" _ "$py" "$out" ;;
     *) echo "unknown step $s (tests sandbox hostile class corpus bench road calibrate cluster"\
-            "scale checktimes countersload pergpu sharedgpu notebooks)"
+            "scale checktimes locktests countersload pergpu sharedgpu notebooks)"
        exit 2 ;;
   esac
 done

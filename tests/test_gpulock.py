@@ -334,3 +334,44 @@ def test_a_speed_runs_timed_rounds_are_alone_and_its_checks_hold_nothing(lock):
     assert len(t["candidate"].samples_ms) == 2
     assert seen == ["candidate", "baseline", "check", "check"] * 3
     assert mine.mode == 0 and probe(fcntl.LOCK_EX)
+
+
+@pytest.mark.gpu
+def test_three_graders_sharing_one_gpu_each_measure_speed_and_read_counters(lock, monkeypatch):
+    """The whole path on a GPU, as a class run with three tasks per GPU grades: each
+    worker's CUDA start, loads, launches and copies shared, each timed round alone, one
+    Nsight Compute at a time (three at once without the profiler's mutex: 'a driver
+    resource was unavailable')."""
+    import uuid
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tilelab.catalog import exercises
+    from tilelab.grading.sandbox import grade_source
+
+    monkeypatch.setenv(gpulock.ENV, str(lock))
+    source = exercises.get("tiled").reference.source()
+
+    def grade(_: int):  # a fresh comment each: never a cached verdict
+        return grade_source("tiled", f"{source}\n// {uuid.uuid4()}\n", backend_name="gpu")
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(3) as pool:
+        verdicts = list(pool.map(grade, range(3)))
+    print(f"three graders on one GPU: {time.monotonic() - t0:.1f} s;",
+          [(round(v.speedup or 0, 2), v.step_seconds.get("counters")) for v in verdicts])
+    for v in verdicts:
+        assert v.correct and v.speed_measured and v.speed_passed, v.report()
+        assert v.counters and "error" not in v.counters, v.counters
+    assert mode_free(lock)
+
+
+def mode_free(lock: Path) -> bool:
+    """Whether nothing holds the GPU's lock now (every grader let it go)."""
+    fd = os.open(lock / "gpu", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
