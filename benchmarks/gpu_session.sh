@@ -20,7 +20,7 @@
 # (tilelab bench counters_load: the lesson gate's counts alone and beside a process that
 # keeps the GPU busy; where all are equal, the later steps of this run count with
 # TILELAB_COUNTERS_LOCK=shared, else alone), pergpu (tilelab bench gpu_sharing: class_scale
-# on one GPU with 1, 2, 4 and 8 tasks at once, PERGPU_STUDENTS learners, 5 by default:
+# on one GPU with 1, 2, 4 and 8 tasks at once, PERGPU_STUDENTS learners, 4 by default:
 # submissions per minute, grades identical, the cost of 1,000 learners x 5 kernels on one
 # GPU and on 8 -> OUT_DIR/data/gpu_sharing.json), sharedgpu (tilelab bench shared_gpu:
 # verdicts on the wrong side of the gate with two graders on one GPU, without and with the
@@ -90,7 +90,12 @@ for s in $steps; do
              "$out/data/counters_load.json") && export TILELAB_COUNTERS_LOCK
          echo "counted launches from here on: TILELAB_COUNTERS_LOCK=$TILELAB_COUNTERS_LOCK"
        fi ;;
-    pergpu) export TILELAB_GPU_SHARING_STUDENTS="${PERGPU_STUDENTS:-5}"
+    pergpu) export TILELAB_GPU_SHARING_STUDENTS="${PERGPU_STUDENTS:-4}"
+       if [ -z "${TILELAB_COUNTERS_LOCK:-}" ] && [ -f "$out/data/counters_load.json" ]; then
+         TILELAB_COUNTERS_LOCK=$("$py" -m tilelab.experiments.counters_load setting \
+             "$out/data/counters_load.json") && export TILELAB_COUNTERS_LOCK
+       fi
+       echo "counted launches: TILELAB_COUNTERS_LOCK=${TILELAB_COUNTERS_LOCK:-alone}"
        run_step pergpu "${PERGPU_LIMIT:-330}" "$py" -m tilelab.cli bench gpu_sharing \
              --out "$out/data"
        grep -A6 "tasks per GPU |" "$out/pergpu.log"
