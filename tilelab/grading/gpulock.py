@@ -261,13 +261,14 @@ def region(mode: str) -> contextlib.AbstractContextManager[None]:
 
 def start_cuda(start: Callable[[], T]) -> T:
     """``start()`` (the process's CUDA start, e.g. ``get_runtime("gpu")``) under the shared
-    lock, and the teardown that start registers with :mod:`atexit` (PyCUDA's
-    ``autoinit``) under it too, at the process's end: a context's start and teardown
-    allocate and free GPU memory. Where no lock is named, only ``start()``."""
+    lock; and from the first of the process's :mod:`atexit` handlers on, the lock shared
+    again until the process ends (its descriptors close last), so that the teardown
+    ``start`` registered (PyCUDA's ``autoinit``) and the buffers and modules freed as the
+    interpreter ends are under it too: a context's start and end allocate and free GPU
+    memory. Where no lock is named, only ``start()``."""
     lock = worker_lock()
     if lock is None:
         return start()
-    atexit.register(lock.release)  # runs last: after the teardown
     with lock.shared():
         result = start()
     atexit.register(lock.hold_shared)  # runs first: before the teardown registered above
