@@ -375,3 +375,15 @@ def mode_free(lock: Path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def test_a_class_runs_notebook_leaves_a_shared_gpu_sandboxed_or_not(lock, monkeypatch):
+    from types import SimpleNamespace
+
+    from tilelab.classroom.steps import off_the_gpu
+
+    assert off_the_gpu(SimpleNamespace(sandboxed=True)) == {}  # no lock: the GPU's as before
+    monkeypatch.setenv(gpulock.ENV, str(lock))
+    assert off_the_gpu(SimpleNamespace(sandboxed=True)) == {"TILELAB_BACKEND": "emu"}
+    assert off_the_gpu(SimpleNamespace(sandboxed=False)) == {
+        "TILELAB_BACKEND": "emu", "CUDA_VISIBLE_DEVICES": ""}

@@ -166,14 +166,26 @@ def refuse(run: ClassRun, sub: Submission, refusal: Refusal) -> None:
                     for e in exercises.ASSIGNMENTS[sub.assignment]]
 
 
+def off_the_gpu(run: ClassRun) -> dict[str, str | None]:
+    """Where several tasks share this GPU (its lock named, :mod:`tilelab.grading.gpulock`),
+    the notebook runs on the emulator, its hidden tests reading the clean verdicts: never
+    beside another task's timed launches. Sandboxed, it gets no GPU node at all
+    (:class:`~tilelab.classroom.jupyter_sandbox.SandboxedKernelManager`); unsandboxed (the
+    instructor's choice, for trusted notebooks), CUDA is shown no device."""
+    if not settings.GPU_LOCK.get():
+        return {}
+    return {**settings.BACKEND.set_to("emu"),
+            **({} if run.sandboxed else {"CUDA_VISIBLE_DEVICES": ""})}
+
+
 def autograde(run: ClassRun, sub: Submission, cache: Path) -> None:
     """nbgrader runs the notebook (hidden tests read the cache), guarded: processes left
     behind are killed, a gradebook changed beyond this student's rows is restored."""
     db = Path(run.api.coursedir.db_url.removeprefix("sqlite:///"))
     with (
         guards.GradebookGuard(db, sub.student) as guard,
-        settings.environ(settings.VERDICT_CACHE.set_to(cache)),
-        guards.Reaper() as reaper,  # (no GPU for the notebook where the GPU is shared)
+        settings.environ({**settings.VERDICT_CACHE.set_to(cache), **off_the_gpu(run)}),
+        guards.Reaper() as reaper,
     ):
         result = run.api.autograde(sub.assignment, sub.student, force=True, create=True)
     if reaper.killed:
