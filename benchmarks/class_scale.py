@@ -124,6 +124,14 @@ def step_seconds(docs: list[dict], timings: list[dict]) -> dict[str, float]:
     return {k: round(statistics.median(v), 3) for k, v in steps.items() if v}
 
 
+def redone(docs: list[dict]) -> dict[str, int]:
+    """Speed runs measured, and their timed rounds run again (a grader held up on a busy
+    CPU between its start event and its launch: see tilelab.device.bench.time_checked)."""
+    runs = [v["speed_rounds_redone"] for d in docs for v in d.get("verdicts", [])
+            if v.get("speed_rounds_redone") is not None]
+    return {"speed_runs": len(runs), "rounds": sum(runs)}
+
+
 def by_worker(timings: list[dict]) -> dict[str, list[float]]:
     """Each worker's task seconds, in the order the results arrived."""
     by: dict[str, list[float]] = {}
@@ -222,6 +230,7 @@ def main() -> int:
                 "grades": grades(docs := verdict_docs(root)),
                 "timings": summary["timings"],
                 "step_seconds": step_seconds(docs, summary["timings"]),
+                "speed_rounds_redone": redone(docs),
             })
             r = runs[-1]
             print(f"{r['label']}: {r['submissions']} submissions in "
@@ -236,6 +245,10 @@ def main() -> int:
             print(f"  {per_worker(r['timings'])}; points per submission "
                   f"{dict(collections.Counter(points))}")
             print(f"  {busy(r['timings'], r['grading_seconds'], r['cluster_start_seconds'])}")
+            if a.gpu:
+                print(f"  timed rounds run again because a grader's CPU held up a launch: "
+                      f"{r['speed_rounds_redone']['rounds']} in "
+                      f"{r['speed_rounds_redone']['speed_runs']} speed runs")
     base = runs[0]
     for r in runs[1:]:
         speedup = r["submissions_per_minute"] / base["submissions_per_minute"]

@@ -76,3 +76,9 @@ def test_the_recommended_sharing_is_the_fewest_tasks_near_the_best_with_grades_i
     assert counters_load.setting([equal, {**equal, "equal": False}]) == "alone"
     assert counters_load.setting([equal, {**equal, "load_launches": 0}]) == "alone"
     assert counters_load.setting([]) == "alone"
+
+
+def test_rounds_run_again_are_counted_over_the_speed_runs_measured():
+    docs = [{"verdicts": [{"speed_rounds_redone": 2}, {"speed_rounds_redone": None}]},
+            {"verdicts": [{"speed_rounds_redone": 0}, {}]}, {"verdicts": []}]
+    assert class_scale.redone(docs) == {"speed_runs": 2, "rounds": 2}
