@@ -14,10 +14,17 @@
 # (benchmarks/class_scale.py --gpu with 1 worker, this process, and 2 Dask workers: needs
 # two GPUs; SCALE_STUDENTS learners, 24 by default; every task's time and the median
 # seconds of each grading step in OUT_DIR/scale.json), checktimes (`tilelab check` on the
-# GPU: p50/p95 per exercise and the median seconds of each grading step), pergpu
-# (class_scale on one GPU with 1, 2, 4 and 8 tasks at once: submissions per minute, grades
-# identical; OUT_DIR/pergpu.json), sharedgpu (tilelab bench shared_gpu: verdicts on the
-# wrong side of the gate with two graders on one GPU, without and with the GPU's lock),
+# GPU: p50/p95 per exercise and the median seconds of each grading step), locktests (the
+# `gpu` test of tests/test_gpulock.py: three graders sharing one GPU through its lock each
+# measure speed and read counters), countersload
+# (tilelab bench counters_load: the lesson gate's counts alone and beside a process that
+# keeps the GPU busy; where all are equal, the later steps of this run count with
+# TILELAB_COUNTERS_LOCK=shared, else alone), pergpu (tilelab bench gpu_sharing: class_scale
+# on one GPU with 1, 2, 4 and 8 tasks at once, PERGPU_STUDENTS learners, 4 by default:
+# submissions per minute, grades identical, the cost of 1,000 learners x 5 kernels on one
+# GPU and on 8 -> OUT_DIR/data/gpu_sharing.json), sharedgpu (tilelab bench shared_gpu:
+# verdicts on the wrong side of the gate with two graders on one GPU, without and with the
+# GPU's lock),
 # hostile (tilelab check on the GPU of each replaying and lesson-skipping kernel of
 # tests/fixtures/submissions, then the `gpu` tests of the replay-proof speed run and of the
 # counters, which print ncu's time per kernel; OUT_DIR/hostile.json holds each verdict),
@@ -71,9 +78,28 @@ for s in $steps; do
              --students "${SCALE_STUDENTS:-24}" --workers 1 2 --json "$out/scale.json" ;;
     checktimes) run_step checktimes "${CHECKTIMES_LIMIT:-100}" "$py" benchmarks/check_times.py \
              --backend gpu --repeat "${CHECKTIMES_REPEAT:-3}" --exercise naive tiled ;;
-    pergpu) run_step pergpu "${PERGPU_LIMIT:-240}" "$py" benchmarks/class_scale.py --gpu \
-             --students "${PERGPU_STUDENTS:-6}" --workers 1 --tasks-per-gpu 1 2 4 8 \
-             --json "$out/pergpu.json" ;;
+    locktests) run_step locktests "${LOCKTESTS_LIMIT:-150}" "$py" -m pytest -m gpu \
+             -p no:cacheprovider -o addopts= -rA -s tests/test_gpulock.py ;;
+    countersload) run_step countersload "${COUNTERSLOAD_LIMIT:-150}" "$py" -m tilelab.cli bench \
+             counters_load --out "$out/data"
+       if [ -f "$out/data/counters_load.json" ]; then
+         "$py" -c "import json,sys; [print(r['exercise'], r['kernel'], '| equal' if r['equal'] \
+             else '| DIFFERENT ' + r['differing'], '|', r['load_launches'], 'busy launches', \
+             r['error']) for r in json.load(open(sys.argv[1]))['rows']]" "$out/data/counters_load.json"
+         TILELAB_COUNTERS_LOCK=$("$py" -m tilelab.experiments.counters_load setting \
+             "$out/data/counters_load.json") && export TILELAB_COUNTERS_LOCK
+         echo "counted launches from here on: TILELAB_COUNTERS_LOCK=$TILELAB_COUNTERS_LOCK"
+       fi ;;
+    pergpu) export TILELAB_GPU_SHARING_STUDENTS="${PERGPU_STUDENTS:-4}"
+       if [ -z "${TILELAB_COUNTERS_LOCK:-}" ] && [ -f "$out/data/counters_load.json" ]; then
+         TILELAB_COUNTERS_LOCK=$("$py" -m tilelab.experiments.counters_load setting \
+             "$out/data/counters_load.json") && export TILELAB_COUNTERS_LOCK
+       fi
+       echo "counted launches: TILELAB_COUNTERS_LOCK=${TILELAB_COUNTERS_LOCK:-alone}"
+       run_step pergpu "${PERGPU_LIMIT:-330}" "$py" -m tilelab.cli bench gpu_sharing \
+             --out "$out/data"
+       grep -A6 "tasks per GPU |" "$out/pergpu.log"
+       grep -E "median step seconds|grades identical" "$out/pergpu.log" ;;
     sharedgpu) run_step sharedgpu "${SHAREDGPU_LIMIT:-180}" "$py" -m tilelab.cli bench shared_gpu \
              --out "$out/data" && "$py" -c "import json,sys; [print(r['variant'], '|', r['setting'], '|', \
              r['wrong_side'], 'of', r['verdicts'], 'on the wrong side') for r in \
@@ -87,13 +113,13 @@ for s in $steps; do
              -o addopts= -rA -s tests/test_gpu_grading.py tests/test_lesson_gate.py \
              tests/test_grade.py -k 'replay or speed_run or ncu or counters or racing'" _ "$py" "$out" ;;
     *) echo "unknown step $s (tests sandbox hostile class corpus bench road calibrate cluster"\
-            "scale checktimes pergpu sharedgpu notebooks)"
+            "scale checktimes locktests countersload pergpu sharedgpu notebooks)"
        exit 2 ;;
   esac
 done
 echo
 echo "step        result"
-for s in $steps; do printf '%-11s %s\n' "$s" "${status[$s]:-not run}"; done
+for s in $steps; do printf '%-12s %s\n' "$s" "${status[$s]:-not run}"; done
 for s in tests sandbox class corpus cluster; do
   [ -f "$out/$s.log" ] && echo "$s: $(grep -E '^=+ .*(passed|failed|error|skipped).* =+$' "$out/$s.log" | tail -1)"
 done

@@ -13,7 +13,9 @@ import textwrap
 
 import pytest
 
+from tilelab import settings
 from tilelab.grading import bubblewrap as sandbox
+from tilelab.grading import gpulock
 
 pytestmark = pytest.mark.skipif(sandbox.problem() is not None,
                                 reason=f"no sandbox here: {sandbox.problem()}")
@@ -203,6 +205,36 @@ def test_a_notebook_kernel_runs_sandboxed_over_ipc(tmp_path):
     assert texts[1:4] == ["hidden\n", "no network\n", "read-only\n"]
     assert texts[4] == "0 True\n"  # the package, without its reference kernels
     assert texts[6] == "42\n"  # killing what it can see did not end the kernel
+
+
+@pytest.mark.timeout(300)
+def test_a_notebook_in_a_class_run_that_shares_its_gpu_gets_neither_gpu_nor_lock(
+        tmp_path, monkeypatch):
+    """Where several grading tasks share a GPU, the notebook's Python could otherwise put
+    work beside another task's timed launches, or hold the lock from them: it runs on the
+    emulator, with no GPU node, no lock folder and no lock variable."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from tilelab.classroom.jupyter_sandbox import SandboxedKernelManager
+
+    lock = gpulock.make(tmp_path / "locks", "0")
+    monkeypatch.setenv(gpulock.ENV, str(lock))
+    monkeypatch.setenv(settings.BACKEND.name, "gpu")  # as a class run on a GPU tells it
+    sub = tmp_path / "submitted" / "ann"
+    sub.mkdir(parents=True)
+    cell = ("import glob, os\nprint(os.environ.get('TILELAB_BACKEND'), "
+            "os.environ.get('TILELAB_GPU_LOCK'), os.environ.get('TILELAB_COUNTERS_LOCK'), "
+            f"glob.glob('/dev/nvidia*'), os.path.exists({str(lock)!r}))")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    NotebookClient(nb, kernel_manager_class=SandboxedKernelManager, timeout=60,
+                   resources={"metadata": {"path": str(sub)}}).execute()
+    text = "".join(o.get("text", "") for o in nb.cells[0].outputs)
+    assert text.split() == ["emu", "None", "None", "[]", "False"]
+    cmd = sandbox.command(["true"], tmp_path, env={}, gpu=False)
+    assert not [a for a in cmd if a.startswith("/dev/nvidia")]
 
 
 def test_the_package_inside_is_the_whole_tilelab_package(tmp_path):

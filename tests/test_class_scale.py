@@ -52,3 +52,33 @@ def test_a_run_is_labelled_by_its_workers_and_tasks_per_gpu_and_counts_both():
     assert class_scale.slots(run) == 8
     assert class_scale.label(2, 4, gpu=True) == "2 worker(s) x 4 task(s) per GPU"
     assert class_scale.label(2, 1, gpu=False) == "2 worker(s)"
+
+
+def test_the_recommended_sharing_is_the_fewest_tasks_near_the_best_with_grades_identical():
+    from tilelab.experiments import counters_load, gpu_sharing
+
+    def doc(*runs):
+        return {"runs": [{"tasks_per_gpu": k, "submissions": 16, "per_gpu_per_minute": rate,
+                          "grades_identical": same, "hours_1000x5_one_gpu": 5000 / rate / 60,
+                          "hours_1000x5_eight_gpus": 5000 / rate / 480}
+                         for k, rate, same in runs]}
+
+    rows = gpu_sharing.rows_from(doc((1, 7.5, True), (2, 14.0, True), (4, 29.0, True),
+                                     (8, 30.0, True)), "shared")
+    assert [r["tasks_per_gpu"] for r in rows if r["recommended"]] == [4]  # within 5 % of 8's
+    assert rows[2]["speedup"] == 3.87 and rows[0]["counters_lock"] == "shared"
+    rows = gpu_sharing.rows_from(doc((1, 7.5, True), (2, 14.0, True), (4, 29.0, False),
+                                     (8, 20.0, True)), "alone")
+    assert [r["tasks_per_gpu"] for r in rows if r["recommended"]] == [8]  # never a grade changed
+    # the counters' setting: shared only where every case was equal under a real load
+    equal = {"equal": True, "load_launches": 5000}
+    assert counters_load.setting([equal, equal]) == "shared"
+    assert counters_load.setting([equal, {**equal, "equal": False}]) == "alone"
+    assert counters_load.setting([equal, {**equal, "load_launches": 0}]) == "alone"
+    assert counters_load.setting([]) == "alone"
+
+
+def test_rounds_run_again_are_counted_over_the_speed_runs_measured():
+    docs = [{"verdicts": [{"speed_rounds_redone": 2}, {"speed_rounds_redone": None}]},
+            {"verdicts": [{"speed_rounds_redone": 0}, {}]}, {"verdicts": []}]
+    assert class_scale.redone(docs) == {"speed_runs": 2, "rounds": 2}

@@ -1,7 +1,9 @@
-"""One GPU's lock: untimed work shares it, a timed step has it alone, a waiting timed step
-goes before new untimed work, a dead or overlong holder frees it, two tasks that each hold
-it shared and want it alone never wait for each other, and a grading sandbox takes the
-same lock as the grader outside it. Real processes and real ``flock`` throughout."""
+"""One GPU's lock: untimed GPU work shares it, a timed round has it alone, a waiting timed
+round goes before new untimed work, a dead or overlong holder frees it, two tasks that each
+hold it shared and want it alone never wait for each other, a grading sandbox takes the
+same lock as the grader outside it, one profiler per GPU, CUDA's start and teardown under
+it, and a grading worker that compiles and checks on the CPU holds nothing. Real processes
+and real ``flock`` throughout."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tilelab import settings
 from tilelab.grading import bubblewrap as bwrap
 from tilelab.grading import gpulock
 
@@ -24,7 +27,8 @@ from pathlib import Path
 from tilelab.grading import gpulock
 lock = gpulock.GpuLock(Path(sys.argv[1]), wait=60)
 how, flag = sys.argv[2], Path(sys.argv[3])
-with (lock.shared() if how == "shared" else lock.exclusive(hold=int(sys.argv[4]))):
+with {"shared": lock.shared, "profiler": lock.profiler,
+      "exclusive": lambda: lock.exclusive(hold=int(sys.argv[4]))}[how]():
     flag.write_text("held")
     while not (flag.parent / "go").exists():
         time.sleep(0.01)
@@ -101,7 +105,7 @@ def test_an_empty_lock_folder_named_to_workers_started_elsewhere_works(tmp_path,
     empty.mkdir()
     monkeypatch.setenv(gpulock.ENV, str(empty))
     assert gpulock.sandbox_binds()[0] == [(str(empty), gpulock.INSIDE)]
-    assert sorted(os.listdir(empty)) == ["gpu", "turn"]
+    assert sorted(os.listdir(empty)) == ["gpu", "ncu", "turn"]
     with gpulock.GpuLock(empty).exclusive():
         pass
 
@@ -173,25 +177,213 @@ def test_the_workers_of_one_gpu_share_its_lock_and_see_only_it(tmp_path):
         got = client.run(seen)
     assert len(got) == 2
     assert set(got.values()) == {("0", str(tmp_path / "locks" / "gpu-0"))}
-    assert sorted(os.listdir(tmp_path / "locks" / "gpu-0")) == ["gpu", "turn"]
+    assert sorted(os.listdir(tmp_path / "locks" / "gpu-0")) == ["gpu", "ncu", "turn"]
 
 
-def test_a_grading_worker_waits_while_a_kernel_is_timed_on_its_gpu(lock, tmp_path):
-    # the worker takes the lock shared before anything runs on its GPU (here, with no GPU,
-    # the backend it picks is the emulator's, and it still takes it)
+def test_a_grading_worker_holds_nothing_while_it_compiles_and_checks(lock, tmp_path):
+    # another task times a kernel for as long as this test likes; a worker whose work is
+    # all on the CPU (compile, correctness and the analysis on the emulator) grades anyway
     from tilelab.catalog.reference import KERNELS
 
     (tmp_path / "k.cu").write_text(KERNELS["naive"].source())
     timed = holder(lock, "exclusive", tmp_path / "a")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), gpulock.ENV: str(lock)}
-    env.pop("TILELAB_BACKEND", None)
-    worker = subprocess.Popen([sys.executable, "-m", "tilelab.grading.worker", "--exercise",
-                               "naive", "--source", str(tmp_path / "k.cu"), "--out",
-                               str(tmp_path / "v.json"), "--no-speed"], env=env)
-    with pytest.raises(subprocess.TimeoutExpired):
-        worker.wait(timeout=3)  # it cannot grade while the GPU is someone else's
-    assert not (tmp_path / "v.json").exists()
+    env.pop("TILELAB_BACKEND", None)  # the backend it finds (here, with no GPU, the emulator)
+    worker = subprocess.run([sys.executable, "-m", "tilelab.grading.worker", "--exercise",
+                             "naive", "--source", str(tmp_path / "k.cu"), "--out",
+                             str(tmp_path / "v.json"), "--no-speed"], env=env, timeout=300)
+    assert worker.returncode == 0
+    assert '"correct": true' in (tmp_path / "v.json").read_text()
+    assert timed.poll() is None  # the timed step held the GPU throughout
     (tmp_path / "go").touch()
     timed.wait(timeout=60)
-    assert worker.wait(timeout=300) == 0
-    assert '"correct": true' in (tmp_path / "v.json").read_text()
+
+
+def test_regions_nest_within_one_process(lock):
+    mine = gpulock.GpuLock(lock, wait=0.3)
+    with mine.exclusive():
+        with mine.shared():  # a copy inside a timed round: still alone
+            assert mine.mode == fcntl.LOCK_EX
+        with mine.exclusive():
+            assert mine.mode == fcntl.LOCK_EX
+        assert mine.mode == fcntl.LOCK_EX
+    assert mine.mode == 0
+    with mine.shared(), mine.shared():
+        assert mine.mode == fcntl.LOCK_SH
+    assert mine.mode == 0
+    other = gpulock.GpuLock(lock, wait=0.3)  # nothing left behind
+    with other.exclusive():
+        pass
+    with pytest.raises(ValueError):
+        gpulock.region("sometimes")
+
+
+def test_one_profiler_per_gpu_and_it_holds_no_gpu_time(lock, tmp_path):
+    p = holder(lock, "profiler", tmp_path / "a")
+    mine = gpulock.GpuLock(lock, wait=0.3)
+    with pytest.raises(gpulock.GpuBusy, match="Nsight Compute"), mine.profiler():
+        pass
+    with mine.exclusive():  # a timed round goes on while another task profiles
+        pass
+    with mine.shared():
+        pass
+    (tmp_path / "go").touch()
+    p.wait(timeout=60)
+    with mine.profiler():
+        pass
+
+
+def test_a_counted_launch_takes_the_lock_as_the_setting_says(lock, tmp_path, monkeypatch):
+    monkeypatch.setenv(gpulock.ENV, str(lock))
+    assert gpulock.counted_mode() == gpulock.ALONE  # the safe default
+    assert gpulock.sandbox_binds()[1][settings.COUNTERS_LOCK.name] == gpulock.ALONE
+    p = holder(lock, "shared", tmp_path / "a")  # another task's copy in flight
+    gpulock.worker_lock().wait = 0.3
+    with pytest.raises(gpulock.GpuBusy), gpulock.region(gpulock.counted_mode()):
+        pass
+    monkeypatch.setenv(settings.COUNTERS_LOCK.name, "shared")
+    assert gpulock.sandbox_binds()[1][settings.COUNTERS_LOCK.name] == gpulock.SHARED
+    with gpulock.region(gpulock.counted_mode()):  # counts beside untimed work
+        pass
+    (tmp_path / "go").touch()
+    p.wait(timeout=60)
+
+
+START = """
+import atexit, fcntl, os, sys
+from pathlib import Path
+from tilelab.grading import gpulock
+
+def held() -> str:  # whether some process holds the GPU's lock (a probe on its own fd)
+    fd = os.open(Path(sys.argv[1]) / "gpu", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return "free"
+    except BlockingIOError:
+        return "held"
+    finally:
+        os.close(fd)
+
+def start():  # as pycuda.autoinit does: a context, and its teardown registered at exit
+    print("start", held(), flush=True)
+    atexit.register(lambda: print("teardown", held(), flush=True))
+
+gpulock.start_cuda(start)
+print("grading", held(), flush=True)
+"""
+
+
+def test_cudas_start_and_teardown_hold_the_lock_and_the_grading_between_does_not(lock):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), gpulock.ENV: str(lock)}
+    out = subprocess.run([sys.executable, "-c", START, str(lock)], env=env, timeout=120,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:3] == ["start held", "grading free", "teardown held"]
+    with gpulock.GpuLock(lock, wait=5).exclusive():  # and the process's end freed it
+        pass
+
+
+def test_a_speed_runs_timed_rounds_are_alone_and_its_checks_hold_nothing(lock):
+    """The graded speed run on the emulator with a real lock: each round's launches run
+    with the GPU's lock held exclusive, copies with it held, the float64 checks with it
+    free (probed on a descriptor of its own, as another task would)."""
+    import numpy as np
+
+    from tilelab.catalog import exercises
+    from tilelab.device.bench import Timed, time_checked
+    from tilelab.device.runtime import get_runtime
+    from tilelab.grading.diagnosis import POISON_BITS
+    from tilelab.grading.pipeline import launch_check
+
+    def probe(how: int) -> bool:  # could another task take it `how` now?
+        fd = os.open(lock / "gpu", os.O_RDONLY)
+        try:
+            fcntl.flock(fd, how | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+
+    seen: list[str] = []
+
+    def counted(fn, label):
+        def launch(*args, **kw):
+            seen.append(label if not probe(fcntl.LOCK_SH) else f"{label} NOT alone")
+            return fn(*args, **kw)
+        return launch
+
+    ex, shape = exercises.get("tiled"), (64, 96, 64)
+    rt, rng = get_runtime("emu"), np.random.default_rng(5)
+    mine = gpulock.GpuLock(lock)
+    right = launch_check(ex, shape, rng)
+
+    def check(inputs, got):
+        seen.append("check" if probe(fcntl.LOCK_EX) else "check while held")
+        return right(inputs, got)
+
+    kernels = {
+        "candidate": Timed(counted(rt.SourceModule(ex.reference.source())
+                                   .get_function(ex.kernel), "candidate"), ex.launch),
+        "baseline": Timed(counted(rt.SourceModule(ex.baseline.source())
+                                  .get_function(ex.baseline.name), "baseline"),
+                          ex.baseline.launch),
+    }
+    t = time_checked(rt, kernels, ex.problem, shape, rng, check, POISON_BITS, warmup=1,
+                     repeat=2, gpu_work=mine.shared, alone=mine.exclusive)
+    assert len(t["candidate"].samples_ms) == 2
+    assert seen == ["candidate", "baseline", "check", "check"] * 3
+    assert mine.mode == 0 and probe(fcntl.LOCK_EX)
+
+
+@pytest.mark.gpu
+def test_three_graders_sharing_one_gpu_each_measure_speed_and_read_counters(lock, monkeypatch):
+    """The whole path on a GPU, as a class run with three tasks per GPU grades: each
+    worker's CUDA start, loads, launches and copies shared, each timed round alone, one
+    Nsight Compute at a time (three at once without the profiler's mutex: 'a driver
+    resource was unavailable')."""
+    import uuid
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tilelab.catalog import exercises
+    from tilelab.grading.sandbox import grade_source
+
+    monkeypatch.setenv(gpulock.ENV, str(lock))
+    source = exercises.get("tiled").reference.source()
+
+    def grade(_: int):  # a fresh comment each: never a cached verdict
+        return grade_source("tiled", f"{source}\n// {uuid.uuid4()}\n", backend_name="gpu")
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(3) as pool:
+        verdicts = list(pool.map(grade, range(3)))
+    print(f"three graders on one GPU: {time.monotonic() - t0:.1f} s;",
+          [(round(v.speedup or 0, 2), v.step_seconds.get("counters")) for v in verdicts])
+    for v in verdicts:
+        assert v.correct and v.speed_measured and v.speed_passed, v.report()
+        assert v.counters and "error" not in v.counters, v.counters
+    assert mode_free(lock)
+
+
+def mode_free(lock: Path) -> bool:
+    """Whether nothing holds the GPU's lock now (every grader let it go)."""
+    fd = os.open(lock / "gpu", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_a_class_runs_notebook_leaves_a_shared_gpu_sandboxed_or_not(lock, monkeypatch):
+    from types import SimpleNamespace
+
+    from tilelab.classroom.steps import off_the_gpu
+
+    assert off_the_gpu(SimpleNamespace(sandboxed=True)) == {}  # no lock: the GPU's as before
+    monkeypatch.setenv(gpulock.ENV, str(lock))
+    assert off_the_gpu(SimpleNamespace(sandboxed=True)) == {"TILELAB_BACKEND": "emu"}
+    assert off_the_gpu(SimpleNamespace(sandboxed=False)) == {
+        "TILELAB_BACKEND": "emu", "CUDA_VISIBLE_DEVICES": ""}

@@ -264,6 +264,45 @@ def test_a_kernel_that_computes_only_into_the_poison_does_the_whole_work_every_l
     assert len(t["candidate"].samples_ms) == 3
 
 
+def test_a_timed_round_the_cpu_held_up_is_run_again_on_new_inputs_for_every_kernel():
+    """On a busy machine a grader may be held up between its start event and its launch,
+    and the GPU's time would count the wait: such a round's times are dropped for every
+    kernel alike and the round run again on inputs no launch saw, at most `repeat` times.
+    On the emulator every launch takes milliseconds, so a limit of 0 holds every round up."""
+    import numpy as np
+
+    from tilelab.device.bench import Timed, time_checked
+    from tilelab.device.runtime import get_runtime
+    from tilelab.grading.diagnosis import POISON_BITS
+    from tilelab.grading.pipeline import launch_check
+
+    ex, shape = exercises.get("tiled"), (64, 96, 64)
+    rt, rng = get_runtime("emu"), np.random.default_rng(5)
+    right = launch_check(ex, shape, rng)
+    seen: list[bytes] = []
+
+    def check(inputs, got):
+        seen.append(inputs["A"].tobytes())
+        return right(inputs, got)
+
+    kernels = {
+        "candidate": Timed(rt.SourceModule(ex.reference.source()).get_function(ex.kernel),
+                           ex.launch),
+        "baseline": Timed(rt.SourceModule(ex.baseline.source()).get_function(ex.baseline.name),
+                          ex.baseline.launch),
+    }
+    t = time_checked(rt, kernels, ex.problem, shape, rng, check, POISON_BITS, warmup=1,
+                     repeat=2, redo_after_ms=0.0)
+    assert [len(x.samples_ms) for x in t.values()] == [2, 2]
+    assert t["candidate"].redone == t["baseline"].redone == 2
+    rounds = seen[::2]  # each round checks the candidate, then the baseline, on its inputs
+    assert seen[1::2] == rounds and len(rounds) == 1 + 2 + 2 == len(set(rounds))
+    seen.clear()
+    t = time_checked(rt, kernels, ex.problem, shape, rng, check, POISON_BITS, warmup=1,
+                     repeat=2)
+    assert t["candidate"].redone == 0 and len(seen) == 2 * 3
+
+
 def test_each_launch_gets_inputs_no_other_launch_saw():
     import numpy as np
 

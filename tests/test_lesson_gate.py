@@ -15,6 +15,7 @@ import pytest
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.catalog.variants import VARIANTS
+from tilelab.experiments import counters_load
 from tilelab.grading import counters, traffic
 from tilelab.grading.pipeline import Run, count_traffic, judge_lesson, lesson_gate
 from tilelab.grading.verdict import Verdict
@@ -197,6 +198,20 @@ def test_ncu_reads_the_lesson_of_the_timed_build(exercise_id, key, passes):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("exercise_id,key", [("transpose_padded", "unpadded"),
+                                            ("tiled", "reference")])
+def test_the_counts_the_lesson_gate_reads_are_the_same_beside_a_busy_process(exercise_id, key):
+    """Whether a class run may count beside other tasks' untimed work
+    (TILELAB_COUNTERS_LOCK=shared): counted alone, then while a second process launches
+    kernels back to back on the same GPU (``tilelab bench counters_load`` does every case)."""
+    row = counters_load.case(exercise_id, key)
+    print(f"{exercise_id}/{key}: {row['load_launches']} busy launches meanwhile;",
+          "equal" if row["equal"] else f"DIFFERENT: {row['differing']}", row["error"])
+    assert not row["error"] and row["load_launches"] > 0
+    assert row["equal"], (row["differing"], row["alone"], row["under_load"])
+
+
+@pytest.mark.gpu
 def test_ncu_counts_the_unpadded_tiles_conflicts():
     ex = exercises.get("transpose_padded")
     src = (Path(__file__).parent / "fixtures" / "submissions"
@@ -227,8 +242,30 @@ def test_ncu_counts_one_timed_launch_drawn_after_those_a_graded_run_makes_first(
     assert cmd[cmd.index("--launch-count") + 1] == "1"
     assert cmd[cmd.index("--launches") + 1] == str(WARMUP + REPEAT)
     assert cmd[cmd.index("--at") + 1] == "speed"
+    # each counted launch alone on a shared GPU unless set otherwise; the clocks left as
+    # they are (a clock the profiler locked would slow another task's timed launches)
+    assert cmd[cmd.index("--lock") + 1] == "alone"
+    assert cmd[cmd.index("--clock-control") + 1] == "none"
+    assert counters.command("ncu", ex, "k.cu", 17, "shared")[-1] == "shared"
     draws = {counters.draw() for _ in range(400)}
     assert min(draws) >= WARMUP and max(draws) < WARMUP + REPEAT and len(draws) > REPEAT // 2
+
+
+def test_the_counted_run_gives_every_speed_launch_inputs_no_other_launch_saw():
+    """As the timed run draws them (windows of two random pools), not a fresh random
+    matrix per launch: the counted process's 30 launches at the speed shape cost seconds of
+    CPU otherwise, all of it while this GPU's one profiler is held."""
+    from tilelab.device.bench import REPEAT, WARMUP
+    from tilelab.grading.worker import launch_inputs
+
+    ex = exercises.get("transpose_padded")
+    runs = list(launch_inputs(ex.id, "speed", WARMUP + REPEAT, (), np.random.default_rng(2)))
+    assert [s for s, _ in runs] == [*ex.shapes, *[ex.speed_shape] * (WARMUP + REPEAT)]
+    firsts = [inputs["in"].ravel()[:64].tobytes() for _, inputs in runs[len(ex.shapes):]]
+    assert len(set(firsts)) == WARMUP + REPEAT
+    assert all(i["in"].shape == ex.speed_shape for _, i in runs[len(ex.shapes):])
+    sanitize = list(launch_inputs(ex.id, "sanitize", 1, (18, 38), np.random.default_rng(2)))
+    assert [s for s, _ in sanitize] == [(18, 38)]
 
 
 def test_an_ncu_that_reads_nothing_leaves_the_lesson_not_measured(tmp_path, monkeypatch):

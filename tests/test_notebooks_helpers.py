@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tilelab import notebook
+from tilelab import notebook, settings
 from tilelab.catalog import exercises
 from tilelab.catalog.reference import KERNELS, tiled_without_barrier
 from tilelab.grading import scoring
@@ -166,3 +166,15 @@ def test_the_analysis_comes_in_the_verdict_and_nothing_forks_here(monkeypatch, c
     notebook.check("tiled", tiled_without_barrier(1))
     out = capsys.readouterr().out
     assert "correctness: FAIL" in out and "RACES" in out and "At M=64, N=64, K=64" in out
+
+
+def test_setup_in_a_class_run_speaks_of_the_class_grader_not_of_this_notebooks_backend(
+        monkeypatch, capsys):
+    # a class run that shares its GPU runs the notebook on the emulator: its feedback must
+    # not tell the learner that speed was not measured
+    monkeypatch.setenv(settings.CLASS_GRADING.name, "1")
+    monkeypatch.setenv(settings.BACKEND.name, "emu")
+    notebook.setup()
+    out = capsys.readouterr().out
+    assert "Class grading" in out and "hidden tests" in out
+    assert "emulator" not in out and "not measured" not in out

@@ -279,8 +279,10 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         metavar="N",
-        help="on a GPU machine, grade N submissions at once on each GPU (their compile, "
-        "correctness, sanitizer and notebook runs overlap; each timed step has the GPU alone)",
+        help="on a GPU machine, grade N submissions at once on each GPU (their compiles, "
+        "correctness launches, sanitizer runs and nbgrader steps overlap; each round of "
+        "timed launches has the GPU alone, and the notebooks run without it; the "
+        "instructors' page gives the measured rate of each N)",
     )
     s.add_argument(
         "--scheduler",

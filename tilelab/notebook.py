@@ -47,7 +47,13 @@ def speed_advice(gpu_name: str | None) -> str:
 
 def setup() -> None:
     """Print which backend the checks will use, which GPU it is, and what that means for
-    grading."""
+    grading (in a class run: that the class grader graded the kernels, whatever ran this
+    notebook)."""
+    if settings.CLASS_GRADING.get():
+        print("Class grading: the course's grader graded your kernels in its own process, "
+              "on the grading GPU where the course has one; the hidden tests below show its "
+              "verdicts.")
+        return
     line = backend_line()
     print(line)
     if line.startswith("Backend: GPU"):

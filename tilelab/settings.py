@@ -126,11 +126,16 @@ BOOK_STRICT: Variable[bool | None] = Variable(
 GPU_LOCK: Variable[str | None] = Variable(
     "TILELAB_GPU_LOCK", "", _optional, "a folder",
     "the lock folder of the GPU a class run's grading tasks share (tilelab.grading.gpulock): "
-    "untimed work holds it shared, a timed step alone; set by the class run per GPU")
+    "untimed GPU work holds it shared, a timed round alone; set by the class run per GPU")
+COUNTERS_LOCK: Variable[str] = Variable(
+    "TILELAB_COUNTERS_LOCK", "alone", _choice("alone", "shared"), "one of alone, shared",
+    "how the launches Nsight Compute counts take a shared GPU's lock: alone (as a timed "
+    "round), or shared with other tasks' untimed work where `tilelab bench counters_load` "
+    "showed the counts equal under load on this GPU; one profiler per GPU either way")
 
 ALL: tuple[Variable, ...] = (BACKEND, GRADE_TIMEOUT, CELL_TIMEOUT, AWARD_SPEED_WITHOUT_GPU,
                              LESSON_WITHOUT_COUNTERS, CLASS_GRADING, VERDICT_CACHE, SANDBOXED,
-                             BOOK_DATA, BOOK_STRICT, GPU_LOCK)
+                             BOOK_DATA, BOOK_STRICT, GPU_LOCK, COUNTERS_LOCK)
 EMULATOR_VARIABLES = ("TILELAB_EMU_TIMEOUT", "TILELAB_EMU_CXX", "TILELAB_CACHE",
                       "TILELAB_CACHE_BASE")
 

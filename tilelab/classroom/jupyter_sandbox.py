@@ -25,6 +25,7 @@ import zmq
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Float, Int
 
+from tilelab import settings
 from tilelab.grading import bubblewrap as sandbox
 from tilelab.grading.limits import Cgroup, Limits, shim, sized_folder, unmount
 
@@ -56,10 +57,19 @@ class SandboxedKernelManager(AsyncKernelManager):
         self.ip = os.path.join(self._ipc_dir, "k")
 
     @property
+    def shares_gpu(self) -> bool:
+        """Whether this class run's GPU is shared by several grading tasks (a lock named,
+        :mod:`tilelab.grading.gpulock`): then the notebook gets no GPU. In a class run its
+        visible checks stand aside and its hidden tests read the clean grader's verdicts,
+        so it needs none; without one it cannot put work beside another task's timed
+        launches, nor hold the GPU from them."""
+        return bool(settings.GPU_LOCK.get())
+
+    @property
     def limits(self) -> Limits:
         # the whole tree's memory in its cgroup; on the emulator each process's address
         # space too, never where a GPU is bound in (CUDA maps far more than it uses)
-        gpu = bool(sandbox.nvidia_devices())
+        gpu = bool(sandbox.nvidia_devices()) and not self.shares_gpu
         return Limits(wall_seconds=self.wall_seconds, cpu_seconds=int(self.wall_seconds),
                       memory=self.memory_bytes,
                       address_space=None if gpu else self.memory_bytes,
@@ -71,6 +81,10 @@ class SandboxedKernelManager(AsyncKernelManager):
         cwd = args.get("cwd") or os.getcwd()
         outer = args.get("env") or os.environ
         env = {k: v for k, v in outer.items() if k.startswith("TILELAB_")}
+        for name in (settings.GPU_LOCK.name, settings.COUNTERS_LOCK.name):
+            env.pop(name, None)  # the lock is the grader's, never the notebook's
+        if self.shares_gpu:
+            env[settings.BACKEND.name] = "emu"
         env.update(HOME="/tmp", IPYTHONDIR="/tmp/.ipython", MPLCONFIGDIR="/tmp",
                    JUPYTER_RUNTIME_DIR="/tmp", JUPYTER_PLATFORM_DIRS="1")
         read_only = []
@@ -79,7 +93,8 @@ class SandboxedKernelManager(AsyncKernelManager):
             read_only.append((cache, cache))
         inner = sandbox.command(cmd, cwd, env=env, read_only=read_only,
                                 writable=[(self._ipc_dir, self._ipc_dir)], limits=self.limits,
-                                work_read_only=True, hidden=[REFERENCE_KERNELS])
+                                work_read_only=True, hidden=[REFERENCE_KERNELS],
+                                gpu=not self.shares_gpu)
         if self._cgroup is None:
             self._cgroup = Cgroup.make(self.limits)
         return [*shim(self.limits, self._cgroup, wall=self.wall_seconds), *inner]

@@ -26,7 +26,7 @@ from nbgrader.apps.api import NbGraderAPI
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.classroom import course, guards, submissions
-from tilelab.grading import gpulock, scoring
+from tilelab.grading import scoring
 from tilelab.grading.cache import cache_verdict
 from tilelab.grading.sandbox import grade_source
 from tilelab.grading.verdict import Verdict
@@ -166,14 +166,25 @@ def refuse(run: ClassRun, sub: Submission, refusal: Refusal) -> None:
                     for e in exercises.ASSIGNMENTS[sub.assignment]]
 
 
+def off_the_gpu(run: ClassRun) -> dict[str, str | None]:
+    """Where several tasks share this GPU (its lock named, :mod:`tilelab.grading.gpulock`),
+    the notebook runs on the emulator, its hidden tests reading the clean verdicts: never
+    beside another task's timed launches. Sandboxed, it gets no GPU node at all
+    (:class:`~tilelab.classroom.jupyter_sandbox.SandboxedKernelManager`); unsandboxed (the
+    instructor's choice, for trusted notebooks), CUDA is shown no device."""
+    if not settings.GPU_LOCK.get():
+        return {}
+    return {**settings.BACKEND.set_to("emu"),
+            **({} if run.sandboxed else {"CUDA_VISIBLE_DEVICES": ""})}
+
+
 def autograde(run: ClassRun, sub: Submission, cache: Path) -> None:
     """nbgrader runs the notebook (hidden tests read the cache), guarded: processes left
     behind are killed, a gradebook changed beyond this student's rows is restored."""
     db = Path(run.api.coursedir.db_url.removeprefix("sqlite:///"))
     with (
         guards.GradebookGuard(db, sub.student) as guard,
-        settings.environ(settings.VERDICT_CACHE.set_to(cache)),
-        gpulock.shared(),  # a GPU shared with other tasks: never while one is timed
+        settings.environ({**settings.VERDICT_CACHE.set_to(cache), **off_the_gpu(run)}),
         guards.Reaper() as reaper,
     ):
         result = run.api.autograde(sub.assignment, sub.student, force=True, create=True)

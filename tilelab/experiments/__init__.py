@@ -34,6 +34,8 @@ EXPERIMENTS: dict[str, bool] = {
     "sgemm": True,
     "sgemm_ptxas": False,
     "shared_gpu": True,
+    "counters_load": True,
+    "gpu_sharing": True,
 }
 ALL = tuple(EXPERIMENTS)
 

@@ -6,9 +6,12 @@ its gate and the fastest that must fail it) are graded by the real grader, in it
 process as in a class run: ``repeat`` times each with the GPU to itself, then ``repeat``
 times each with a second grader grading the same kernel on the same GPU at the same time,
 then the same with the GPU's lock (:mod:`tilelab.grading.gpulock`: the graders' untimed
-steps overlap, each timed step has the GPU alone), as a class run with several tasks per
-GPU grades. Each row is one kernel in one setting: its measured speedups and how many
-verdicts fell on the wrong side of the gate.
+GPU work overlaps, each round of timed launches has the GPU alone, one Nsight Compute at a
+time), as a class run with several tasks per GPU grades. Each row is one kernel in one
+setting: its measured speedups and how many verdicts fell on the wrong side of the gate.
+Only speedups are counted: without the lock the two graders' Nsight Compute runs may
+collide (the driver serves one profiler per GPU), which leaves a lesson not measured but
+changes no measured speedup.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from tilelab.grading.sandbox import grade_source
 
 EXERCISE = "tiled"
 KEYS = ("k16", "naive")  # the slowest must-pass and the fastest must-fail (calibration.json)
-LOCKED = "two graders on one GPU, each timed step alone"
+LOCKED = "two graders on one GPU, each timed round alone"
 COLUMNS = {"variant": "", "must": "", "setting": "", "verdicts": "", "median": "x",
            "min": "x", "max": "x", "spread": "", "wrong_side": "", "gate": "x"}
 
@@ -78,8 +81,10 @@ def run(rt: Any, out: Path, repeat: int = 5) -> Path:
         f"The real grader (its own process, sandboxed where bubblewrap works) grades each of "
         f"the {EXERCISE} exercise's two variants nearest its gate {repeat} times alone, then "
         f"{repeat} times as one of two graders grading at once on the same GPU "
-        f"({2 * repeat} verdicts), then the same with the GPU's lock (each timed step alone "
-        f"on the GPU). wrong_side counts verdicts on the wrong side of the gate. "
+        f"({2 * repeat} verdicts), then the same with the GPU's lock (each round of timed "
+        f"launches alone on the GPU). wrong_side counts verdicts on the wrong side of the "
+        f"gate (speedups only: without the lock the graders' Nsight Compute runs may "
+        f"collide, which leaves a lesson not measured but no speedup changed). "
         f"Took {time.monotonic() - t0:.0f} s.",
         COLUMNS, rows,
         method="tilelab's speed step: CUDA events, baseline and kernel interleaved, "

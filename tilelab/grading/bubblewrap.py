@@ -174,13 +174,14 @@ def cuda_paths() -> list[str]:
 def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, str],
             read_only: Sequence[tuple[str, str]] = (), writable: Sequence[tuple[str, str]] = (),
             limits: Limits = DEFAULT, work_read_only: bool = False,
-            hidden: Sequence[str] = ()) -> list[str]:
+            hidden: Sequence[str] = (), gpu: bool = True) -> list[str]:
     """The ``bwrap`` command line that runs ``argv`` with ``work`` as ``/sandbox``.
 
     ``read_only`` and ``writable`` are extra ``(host path, sandbox path)`` binds (the
     class run binds a kernel's connection folder; nothing of the course is bound).
     ``work_read_only`` binds ``work`` read-only (then only ``/tmp`` is writable);
-    ``hidden``: sandbox paths covered by an empty folder."""
+    ``hidden``: sandbox paths covered by an empty folder; ``gpu`` False: no GPU device
+    node at all (CUDA finds no device)."""
     exe = shutil.which(BWRAP) or BWRAP
     args = [exe, "--unshare-all", "--die-with-parent", "--new-session",
             "--uid", str(INSIDE_ID), "--gid", str(INSIDE_ID), "--cap-drop", "ALL",
@@ -196,7 +197,7 @@ def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, s
         args += ["--size", "4096", "--tmpfs", path, "--remount-ro", path]
     args += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes),
              "--tmpfs", "/dev/shm"]
-    nodes, gpu_env = gpu_nodes.sandbox_gpu(nvidia_devices())
+    nodes, gpu_env = gpu_nodes.sandbox_gpu(nvidia_devices()) if gpu else ([], {})
     for node in nodes:
         args += ["--dev-bind", node, node]
     if nodes and os.path.isdir("/sys"):

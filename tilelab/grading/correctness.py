@@ -14,6 +14,7 @@ import numpy as np
 
 from tilelab.catalog.problems import Launch, Problem, Shape
 from tilelab.device.runtime import Runtime
+from tilelab.grading import gpulock
 from tilelab.grading.diagnosis import POISON_BITS, RTOL, Attempt, diagnose
 from tilelab.grading.limits import emu_launch_seconds
 
@@ -54,7 +55,17 @@ def launch(
     inputs: dict[str, np.ndarray],
 ) -> np.ndarray:
     """Run ``fn`` once on these inputs with a poisoned output; return the output. On the
-    emulator the launch's time limit scales with the work (:func:`emu_launch_seconds`)."""
+    emulator the launch's time limit scales with the work (:func:`emu_launch_seconds`); on
+    a GPU a class run shares, the copies and the launch hold its lock shared, and its
+    buffers are freed before it is let go (:mod:`tilelab.grading.gpulock`)."""
+    if rt.name != "gpu":
+        return _launch(rt, fn, problem, launch_, shape, inputs)
+    with gpulock.shared():
+        return _launch(rt, fn, problem, launch_, shape, inputs)
+
+
+def _launch(rt: Runtime, fn: Any, problem: Problem, launch_: Launch, shape: Shape,
+            inputs: dict[str, np.ndarray]) -> np.ndarray:
     sizes = problem.sizes(shape)
     out = poisoned(problem.output_shape(shape))
     bufs = {name: rt.to_device(arr) for name, arr in inputs.items()}

@@ -32,6 +32,7 @@ from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.catalog.exercises import Exercise
 from tilelab.device.bench import REPEAT, WARMUP
+from tilelab.grading import gpulock
 
 #: figure -> ncu metric (the nvprof metrics shared_load_transactions_per_request,
 #: gld_transactions_per_request... are these ratios in Nsight Compute)
@@ -140,14 +141,18 @@ def parse(text: str) -> list[dict[str, float]]:
 LAUNCHES = WARMUP + REPEAT
 
 
-def command(ncu: str, ex: Exercise, source_path: str, counted: int) -> list[str]:
+def command(ncu: str, ex: Exercise, source_path: str, counted: int,
+            lock: str = gpulock.ALONE) -> list[str]:
     """ncu over speed-shape launch ``counted`` (0-based, of :data:`LAUNCHES`) of the kernel
-    in ``source_path``, after its launches at the exercise's graded shapes."""
-    return [ncu, "--csv", "--print-units", "base", "--launch-skip",
-            str(len(ex.shapes) + counted), "--launch-count", "1",
+    in ``source_path``, after its launches at the exercise's graded shapes. Each launch
+    takes a shared GPU's lock as ``lock`` says (:mod:`tilelab.grading.gpulock`); ncu leaves
+    the GPU's clocks as they are (``--clock-control none``: the figures are counts, and a
+    clock locked for the profiler would slow another task's timed launches)."""
+    return [ncu, "--csv", "--print-units", "base", "--clock-control", "none",
+            "--launch-skip", str(len(ex.shapes) + counted), "--launch-count", "1",
             "--metrics", ",".join(METRICS.values()), sys.executable,
             "-m", "tilelab.grading.worker", "--launch-once", "--at", "speed", "--launches",
-            str(LAUNCHES), "--exercise", ex.id, "--source", source_path]
+            str(LAUNCHES), "--exercise", ex.id, "--source", source_path, "--lock", lock]
 
 
 def draw() -> int:
@@ -166,7 +171,8 @@ def measure(exercise_id: str, source: str, timeout: float = 300) -> dict[str, fl
         path = os.path.join(tmp, "kernel.cu")
         Path(path).write_text(source, encoding="utf-8")
         try:
-            p = subprocess.run(command(ncu, exercises.get(exercise_id), path, draw()),
+            p = subprocess.run(command(ncu, exercises.get(exercise_id), path, draw(),
+                                       gpulock.counted_mode()),
                                capture_output=True, text=True, timeout=timeout,
                                errors="replace")
         except subprocess.TimeoutExpired:

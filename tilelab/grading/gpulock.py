@@ -1,45 +1,59 @@
-"""One GPU shared by several grading tasks, its timed steps alone on it.
+"""One GPU shared by several grading tasks, its timed launches alone on it.
 
-A class run may give a GPU several tasks at once (compile, correctness, the sanitizer and
-the notebook's execution overlap, on the GPU and the CPU cores), but a kernel is timed,
-or its counters read, with no other work on that GPU. The tasks of one GPU share a lock
-folder (``TILELAB_GPU_LOCK``, made by the class run under its scratch, one per GPU) and
-take a readers-writer lock on it with ``flock``:
+A class run may give a GPU several tasks at once: their compiles, CPU checks, emulator runs
+and nbgrader's steps overlap on the CPU cores, and their untimed GPU work overlaps on the
+GPU, but a kernel is timed with no other work on that GPU. The tasks of one GPU share a
+lock folder (``TILELAB_GPU_LOCK``, made by the class run under its scratch, one per GPU)
+holding three files, locked with ``flock``:
 
-- **shared** by every piece of GPU work that is not timed: the grading worker holds it from
-  its start (the CUDA context, compile, correctness, the sanitizer's tools it starts), and
-  the grader holds it for the notebook's execution (:func:`shared`);
-- **exclusive** around the timed step and the counter step (:func:`exclusive`): it waits
-  for every shared holder to finish, and new work waits for it (a turnstile file first, so
-  that a stream of shared holders cannot starve a timed step).
+- ``gpu``, a readers-writer lock. **Shared** (:func:`shared`) around each piece of work
+  that puts something on the GPU and is not timed: a CUDA context's start and its teardown
+  at the process's end, a module's load, a correctness launch with its copies, the
+  sanitizer's launch, a speed run's buffers and copies. Compiling, making inputs, comparing
+  with float64 and the emulator's runs hold nothing. **Exclusive** (:func:`exclusive`)
+  around one round of a speed run's timed launches (each kernel's L2 flush, start event,
+  launch, end event): it waits until no other task has work on the GPU, and new work waits
+  for it. Every shared region ends with its work finished on the GPU (a synchronize, or a
+  copy back to the host), so an exclusive region starts on an idle GPU;
+- ``turn``, a turnstile taken before either mode, so that a stream of shared holders
+  cannot starve a timed round;
+- ``ncu``, the profiler's mutex (:func:`profiler`): one Nsight Compute per GPU (two at once
+  fail: the driver gives its profiling resources to one). The launches it counts take
+  ``gpu`` as :func:`counted_mode` says: alone by default, or shared where
+  ``TILELAB_COUNTERS_LOCK=shared`` (the figures the lesson gate reads are counts of
+  requests, sectors and wavefronts, not times; ``tilelab bench counters_load`` reads them
+  with the GPU to itself and beside a process that keeps it busy, and says whether they
+  are equal on this GPU).
 
 What a submission could do with it, and why the verdicts stay sound:
 
 - the lock folder is bound read-only into the grading worker's sandbox only, where no host
-  code of a submission runs on the GPU backend (a kernel is device code: it cannot call
-  ``flock``); the notebook's sandbox, where a learner's Python runs, never sees it: the
-  grader holds the shared lock on its own descriptor while that notebook runs, so the
-  notebook can neither release it nor use the GPU while a kernel is timed;
+  code of a submission runs (a kernel is device code: it cannot call ``flock``); the
+  notebook's sandbox, where a learner's Python runs, gets no GPU at all in a class run that
+  shares one (its hidden tests read the clean grader's verdicts), so it needs no lock and
+  cannot put work beside a timed launch;
 - nothing in a sandbox can delete or replace the lock files (read-only bind);
-- holding it forever: a lock taken with ``flock`` belongs to open descriptors and ends with
+- holding it long: a lock taken with ``flock`` belongs to open descriptors and ends with
   the last process holding them; every sandbox is killed, with its whole pid namespace, at
-  the end of its time budget, and a timed step holds it for at most :data:`HOLD_LIMIT`
+  the end of its time budget; a timed round holds it for at most :data:`HOLD_LIMIT`
   seconds before its process ends itself; a waiter gives up after :data:`WAIT_LIMIT`
   seconds (the speed is then "not measured", with the reason), never hangs;
 - forging a time: the lock decides only when the worker times; the times are taken by the
-  worker's own CUDA events, as with one task per GPU.
+  worker's own CUDA events on launches no other work overlaps, as with one task per GPU.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from tilelab import settings
 
@@ -47,11 +61,16 @@ from tilelab import settings
 ENV = settings.GPU_LOCK.name
 #: Where a grading sandbox sees the lock folder.
 INSIDE = "/opt/tilelab-gpu-lock"
+#: The lock folder's files (see the module's docstring).
+FILES = ("turn", "gpu", "ncu")
 #: Seconds a task waits for the lock before it gives up.
 WAIT_LIMIT = 600.0
-#: Seconds a timed step may hold the GPU alone before its process ends itself.
+#: Seconds a timed round may hold the GPU alone before its process ends itself.
 HOLD_LIMIT = 120
-_POLL = 0.005
+#: The two ways a counted launch may take the lock (``TILELAB_COUNTERS_LOCK``).
+ALONE, SHARED = "alone", "shared"
+_POLL = 0.002
+T = TypeVar("T")
 
 
 class GpuBusy(RuntimeError):
@@ -68,7 +87,7 @@ def make(root: Path, gpu: str) -> Path:
     """A lock folder for GPU ``gpu`` under a class run's scratch ``root``."""
     path = Path(root) / f"gpu-{gpu}"
     path.mkdir(parents=True, exist_ok=True)
-    for name in ("turn", "gpu"):
+    for name in FILES:
         (path / name).touch()
     return path
 
@@ -82,37 +101,43 @@ def _open(path: Path) -> int:
         return os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_CREAT, 0o644)
 
 
-def _take(fd: int, how: int, deadline: float) -> None:
+def _take(fd: int, how: int, deadline: float, what: str = "other grading tasks") -> None:
     while True:
         try:
             fcntl.flock(fd, how | fcntl.LOCK_NB)
             return
         except BlockingIOError:
             if time.monotonic() > deadline:
-                raise GpuBusy(f"the GPU stayed busy with other grading tasks for more than "
+                raise GpuBusy(f"the GPU stayed busy with {what} for more than "
                               f"{WAIT_LIMIT:g} s") from None
             time.sleep(_POLL)
 
 
 class GpuLock:
-    """The two lock files of one GPU's folder, opened read-only (a read-only bind works)."""
+    """The lock files of one GPU's folder, opened read-only (a read-only bind works).
+
+    Regions nest within one process: a shared region inside a shared or exclusive one,
+    and an exclusive one inside an exclusive one, take nothing more."""
 
     def __init__(self, path: Path, wait: float = WAIT_LIMIT) -> None:
         self.path, self.wait = Path(path), wait
         self.turn, self.gpu = _open(self.path / "turn"), _open(self.path / "gpu")
+        self.ncu = _open(self.path / "ncu")
         self.mode = 0  # 0, LOCK_SH or LOCK_EX: what this process holds on `gpu`
+        self.profiling = False
 
     def close(self) -> None:
-        for fd in (self.turn, self.gpu):
+        for fd in (self.turn, self.gpu, self.ncu):
             with contextlib.suppress(OSError):
                 os.close(fd)
 
     def hold_shared(self) -> None:
-        """Take it shared (until :meth:`release`, or until the process ends: a grading
-        worker's CUDA context is torn down at its exit, still under the lock); waits while
-        a timed step holds or awaits the GPU."""
+        """Take it shared (until :meth:`release`); waits while a timed round holds or
+        awaits the GPU. Nothing where this process holds it already."""
+        if self.mode:
+            return
         deadline = time.monotonic() + self.wait
-        _take(self.turn, fcntl.LOCK_EX, deadline)  # a waiting timed step goes first
+        _take(self.turn, fcntl.LOCK_EX, deadline)  # a waiting timed round goes first
         try:
             _take(self.gpu, fcntl.LOCK_SH, deadline)
         finally:
@@ -125,7 +150,10 @@ class GpuLock:
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
-        """GPU work that is not timed, for the ``with`` block (see :meth:`hold_shared`)."""
+        """Untimed GPU work, for the ``with`` block (see :meth:`hold_shared`)."""
+        if self.mode:  # already held, shared or alone
+            yield
+            return
         self.hold_shared()
         try:
             yield
@@ -137,6 +165,9 @@ class GpuLock:
         """The GPU alone (a shared hold of this process's is given up meanwhile and taken
         back after); past ``hold`` seconds the process is ended (SIGALRM), which frees it."""
         before = self.mode
+        if before == fcntl.LOCK_EX:
+            yield
+            return
         deadline = time.monotonic() + self.wait
         if before:  # first: two tasks each holding it shared and awaiting the turn would
             fcntl.flock(self.gpu, fcntl.LOCK_UN)  # wait for each other for ever
@@ -160,6 +191,22 @@ class GpuLock:
         finally:
             fcntl.flock(self.turn, fcntl.LOCK_UN)
 
+    @contextlib.contextmanager
+    def profiler(self) -> Iterator[None]:
+        """This GPU's one profiler, for the ``with`` block (independent of ``gpu``: the
+        launches it counts take that themselves)."""
+        if self.profiling:
+            yield
+            return
+        _take(self.ncu, fcntl.LOCK_EX, time.monotonic() + self.wait,
+              "another task's Nsight Compute")
+        self.profiling = True
+        try:
+            yield
+        finally:
+            fcntl.flock(self.ncu, fcntl.LOCK_UN)
+            self.profiling = False
+
 
 _HELD: GpuLock | None = None
 
@@ -176,32 +223,64 @@ def worker_lock() -> GpuLock | None:
 
 
 @contextlib.contextmanager
-def shared() -> Iterator[None]:
-    """The shared lock of this process's GPU, where one is named (else nothing)."""
+def _held(take: Callable[[GpuLock], contextlib.AbstractContextManager[None]]) -> Iterator[None]:
     lock = worker_lock()
     if lock is None:
         yield
         return
+    with take(lock):
+        yield
+
+
+def shared() -> contextlib.AbstractContextManager[None]:
+    """Untimed GPU work: the shared lock of this process's GPU, where one is named."""
+    return _held(GpuLock.shared)
+
+
+def exclusive() -> contextlib.AbstractContextManager[None]:
+    """A timed round: this process's GPU alone, where a lock is named (else nothing)."""
+    return _held(GpuLock.exclusive)
+
+
+def profiler() -> contextlib.AbstractContextManager[None]:
+    """This GPU's one Nsight Compute, where a lock is named (else nothing)."""
+    return _held(GpuLock.profiler)
+
+
+def counted_mode() -> str:
+    """How the launches Nsight Compute counts take the lock: :data:`ALONE` or :data:`SHARED`."""
+    return settings.COUNTERS_LOCK.get()
+
+
+def region(mode: str) -> contextlib.AbstractContextManager[None]:
+    """:func:`exclusive` for :data:`ALONE`, :func:`shared` for :data:`SHARED`."""
+    if mode not in (ALONE, SHARED):
+        raise ValueError(f"a lock region is {ALONE!r} or {SHARED!r}, not {mode!r}")
+    return exclusive() if mode == ALONE else shared()
+
+
+def start_cuda(start: Callable[[], T]) -> T:
+    """``start()`` (the process's CUDA start, e.g. ``get_runtime("gpu")``) under the shared
+    lock; and from the first of the process's :mod:`atexit` handlers on, the lock shared
+    again until the process ends (its descriptors close last), so that the teardown
+    ``start`` registered (PyCUDA's ``autoinit``) and the buffers and modules freed as the
+    interpreter ends are under it too: a context's start and end allocate and free GPU
+    memory. Where no lock is named, only ``start()``."""
+    lock = worker_lock()
+    if lock is None:
+        return start()
     with lock.shared():
-        yield
-
-
-@contextlib.contextmanager
-def exclusive() -> Iterator[None]:
-    """The GPU alone for a timed step, where a lock is named (else nothing)."""
-    lock = worker_lock()
-    if lock is None:
-        yield
-        return
-    with lock.exclusive():
-        yield
+        result = start()
+    atexit.register(lock.hold_shared)  # runs first: before the teardown registered above
+    return result
 
 
 def sandbox_binds() -> tuple[list[tuple[str, str]], dict[str, str]]:
-    """The read-only bind and environment that give a grading worker its GPU's lock."""
+    """The read-only bind and environment that give a grading worker its GPU's lock (and
+    the way its counted launches take it)."""
     path = folder()
     if path is None:
         return [], {}
-    for name in ("turn", "gpu"):  # the sandbox sees them read-only: they must exist first
+    for name in FILES:  # the sandbox sees them read-only: they must exist first
         os.close(_open(path / name))
-    return [(str(path), INSIDE)], {ENV: INSIDE}
+    return [(str(path), INSIDE)], {ENV: INSIDE, settings.COUNTERS_LOCK.name: counted_mode()}

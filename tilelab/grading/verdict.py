@@ -53,6 +53,9 @@ class Verdict:
     max_points_speed: float = 0.0
     error: str | None = None  # the grader itself failed (not the kernel)
     step_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each step run
+    #: timed rounds of the speed run run again because the grader's CPU held up a launch
+    #: (a busy machine: see tilelab.device.bench.time_checked)
+    speed_rounds_redone: int | None = None
 
     @classmethod
     def for_exercise(

@@ -3,8 +3,12 @@
 
 Its first act is to cap its own resources (before it reads the learner's source); then it
 runs :func:`tilelab.grading.pipeline.evaluate` and writes the JSON verdict. With
-``--launch-once`` it is the program compute-sanitizer watches instead: one launch of the
-kernel at the problem's ``sanitize_shape`` on the GPU.
+``--launch-once`` it is the program compute-sanitizer or Nsight Compute watches instead:
+launches of the kernel on the GPU.
+
+On a GPU that a class run's tasks share (:mod:`tilelab.grading.gpulock`), each holds the
+GPU's lock only around what puts work on it: its CUDA context's start and teardown, and
+each launch with its copies (shared; a counted launch alone where the setting says so).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import os
 import resource
 import sys
 import traceback
+from collections.abc import Iterator
+from typing import Any
 
 from tilelab.grading import gpulock
 from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT
@@ -50,48 +56,69 @@ def parser() -> argparse.ArgumentParser:
                    "shape, launch this many times at the speed shape, each on new inputs")
     p.add_argument("--shape", help="with --launch-once: the problem's sizes, comma-separated "
                    "(one launch there, instead of --at's)")
+    p.add_argument("--lock", choices=(gpulock.SHARED, gpulock.ALONE), default=gpulock.SHARED,
+                   help="with --launch-once, on a GPU a class run shares: how each launch "
+                   "takes the GPU's lock (alone: no other task's work beside it)")
     return p
 
 
 def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
-                launches: int = 1, shape: tuple[int, ...] = ()) -> None:
+                launches: int = 1, shape: tuple[int, ...] = (),
+                lock: str = gpulock.SHARED) -> None:
     """One launch at ``shape``, else at the problem's ``sanitize_shape`` (what
     compute-sanitizer inspects); or, for Nsight Compute, the launches a graded run makes:
-    one at every graded shape, then ``launches`` at the exercise's speed shape, each on new
-    inputs (ncu counts one of the timed ones, drawn by the grader)."""
+    one at every graded shape, then ``launches`` at the exercise's speed shape, each on
+    inputs no other launch saw, drawn as the timed run draws them
+    (:class:`tilelab.device.bench.InputSets`; ncu counts one of the timed ones, drawn by the
+    grader). Each launch holds the GPU's lock as ``lock`` says; making its inputs holds
+    nothing."""
     import numpy as np
 
     from tilelab.catalog import exercises
     from tilelab.device.runtime import get_runtime
     from tilelab.grading.correctness import launch
+    from tilelab.grading.pipeline import build
 
     ex = exercises.get(exercise_id)
-    rt = get_runtime("gpu")
+    rt = gpulock.start_cuda(lambda: get_runtime("gpu"))
     with open(source_path, encoding="utf-8") as f:
-        fn = rt.SourceModule(f.read()).get_function(ex.kernel)
-    rng = np.random.default_rng()
-    if shape:
-        shapes = [shape]
-    elif at == "sanitize":
-        shapes = [ex.problem.sanitize_shape]
-    else:
-        shapes = [*ex.shapes, *[ex.speed_shape] * max(1, launches)]
-    for s in shapes:
-        launch(rt, fn, ex.problem, ex.launch, s, ex.problem.make_inputs(s, rng))
+        fn = build(rt, f.read()).get_function(ex.kernel)
+    for s, inputs in launch_inputs(exercise_id, at, launches, shape, np.random.default_rng()):
+        inputs = {k: np.ascontiguousarray(a) for k, a in inputs.items()}  # CPU copies first
+        with gpulock.region(lock):
+            launch(rt, fn, ex.problem, ex.launch, s, inputs)
+
+
+def launch_inputs(exercise_id: str, at: str, launches: int, shape: tuple[int, ...],
+                  rng: Any) -> Iterator[tuple[tuple[int, ...], dict[str, Any]]]:
+    """The shape and inputs of each launch :func:`launch_once` makes, in order."""
+    from tilelab.catalog import exercises
+    from tilelab.device.bench import InputSets
+
+    ex = exercises.get(exercise_id)
+    if shape or at == "sanitize":
+        one = shape or ex.problem.sanitize_shape
+        yield one, ex.problem.make_inputs(one, rng)
+        return
+    for s in ex.shapes:
+        yield s, ex.problem.make_inputs(s, rng)
+    sets = InputSets(ex.problem.make_inputs, ex.speed_shape, rng, max(1, launches))
+    for i in range(len(sets)):
+        yield ex.speed_shape, sets[i]
 
 
 def grade(a: argparse.Namespace) -> dict:
     """The verdict of ``a.source``, as JSON-ready data; the grader's own failure says so."""
+    from tilelab.device import backend
+    from tilelab.device.runtime import get_runtime
     from tilelab.grading.pipeline import evaluate
     from tilelab.grading.verdict import Verdict
 
     with open(a.source, "rb") as f:
         source = f.read()
     try:
-        if a.backend != "emu" and (lock := gpulock.worker_lock()) is not None:
-            # a GPU a class run's tasks share: its lock, held shared from before CUDA starts
-            # to this process's end (alone while the speed step times)
-            lock.hold_shared()
+        if (a.backend or backend.active()) == "gpu":  # CUDA's start and end: GPU work
+            gpulock.start_cuda(lambda: get_runtime("gpu"))
         verdict = evaluate(a.exercise, source, a.backend, speed=not a.no_speed,
                            sanitize=not a.no_sanitize, gate=a.gate)
     except Exception as exc:  # never crash silently
@@ -106,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     if a.launch_once:
         launch_once(a.exercise, a.source, a.at, a.launches,
-                    tuple(int(n) for n in a.shape.split(",")) if a.shape else ())
+                    tuple(int(n) for n in a.shape.split(",")) if a.shape else (), a.lock)
         return 0
     limit_resources(a.backend)
     if not a.out:

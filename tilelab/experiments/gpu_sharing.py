@@ -1,0 +1,89 @@
+"""``gpu_sharing.json``: how many submissions a minute one GPU grades with 1, 2, 4 and 8
+grading tasks at once, and what a course costs at each setting.
+
+It runs the repository's ``benchmarks/class_scale.py`` on one GPU: a synthetic class (right,
+wrong, slow, broken and hostile submissions) graded by a Dask cluster with K tasks per GPU
+for each K of :data:`TASKS`, the tasks of the GPU sharing its lock
+(:mod:`tilelab.grading.gpulock`: untimed GPU work shared, each timed round alone). Each
+row is one K: submissions per minute, the speedup over one task, whether every grade
+equals the one-task run's, and the hours 1,000 learners x 5 kernels take on one such GPU
+and on eight (each with as many CPU cores as this machine). The recommended setting is the
+fewest tasks whose rate is within :data:`NEAR` of the best with every grade identical.
+``TILELAB_GPU_SHARING_STUDENTS`` (default 8, two submissions each) sizes the class.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tilelab import settings
+from tilelab.experiments.datafile import write
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "class_scale.py"
+TASKS = (1, 2, 4, 8)
+NEAR = 0.05
+STUDENTS_ENV = "TILELAB_GPU_SHARING_STUDENTS"
+COLUMNS = {"tasks_per_gpu": "", "submissions": "", "submissions_per_minute": "/min",
+           "speedup": "x", "grades_identical": "", "hours_one_gpu": "h",
+           "hours_eight_gpus": "h", "recommended": "", "counters_lock": ""}
+
+
+def rows_from(doc: dict[str, Any], counters_lock: str) -> list[dict[str, Any]]:
+    """The data file's rows from ``class_scale.py --json``'s document."""
+    runs = doc["runs"]
+    first = runs[0]["per_gpu_per_minute"]
+    rows = [{"tasks_per_gpu": r["tasks_per_gpu"], "submissions": r["submissions"],
+             "submissions_per_minute": round(r["per_gpu_per_minute"], 2),
+             "speedup": round(r["per_gpu_per_minute"] / first, 2),
+             "grades_identical": bool(r["grades_identical"]),
+             "hours_one_gpu": r["hours_1000x5_one_gpu"],
+             "hours_eight_gpus": r["hours_1000x5_eight_gpus"],
+             "recommended": False, "counters_lock": counters_lock} for r in runs]
+    good = [r for r in rows if r["grades_identical"]]
+    if good:
+        best = max(r["submissions_per_minute"] for r in good)
+        pick = min((r for r in good if r["submissions_per_minute"] >= (1 - NEAR) * best),
+                   key=lambda r: r["tasks_per_gpu"])
+        pick["recommended"] = True
+    return rows
+
+
+def run(rt: Any, out: Path) -> Path:
+    """The class run at every K of :data:`TASKS` on this machine's first GPU."""
+    del rt  # the class run's workers start CUDA themselves
+    if not SCRIPT.exists():
+        raise RuntimeError(f"gpu_sharing runs {SCRIPT.name} from the course's repository "
+                           "(benchmarks/); run `tilelab bench gpu_sharing` from a clone")
+    students = int(os.environ.get(STUDENTS_ENV, "8"))
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="tilelab-gpu-sharing-") as tmp:
+        result = Path(tmp) / "scale.json"
+        p = subprocess.run([sys.executable, str(SCRIPT), "--gpu", "--dask", "--workers", "1",
+                            "--students", str(students), "--tasks-per-gpu",
+                            *map(str, TASKS), "--json", str(result)],
+                           cwd=SCRIPT.parents[1], text=True)
+        if not result.exists():
+            raise RuntimeError(f"class_scale.py wrote no figures (exit status {p.returncode})")
+        doc = json.loads(result.read_text())
+    rows = rows_from(doc, settings.COUNTERS_LOCK.get())
+    return write(
+        out, "gpu_sharing", "Submissions per minute on one GPU, by grading tasks per GPU",
+        f"A synthetic class of {students} learners x 2 assignments (right, wrong, slow, "
+        "broken and hostile submissions; one kernel each) graded on one GPU by a Dask "
+        "cluster with 1, 2, 4 and 8 tasks at once sharing the GPU's lock (untimed GPU work "
+        "shared, each round of timed launches alone; counted launches as counters_lock "
+        "says). grades_identical: every submission's points equal the one-task run's. "
+        "hours: 1,000 learners x 5 kernels at that rate on one GPU, and on eight GPUs with "
+        "as many CPU cores each as this machine. recommended: the fewest tasks within "
+        f"{NEAR:.0%} of the best rate with every grade identical. "
+        f"{os.cpu_count()} CPU cores. Took {time.monotonic() - t0:.0f} s.",
+        COLUMNS, rows, method="benchmarks/class_scale.py --gpu --dask --workers 1 "
+                              f"--tasks-per-gpu {' '.join(map(str, TASKS))}",
+    )
