@@ -9,7 +9,8 @@ row is one K: submissions per minute, the speedup over one task, whether every g
 equals the one-task run's, and the hours 1,000 learners x 5 kernels take on one such GPU
 and on eight (each with as many CPU cores as this machine). The recommended setting is the
 fewest tasks whose rate is within :data:`NEAR` of the best with every grade identical.
-``TILELAB_GPU_SHARING_STUDENTS`` (default 8, two submissions each) sizes the class.
+``TILELAB_GPU_SHARING_STUDENTS`` (default 8, two submissions each) sizes the class;
+``TILELAB_GPU_SHARING_TASKS`` (default ``1 2 4 8``) names the settings measured.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "class_scale.py"
 TASKS = (1, 2, 4, 8)
 NEAR = 0.05
 STUDENTS_ENV = "TILELAB_GPU_SHARING_STUDENTS"
+TASKS_ENV = "TILELAB_GPU_SHARING_TASKS"
 COLUMNS = {"tasks_per_gpu": "", "submissions": "", "submissions_per_minute": "/min",
            "speedup": "x", "grades_identical": "", "hours_one_gpu": "h",
            "hours_eight_gpus": "h", "recommended": "", "counters_lock": ""}
@@ -62,12 +64,13 @@ def run(rt: Any, out: Path) -> Path:
         raise RuntimeError(f"gpu_sharing runs {SCRIPT.name} from the course's repository "
                            "(benchmarks/); run `tilelab bench gpu_sharing` from a clone")
     students = int(os.environ.get(STUDENTS_ENV, "8"))
+    tasks = [int(k) for k in os.environ.get(TASKS_ENV, "").split()] or list(TASKS)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tilelab-gpu-sharing-") as tmp:
         result = Path(tmp) / "scale.json"
         p = subprocess.run([sys.executable, str(SCRIPT), "--gpu", "--dask", "--workers", "1",
                             "--students", str(students), "--tasks-per-gpu",
-                            *map(str, TASKS), "--json", str(result)],
+                            *map(str, tasks), "--json", str(result)],
                            cwd=SCRIPT.parents[1], text=True)
         if not result.exists():
             raise RuntimeError(f"class_scale.py wrote no figures (exit status {p.returncode})")
@@ -77,13 +80,14 @@ def run(rt: Any, out: Path) -> Path:
         out, "gpu_sharing", "Submissions per minute on one GPU, by grading tasks per GPU",
         f"A synthetic class of {students} learners x 2 assignments (right, wrong, slow, "
         "broken and hostile submissions; one kernel each) graded on one GPU by a Dask "
-        "cluster with 1, 2, 4 and 8 tasks at once sharing the GPU's lock (untimed GPU work "
-        "shared, each round of timed launches alone; counted launches as counters_lock "
-        "says). grades_identical: every submission's points equal the one-task run's. "
+        f"cluster with {', '.join(map(str, tasks))} tasks at once sharing the GPU's lock "
+        "(untimed GPU work shared, each round of timed launches alone; counted launches "
+        "as counters_lock says). grades_identical: every submission's points equal the "
+        "one-task run's. "
         "hours: 1,000 learners x 5 kernels at that rate on one GPU, and on eight GPUs with "
         "as many CPU cores each as this machine. recommended: the fewest tasks within "
         f"{NEAR:.0%} of the best rate with every grade identical. "
         f"{os.cpu_count()} CPU cores. Took {time.monotonic() - t0:.0f} s.",
         COLUMNS, rows, method="benchmarks/class_scale.py --gpu --dask --workers 1 "
-                              f"--tasks-per-gpu {' '.join(map(str, TASKS))}",
+                              f"--tasks-per-gpu {' '.join(map(str, tasks))}",
     )
