@@ -6,6 +6,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 spec = importlib.util.spec_from_file_location(
     "class_scale", Path(__file__).resolve().parents[1] / "benchmarks" / "class_scale.py")
 class_scale = importlib.util.module_from_spec(spec)
@@ -82,3 +84,19 @@ def test_rounds_run_again_are_counted_over_the_speed_runs_measured():
     docs = [{"verdicts": [{"speed_rounds_redone": 2}, {"speed_rounds_redone": None}]},
             {"verdicts": [{"speed_rounds_redone": 0}, {}]}, {"verdicts": []}]
     assert class_scale.redone(docs) == {"speed_runs": 2, "rounds": 2}
+
+
+def test_counts_read_twice_are_compared_by_their_relative_spread():
+    """Two readings of one launch alone differ a little on a GPU (shared-memory wavefronts by
+    tenths of a percent on an H100): the comparison under load is relative, and a count that
+    is zero both times does not differ."""
+    from tilelab.experiments import counters_load
+
+    a = dict.fromkeys(counters_load.counters.METRICS, 0.0)
+    a |= {"shared_ld_wavefronts": 402840293.0, "shared_ld_requests": 1000.0}
+    b = {**a, "shared_ld_wavefronts": 402836066.0}
+    s = counters_load.spread(a, b)
+    assert 0 < s["shared_ld_wavefronts"] < 1e-4 and s["shared_ld_requests"] == 0.0
+    assert s["global_st_sectors"] == 0.0  # zero in both readings
+    assert counters_load.spread(a, {**a, "shared_ld_requests": 900.0})["shared_ld_requests"] \
+        == pytest.approx(0.1)

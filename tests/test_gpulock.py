@@ -20,6 +20,7 @@ import pytest
 from tilelab import settings
 from tilelab.grading import bubblewrap as bwrap
 from tilelab.grading import gpulock
+from tilelab.grading.worker import launch_lock
 
 HOLD = """
 import os, sys, time
@@ -231,6 +232,31 @@ def test_one_profiler_per_gpu_and_it_holds_no_gpu_time(lock, tmp_path):
     p.wait(timeout=60)
     with mine.profiler():
         pass
+
+
+def test_only_the_counted_launch_holds_the_profiler(lock, tmp_path, monkeypatch):
+    """Several ncu processes overlap on one GPU but for the launch each counts (measured on
+    an H100: eight at once, no profiler's error, counts as alone): the counted launch holds
+    the GPU's one profiler and the counted mode, every other launch shares the GPU."""
+    monkeypatch.setenv(gpulock.ENV, str(lock))
+    p = holder(lock, "profiler", tmp_path / "a")  # another process's counted launch
+    gpulock.worker_lock().wait = 0.3
+    with launch_lock(3, 7, gpulock.ALONE):  # not the counted one: shares the GPU
+        pass
+    with pytest.raises(gpulock.GpuBusy, match="Nsight Compute"), launch_lock(7, 7, "alone"):
+        pass
+    (tmp_path / "go").touch()
+    p.wait(timeout=60)
+    (tmp_path / "b").mkdir()
+    q = holder(lock, "shared", tmp_path / "b" / "flag")  # another task's copy in flight
+    with pytest.raises(gpulock.GpuBusy), launch_lock(7, 7, gpulock.ALONE):
+        pass  # the counted launch waits for other tasks' GPU work, as the setting says
+    with launch_lock(7, 7, gpulock.SHARED):
+        pass
+    (tmp_path / "b" / "go").touch()
+    q.wait(timeout=60)
+    with launch_lock(0, -1, gpulock.ALONE):  # nothing counted: every launch as --lock says
+        assert gpulock.worker_lock().mode == fcntl.LOCK_EX
 
 
 def test_a_counted_launch_takes_the_lock_as_the_setting_says(lock, tmp_path, monkeypatch):

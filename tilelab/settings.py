@@ -131,7 +131,7 @@ COUNTERS_LOCK: Variable[str] = Variable(
     "TILELAB_COUNTERS_LOCK", "alone", _choice("alone", "shared"), "one of alone, shared",
     "how the launches Nsight Compute counts take a shared GPU's lock: alone (as a timed "
     "round), or shared with other tasks' untimed work where `tilelab bench counters_load` "
-    "showed the counts equal under load on this GPU; one profiler per GPU either way")
+    "showed the counts equal under load on this GPU; one counted launch per GPU either way")
 
 ALL: tuple[Variable, ...] = (BACKEND, GRADE_TIMEOUT, CELL_TIMEOUT, AWARD_SPEED_WITHOUT_GPU,
                              LESSON_WITHOUT_COUNTERS, CLASS_GRADING, VERDICT_CACHE, SANDBOXED,

@@ -144,15 +144,18 @@ LAUNCHES = WARMUP + REPEAT
 def command(ncu: str, ex: Exercise, source_path: str, counted: int,
             lock: str = gpulock.ALONE) -> list[str]:
     """ncu over speed-shape launch ``counted`` (0-based, of :data:`LAUNCHES`) of the kernel
-    in ``source_path``, after its launches at the exercise's graded shapes. Each launch
-    takes a shared GPU's lock as ``lock`` says (:mod:`tilelab.grading.gpulock`); ncu leaves
+    in ``source_path``, after its launches at the exercise's graded shapes. The counted
+    launch holds a shared GPU's one profiler and its lock as ``lock`` says, the others share
+    the GPU (:mod:`tilelab.grading.gpulock`); ncu leaves
     the GPU's clocks as they are (``--clock-control none``: the figures are counts, and a
     clock locked for the profiler would slow another task's timed launches)."""
+    skip = len(ex.shapes) + counted
     return [ncu, "--csv", "--print-units", "base", "--clock-control", "none",
-            "--launch-skip", str(len(ex.shapes) + counted), "--launch-count", "1",
+            "--launch-skip", str(skip), "--launch-count", "1",
             "--metrics", ",".join(METRICS.values()), sys.executable,
             "-m", "tilelab.grading.worker", "--launch-once", "--at", "speed", "--launches",
-            str(LAUNCHES), "--exercise", ex.id, "--source", source_path, "--lock", lock]
+            str(LAUNCHES), "--exercise", ex.id, "--source", source_path, "--lock", lock,
+            "--counted", str(skip)]
 
 
 def draw() -> int:

@@ -17,13 +17,15 @@ holding three files, locked with ``flock``:
   copy back to the host), so an exclusive region starts on an idle GPU;
 - ``turn``, a turnstile taken before either mode, so that a stream of shared holders
   cannot starve a timed round;
-- ``ncu``, the profiler's mutex (:func:`profiler`): one Nsight Compute per GPU (two at once
-  fail: the driver gives its profiling resources to one). The launches it counts take
-  ``gpu`` as :func:`counted_mode` says: alone by default, or shared where
-  ``TILELAB_COUNTERS_LOCK=shared`` (the figures the lesson gate reads are counts of
-  requests, sectors and wavefronts, not times; ``tilelab bench counters_load`` reads them
-  with the GPU to itself and beside a process that keeps it busy, and says whether they
-  are equal on this GPU).
+- ``ncu``, the profiler's mutex (:func:`profiler`): held around the one launch an Nsight
+  Compute process counts (two profiled launches at once fail: the driver gives its
+  profiling resources to one), so several ncu processes overlap on one GPU but for their
+  counted launches (measured on an H100: eight at once, every count as when read alone).
+  The counted launch takes ``gpu`` as :func:`counted_mode` says: alone by default, or
+  shared where ``TILELAB_COUNTERS_LOCK=shared`` (the figures the lesson gate reads are
+  counts of requests, sectors and wavefronts, not times; ``tilelab bench counters_load``
+  reads them with the GPU to itself and beside a process that keeps it busy, and says
+  whether they agree on this GPU); the process's other launches share ``gpu``.
 
 What a submission could do with it, and why the verdicts stay sound:
 

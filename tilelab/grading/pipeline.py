@@ -347,8 +347,8 @@ def lesson_gate(run: Run, v: Verdict) -> None:
         return
     t0 = time.perf_counter()
     try:
-        with gpulock.profiler():  # one ncu per GPU; its launches take the GPU's lock
-            v.counters = counters.figures(ex, counters.measure(ex.id, run.text))
+        # the counted launch holds the GPU's one profiler, not the whole ncu process
+        v.counters = counters.figures(ex, counters.measure(ex.id, run.text))
     except (gpulock.GpuBusy, counters.CountersUnavailable) as exc:
         v.counters = {"error": str(exc)}
     v.step_seconds["counters"] = round(time.perf_counter() - t0, 4)  # within "speed"

@@ -8,12 +8,14 @@ launches of the kernel on the GPU.
 
 On a GPU that a class run's tasks share (:mod:`tilelab.grading.gpulock`), each holds the
 GPU's lock only around what puts work on it: its CUDA context's start and teardown, and
-each launch with its copies (shared; a counted launch alone where the setting says so).
+each launch with its copies (shared; the launch Nsight Compute counts with the GPU's one
+profiler, and alone where the setting says so).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -58,20 +60,27 @@ def parser() -> argparse.ArgumentParser:
                    "(one launch there, instead of --at's)")
     p.add_argument("--lock", choices=(gpulock.SHARED, gpulock.ALONE), default=gpulock.SHARED,
                    help="with --launch-once, on a GPU a class run shares: how each launch "
-                   "takes the GPU's lock (alone: no other task's work beside it)")
+                   "(with --counted, the counted one) takes the GPU's lock (alone: no other "
+                   "task's work beside it)")
+    p.add_argument("--counted", type=int, default=-1,
+                   help="with --launch-once: the launch (0-based, of all it makes) Nsight "
+                   "Compute counts; it alone holds the GPU's one profiler and --lock's "
+                   "mode, the others share the GPU")
     return p
 
 
 def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
                 launches: int = 1, shape: tuple[int, ...] = (),
-                lock: str = gpulock.SHARED) -> None:
+                lock: str = gpulock.SHARED, counted: int = -1) -> None:
     """One launch at ``shape``, else at the problem's ``sanitize_shape`` (what
     compute-sanitizer inspects); or, for Nsight Compute, the launches a graded run makes:
     one at every graded shape, then ``launches`` at the exercise's speed shape, each on
     inputs no other launch saw, drawn as the timed run draws them
     (:class:`tilelab.device.bench.InputSets`; ncu counts one of the timed ones, drawn by the
-    grader). Each launch holds the GPU's lock as ``lock`` says; making its inputs holds
-    nothing."""
+    grader). Each launch holds the GPU's lock as ``lock`` says, or, where ``counted`` names
+    the launch ncu counts, that one holds this GPU's one profiler and ``lock``'s mode and the
+    others share the GPU (several ncu processes then overlap but for their counted launches:
+    the driver serves one profiled launch at a time). Making inputs holds nothing."""
     import numpy as np
 
     from tilelab.catalog import exercises
@@ -83,10 +92,27 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
     rt = gpulock.start_cuda(lambda: get_runtime("gpu"))
     with open(source_path, encoding="utf-8") as f:
         fn = build(rt, f.read()).get_function(ex.kernel)
-    for s, inputs in launch_inputs(exercise_id, at, launches, shape, np.random.default_rng()):
+    for i, (s, inputs) in enumerate(
+            launch_inputs(exercise_id, at, launches, shape, np.random.default_rng())):
         inputs = {k: np.ascontiguousarray(a) for k, a in inputs.items()}  # CPU copies first
-        with gpulock.region(lock):
+        with launch_lock(i, counted, lock):
             launch(rt, fn, ex.problem, ex.launch, s, inputs)
+
+
+@contextlib.contextmanager
+def launch_lock(i: int, counted: int, lock: str) -> Iterator[None]:
+    """How :func:`launch_once`'s launch ``i`` holds a shared GPU: as ``lock`` says where no
+    launch is counted (``counted`` < 0); the counted one with this GPU's one profiler and
+    ``lock``'s mode; any other one shared."""
+    if counted < 0:
+        with gpulock.region(lock):
+            yield
+    elif i == counted:
+        with gpulock.profiler(), gpulock.region(lock):
+            yield
+    else:
+        with gpulock.shared():
+            yield
 
 
 def launch_inputs(exercise_id: str, at: str, launches: int, shape: tuple[int, ...],
@@ -133,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     if a.launch_once:
         launch_once(a.exercise, a.source, a.at, a.launches,
-                    tuple(int(n) for n in a.shape.split(",")) if a.shape else (), a.lock)
+                    tuple(int(n) for n in a.shape.split(",")) if a.shape else (), a.lock,
+                    a.counted)
         return 0
     limit_resources(a.backend)
     if not a.out:
