@@ -71,13 +71,15 @@ class Candidate:
 
 
 def _swz(bm: int, bn: int, bk: int, wm: int, wn: int, tm: int, tn: int, stages: int,
-         minb: int, swizzle: int = 1, raster: int = 0) -> Candidate:
+         minb: int, swizzle: int = 1, raster: int = 0, pad: int = 4) -> Candidate:
+    """Step 7: swizzled, or (``swizzle=0``) padded by ``pad`` floats (0: plain layout)."""
     name = f"swz_{bm}x{bn}x{bk}_w{wm}x{wn}_t{tm}x{tn}_s{stages}_b{minb}"
-    name += "" if swizzle else "_pad"
+    name += "" if swizzle else "_pad" if pad else "_plain"
     name += f"_r{raster}" if raster else ""
     return Candidate(name, "swizzle", {"BM": bm, "BN": bn, "BK": bk, "WM": wm, "WN": wn,
                                        "TM": tm, "TN": tn, "STAGES": stages, "MINB": minb,
-                                       "SWIZZLE": swizzle, "RASTER": raster})
+                                       "SWIZZLE": swizzle, "PAD": 0 if swizzle else pad,
+                                       "RASTER": raster})
 
 
 def candidates() -> list[Candidate]:
@@ -100,6 +102,8 @@ def candidates() -> list[Candidate]:
         out.append(_swz(128, 128, bk, 64, 64, 8, 16, stages, 2))
     out += [_swz(128, 128, 8, 64, 64, 8, 16, 3, 2, swizzle=0),
             _swz(128, 128, 16, 64, 64, 8, 16, 2, 2, swizzle=0),
+            _swz(128, 128, 8, 64, 64, 8, 16, 3, 2, swizzle=0, pad=0),
+            _swz(128, 128, 16, 64, 64, 8, 16, 2, 2, swizzle=0, pad=0),
             _swz(128, 128, 8, 64, 64, 8, 16, 3, 2, raster=8),
             _swz(128, 128, 16, 64, 64, 8, 16, 2, 2, raster=8),
             _swz(128, 128, 8, 64, 64, 8, 16, 4, 2, raster=4)]
@@ -108,6 +112,7 @@ def candidates() -> list[Candidate]:
         out.append(_swz(128, 256, bk, 64, 64, 8, 16, stages, 1))
         out.append(_swz(256, 128, bk, 64, 64, 8, 16, stages, 1))
     out += [_swz(128, 256, 8, 64, 64, 8, 16, 3, 1, swizzle=0),
+            _swz(128, 256, 8, 64, 64, 8, 16, 3, 1, swizzle=0, pad=0),
             _swz(128, 256, 8, 64, 64, 8, 16, 3, 1, raster=8),
             _swz(128, 256, 16, 64, 64, 8, 16, 2, 1, raster=8)]
     # eight warps of 64x32 (8x8 per thread) or 32x64 on 128x128: more warps per SM
@@ -384,7 +389,11 @@ def gpu_main(out: Path, sizes: list[int], repeat: int, jobs: int, ncu_top: int) 
               + f" {max(errs):8.1e}  {r['status'][:60]}")
     profile: list[dict[str, Any]] | str = "not asked"
     if ncu_top:
-        names = list(dict.fromkeys([*ranked[:ncu_top], BASELINE, "cublas"]))
+        # and the best's twin with the plain layout of A, if it was timed (bank conflicts)
+        best = {c.name: c for c in cands}[ranked[0]].defines
+        plain = [c.name for c in cands if c.name in fns and c.defines
+                 == {**best, "SWIZZLE": 0, "PAD": 0}]
+        names = list(dict.fromkeys([*ranked[:ncu_top], *plain, BASELINE, "cublas"]))
         try:
             profile = _ncu(names, top_n)
         except Exception as exc:  # the table is printed already
