@@ -109,8 +109,9 @@ def test_every_step_is_right_on_the_gpu(key, rng):
         assert result.ok, f"{key} {shape}: {result.message}"
 
 
-def test_the_emulator_reads_the_portable_branch_of_step_6_on_the_same_lines():
-    ref = sgemm.kernel_refs()["async"]
+@pytest.mark.parametrize("key", ["async", "swizzle"])
+def test_the_emulator_reads_the_portable_branch_of_steps_6_and_7_on_the_same_lines(key):
+    ref = sgemm.kernel_refs()[key]
     gpu, emu_src = ref.source().split("\n"), sgemm.emulator_source(ref).split("\n")
     assert len(gpu) == len(emu_src)
     assert any("cp.async" in line for line in gpu)

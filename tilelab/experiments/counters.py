@@ -53,6 +53,7 @@ CASES = (
     ("transpose_padded", 2048),
     ("regblock_1d", 4096), ("regblock", 4096), ("vec4", 4096), ("warptile", 4096),
     ("dbuf", 4096), ("dbuf_128x256x16_w64x64", 4096), ("async", 4096),
+    ("swizzle", 4096), ("swizzle_plain", 4096),
 )
 
 
