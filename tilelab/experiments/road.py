@@ -55,12 +55,25 @@ SWIZZLE = KernelRef(
      ("MINB", "2")),
 )
 
+# Step 8, step 5 with the operands loaded a step ahead: the road's too.
+AHEAD = KernelRef(
+    "ahead",
+    "sgemm_08_ahead.cu",
+    "matmul_ahead",
+    MATMUL,
+    Launch(block=(256, 1, 1), grid_dims=("N", "M"), tile=(256, 128)),
+    "operands loaded a step ahead, across the barrier, 128x256x16, warp 64x64, "
+    "2x4 sub-tiles of 4x4 per thread",
+    (("BM", "128"), ("BN", "256"), ("BK", "16"), ("WM", "64"), ("WN", "64"), ("WNITER", "4"),
+     ("TM", "4"), ("TN", "4"), ("MINB", "1"), ("AHEAD", "1")),
+)
+
 # The ladder in teaching order: where the course stopped, then each step of the chapter.
 LADDER = ("naive", "tiled32", "regblock_1d", "regblock", "vec4", "warptile", "dbuf", "async",
-          "swizzle")
+          "swizzle", "ahead")
 STEP = {k: i for i, k in enumerate(LADDER)}
 STEPS: dict[str, KernelRef] = {**{k: KERNELS[k] for k in LADDER if k in KERNELS},
-                               "async": ASYNC, "swizzle": SWIZZLE}
+                               "async": ASYNC, "swizzle": SWIZZLE, "ahead": AHEAD}
 
 # Configurations of a step (template-free: #defines set in the file). A name starts with
 # its step's key; what it does not set keeps the step's defaults. Two kinds: tuned shapes
@@ -123,6 +136,8 @@ CONFIGS: dict[str, dict[str, int]] = {
     "swizzle_pad": {"SWIZZLE": 0, "PAD": 4},
     "swizzle_128x256x8_s3": {"BN": 256, "MINB": 1},
     "swizzle_128x128x16_s2": {"BK": 16, "STAGES": 2},
+    # step 8: the same kernel in step 5's order (the ablation)
+    "ahead_inorder": {"AHEAD": 0},
 }
 
 # What one change does, each measured as a pair (without, with) that differ in it only.
@@ -152,6 +167,8 @@ ABLATIONS: tuple[tuple[str, str, str, str], ...] = (
      "128x128x8, 3 stages", "async_128x128x8_s3", "swizzle"),
     ("swizzle", "swizzled rows of A instead of plain ones", "swizzle_plain", "swizzle"),
     ("pad", "rows of A padded by 4 floats instead of plain", "swizzle_plain", "swizzle_pad"),
+    ("ahead", "operands loaded a step ahead, across the barrier, 128x256x16",
+     "ahead_inorder", "ahead"),
 )
 
 # H100 (compute capability 9.0) limits that device.json does not record: CUDA C
