@@ -9,6 +9,8 @@ this file is its check. Clocks are left alone (``--clock-control none``).
 
 from __future__ import annotations
 
+import csv
+import io
 import shutil
 import subprocess
 import sys
@@ -117,6 +119,19 @@ def parse(text: str) -> list[dict[str, float]]:
     return [{column(m): v for m, v in launch.items()} for launch in ncu_csv(text)]
 
 
+def kernel_names(text: str) -> list[str]:
+    """The name of the kernel of each launch in ncu's ``--csv`` details, in launch order
+    (cuBLAS's name says which of its kernels it chose: tile, stages, warps)."""
+    start = text.find('"ID"')
+    names: dict[int, str] = {}
+    for row in csv.DictReader(io.StringIO(text[start:] if start >= 0 else "")):
+        try:
+            names.setdefault(int(row["ID"]), row.get("Kernel Name") or "")
+        except (KeyError, ValueError, TypeError):
+            continue
+    return [names[i] for i in sorted(names)]
+
+
 def run(rt, out: Path) -> Path:
     """Profile every case under ncu and write ``counters.json``."""
     ncu = shutil.which("ncu")
@@ -129,10 +144,12 @@ def run(rt, out: Path) -> Path:
         capture_output=True, text=True, timeout=840,
     )
     launches = parse(p.stdout)
+    names = kernel_names(p.stdout)
     if len(launches) != len(CASES):
         raise RuntimeError(f"ncu profiled {len(launches)} launches, expected {len(CASES)}:\n"
                            + (p.stdout + p.stderr)[-3000:])
-    rows = [{"kernel": key, "n": n, **vals} for (key, n), vals in zip(CASES, launches, strict=True)]
+    rows = [{"kernel": key, "n": n, "ncu_kernel": name, **vals}
+            for (key, n), vals, name in zip(CASES, launches, names, strict=True)]
     return write(
         out, "counters", "Hardware counters of each kernel (Nsight Compute)",
         "One launch of each kernel (matmul at N=1024, transposes at N=2048, the steps of "
@@ -141,7 +158,7 @@ def run(rt, out: Path) -> Path:
         "state per instruction its scheduler issued; "
         "counts summed over the whole GPU; sm__cycles_elapsed.avg.per_second is the SM clock "
         "during the launch.",
-        {"kernel": "", "n": "", **{column(m): "" for m in metrics}},
+        {"kernel": "", "n": "", "ncu_kernel": "", **{column(m): "" for m in metrics}},
         rows,
         method="ncu --clock-control none --csv --print-units base --metrics ...; one "
         "launch per kernel, each replayed by ncu as often as its metrics need",
