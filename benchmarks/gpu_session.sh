@@ -31,7 +31,9 @@
 # road (the road to cuBLAS alone: the Nsight Compute counters of every course kernel,
 # chapter 6's included, matmul.json and the sgemm table with the ablations and step 6 ->
 # OUT_DIR/data; then, without a GPU, `tilelab bench model --out book/data` once the files
-# are in book/data), sandbox (what each sandbox sees, its cgroup caps and a GPU kernel
+# are in book/data), sweep (benchmarks/sgemm_sweep.py: the configurations of the road's last
+# steps checked, timed against cuBLAS and the best profiled by ncu -> OUT_DIR/sgemm_sweep.json;
+# SWEEP_SET=2 for the second, narrower set), sandbox (what each sandbox sees, its cgroup caps and a GPU kernel
 # graded inside its cgroup), notebooks (every solutions notebook run top to bottom on the
 # GPU, each step's hidden tests and speed gates included: times in OUT_DIR/notebooks.json).
 # A summary table is printed last.
@@ -70,6 +72,8 @@ for s in $steps; do
              waves latency counters sgemm sgemm_ptxas --out "$out/data" ;;
     road) run_step road "${ROAD_LIMIT:-900}" "$py" -m tilelab.cli bench counters matmul sgemm \
              --out "$out/data" ;;
+    sweep) run_step sweep "${SWEEP_LIMIT:-580}" "$py" benchmarks/sgemm_sweep.py --gpu \
+             --set "${SWEEP_SET:-1}" --out "$out" --ncu 4 ;;
     calibrate) run_step calibrate "${CALIBRATE_LIMIT:-300}" "$py" -m tilelab.cli calibrate \
              --write "$out/gates.json" --out "$out/data" ;;
     cluster) run_step cluster "${CLUSTER_LIMIT:-200}" "$py" -m pytest -m gpu -p no:cacheprovider \
@@ -112,8 +116,8 @@ for s in $steps; do
              --json \"\$2/hostile.json\"; \"\$1\" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_gpu_grading.py tests/test_lesson_gate.py \
              tests/test_grade.py -k 'replay or speed_run or ncu or counters or racing'" _ "$py" "$out" ;;
-    *) echo "unknown step $s (tests sandbox hostile class corpus bench road calibrate cluster"\
-            "scale checktimes locktests countersload pergpu sharedgpu notebooks)"
+    *) echo "unknown step $s (tests sandbox hostile class corpus bench road sweep calibrate"\
+            "cluster scale checktimes locktests countersload pergpu sharedgpu notebooks)"
        exit 2 ;;
   esac
 done

@@ -50,6 +50,7 @@ FILES = {  # step -> (file, kernel)
     "dbuf": ("sgemm_05_double_buffer.cu", "matmul_dbuf"),
     "async": ("sgemm_06_async.cu", "matmul_async"),
     "swizzle": ("sgemm_07_swizzle.cu", "matmul_swizzle"),
+    "ahead": ("sgemm_08_ahead.cu", "matmul_ahead"),
 }
 
 
@@ -71,13 +72,15 @@ class Candidate:
 
 
 def _swz(bm: int, bn: int, bk: int, wm: int, wn: int, tm: int, tn: int, stages: int,
-         minb: int, swizzle: int = 1, raster: int = 0) -> Candidate:
+         minb: int, swizzle: int = 1, raster: int = 0, pad: int = 4) -> Candidate:
+    """Step 7: swizzled, or (``swizzle=0``) padded by ``pad`` floats (0: plain layout)."""
     name = f"swz_{bm}x{bn}x{bk}_w{wm}x{wn}_t{tm}x{tn}_s{stages}_b{minb}"
-    name += "" if swizzle else "_pad"
+    name += "" if swizzle else "_pad" if pad else "_plain"
     name += f"_r{raster}" if raster else ""
     return Candidate(name, "swizzle", {"BM": bm, "BN": bn, "BK": bk, "WM": wm, "WN": wn,
                                        "TM": tm, "TN": tn, "STAGES": stages, "MINB": minb,
-                                       "SWIZZLE": swizzle, "RASTER": raster})
+                                       "SWIZZLE": swizzle, "PAD": 0 if swizzle else pad,
+                                       "RASTER": raster})
 
 
 def candidates() -> list[Candidate]:
@@ -100,6 +103,8 @@ def candidates() -> list[Candidate]:
         out.append(_swz(128, 128, bk, 64, 64, 8, 16, stages, 2))
     out += [_swz(128, 128, 8, 64, 64, 8, 16, 3, 2, swizzle=0),
             _swz(128, 128, 16, 64, 64, 8, 16, 2, 2, swizzle=0),
+            _swz(128, 128, 8, 64, 64, 8, 16, 3, 2, swizzle=0, pad=0),
+            _swz(128, 128, 16, 64, 64, 8, 16, 2, 2, swizzle=0, pad=0),
             _swz(128, 128, 8, 64, 64, 8, 16, 3, 2, raster=8),
             _swz(128, 128, 16, 64, 64, 8, 16, 2, 2, raster=8),
             _swz(128, 128, 8, 64, 64, 8, 16, 4, 2, raster=4)]
@@ -108,6 +113,7 @@ def candidates() -> list[Candidate]:
         out.append(_swz(128, 256, bk, 64, 64, 8, 16, stages, 1))
         out.append(_swz(256, 128, bk, 64, 64, 8, 16, stages, 1))
     out += [_swz(128, 256, 8, 64, 64, 8, 16, 3, 1, swizzle=0),
+            _swz(128, 256, 8, 64, 64, 8, 16, 3, 1, swizzle=0, pad=0),
             _swz(128, 256, 8, 64, 64, 8, 16, 3, 1, raster=8),
             _swz(128, 256, 16, 64, 64, 8, 16, 2, 1, raster=8)]
     # eight warps of 64x32 (8x8 per thread) or 32x64 on 128x128: more warps per SM
@@ -120,6 +126,39 @@ def candidates() -> list[Candidate]:
             _swz(64, 128, 8, 32, 64, 4, 16, 4, 4), _swz(128, 64, 16, 64, 32, 8, 8, 3, 3),
             _swz(64, 128, 32, 32, 64, 4, 16, 2, 3)]
     return out
+
+
+def _ahead(bm: int, bn: int, bk: int, wm: int, wn: int, wniter: int, tm: int, tn: int,
+           minb: int, ahead: int = 1) -> Candidate:
+    """Step 8: step 5 with the operands loaded a step ahead (``ahead=0``: step 5's order)."""
+    name = f"{'ahead' if ahead else 'inorder'}_{bm}x{bn}x{bk}_w{wm}x{wn}_n{wniter}_t{tm}x{tn}"
+    return Candidate(name + f"_b{minb}", "ahead", {
+        "BM": bm, "BN": bn, "BK": bk, "WM": wm, "WN": wn, "WNITER": wniter, "TM": tm,
+        "TN": tn, "MINB": minb, "AHEAD": ahead})
+
+
+def candidates2() -> list[Candidate]:
+    """The second sweep: step 8 around the best shapes of the first, each with its twin
+    in step 5's order, and step 7 around its best shape (128x64, three blocks per SM)."""
+    first = {c.name: c for c in candidates()}
+    out = [first[BASELINE], first["dbuf_256x128x8"],
+           first["swz_128x64x16_w64x32_t8x8_s3_b3"]]
+    for shape in ((128, 256, 16, 64, 64, 4, 4, 4, 1), (128, 256, 8, 64, 64, 4, 4, 4, 1),
+                  (256, 128, 8, 64, 64, 4, 8, 4, 1), (256, 128, 16, 64, 64, 4, 4, 4, 1),
+                  (128, 128, 8, 64, 64, 4, 4, 4, 2), (128, 128, 16, 64, 64, 4, 4, 4, 2),
+                  (128, 64, 16, 64, 32, 2, 4, 4, 3), (128, 64, 8, 64, 32, 2, 4, 4, 3),
+                  (64, 128, 16, 32, 64, 2, 4, 4, 3)):
+        out.append(_ahead(*shape))
+        if shape[:3] != (128, 128, 16):  # in step 5's order it spills (16 bytes)
+            out.append(_ahead(*shape, ahead=0))
+    out.append(_ahead(128, 256, 16, 64, 64, 4, 8, 4, 1))
+    for bk, stages, minb in ((16, 2, 3), (16, 4, 3), (8, 3, 3), (8, 4, 3), (8, 6, 3),
+                             (32, 2, 2)):
+        out.append(_swz(128, 64, bk, 64, 32, 8, 8, stages, minb))
+    out += [_swz(128, 64, 16, 64, 32, 8, 8, 3, 3, swizzle=0, pad=0),
+            _swz(128, 64, 16, 64, 32, 8, 8, 3, 3, raster=8),
+            _swz(128, 64, 16, 32, 64, 4, 16, 3, 3), _swz(128, 64, 8, 32, 64, 4, 16, 4, 4)]
+    return list({c.name: c for c in out}.values())
 
 
 # ---------------------------------------------------------------- compiling
@@ -137,9 +176,8 @@ def _nvcc_report(c: Candidate, arch: str) -> dict[str, Any]:
 H100 = {"max_threads_per_sm": 2048, "regs_per_sm": 65536, "shared_per_sm_bytes": 233472}
 
 
-def ptxas_main(jobs: int) -> int:
+def ptxas_main(cands: list[Candidate], jobs: int) -> int:
     """Compile every candidate for sm_90 without a GPU; 1 if one fails or spills."""
-    cands = candidates()
     t0 = time.time()
     with ThreadPoolExecutor(jobs) as pool:
         reps = list(pool.map(lambda c: _nvcc_report(c, "sm_90"), cands))
@@ -240,7 +278,7 @@ def _child(names: list[str], n: int) -> None:
     from tilelab.experiments.cublas import Cublas
 
     rt = get_runtime("gpu")
-    by = {c.name: c for c in candidates()}
+    by = {c.name: c for c in [*candidates(), *candidates2()]}
     inputs = MATMUL.make_inputs((n, n, n), np.random.default_rng(0))
     a, b = rt.to_device(inputs["A"]), rt.to_device(inputs["B"])
     c = rt.mem_alloc(n * n * 4)
@@ -304,7 +342,8 @@ def _ncu(names: list[str], n: int) -> list[dict[str, Any]] | str:
     return "ncu failed:\n" + text[-3000:]
 
 
-def gpu_main(out: Path, sizes: list[int], repeat: int, jobs: int, ncu_top: int) -> int:
+def gpu_main(cands: list[Candidate], out: Path, sizes: list[int], repeat: int, jobs: int,
+             ncu_top: int) -> int:
     import pycuda.driver as cuda
 
     from tilelab.device.runtime import get_runtime
@@ -321,7 +360,6 @@ def gpu_main(out: Path, sizes: list[int], repeat: int, jobs: int, ncu_top: int) 
               "shared_per_sm_bytes": a.get("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", 233472)}
     peak = road.fp32_peak_tflops(dev.get_attribute(attr.MULTIPROCESSOR_COUNT),
                                  dev.get_attribute(attr.CLOCK_RATE), cc)
-    cands = candidates()
     t0 = time.time()
     cubins = _compile_all(cands, arch, jobs)
     print(f"compiled {len(cands)} candidates in {time.time() - t0:.0f} s", flush=True)
@@ -384,7 +422,11 @@ def gpu_main(out: Path, sizes: list[int], repeat: int, jobs: int, ncu_top: int) 
               + f" {max(errs):8.1e}  {r['status'][:60]}")
     profile: list[dict[str, Any]] | str = "not asked"
     if ncu_top:
-        names = list(dict.fromkeys([*ranked[:ncu_top], BASELINE, "cublas"]))
+        # and the best's twin with the plain layout of A, if it was timed (bank conflicts)
+        best = {c.name: c for c in cands}[ranked[0]].defines
+        plain = [c.name for c in cands if c.name in fns and c.defines
+                 == {**best, "SWIZZLE": 0, "PAD": 0}]
+        names = list(dict.fromkeys([*ranked[:ncu_top], *plain, BASELINE, "cublas"]))
         try:
             profile = _ncu(names, top_n)
         except Exception as exc:  # the table is printed already
@@ -418,16 +460,19 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--ncu", type=int, default=0, metavar="K",
                     help="profile the best K, the baseline and cuBLAS under ncu")
+    ap.add_argument("--set", type=int, choices=(1, 2), default=1,
+                    help="1: the first sweep; 2: the second, around the first's best")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=4096, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         _child(a.child.split(","), a.n)
         return 0
+    cands = candidates() if a.set == 1 else candidates2()
     if a.ptxas:
-        return ptxas_main(a.jobs)
+        return ptxas_main(cands, a.jobs)
     if a.gpu:
-        return gpu_main(a.out, a.sizes, a.repeat, a.jobs, a.ncu)
+        return gpu_main(cands, a.out, a.sizes, a.repeat, a.jobs, a.ncu)
     ap.error("say --ptxas (no GPU) or --gpu")
     return 2
 

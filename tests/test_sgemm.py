@@ -109,8 +109,9 @@ def test_every_step_is_right_on_the_gpu(key, rng):
         assert result.ok, f"{key} {shape}: {result.message}"
 
 
-def test_the_emulator_reads_the_portable_branch_of_step_6_on_the_same_lines():
-    ref = sgemm.kernel_refs()["async"]
+@pytest.mark.parametrize("key", ["async", "swizzle"])
+def test_the_emulator_reads_the_portable_branch_of_steps_6_and_7_on_the_same_lines(key):
+    ref = sgemm.kernel_refs()[key]
     gpu, emu_src = ref.source().split("\n"), sgemm.emulator_source(ref).split("\n")
     assert len(gpu) == len(emu_src)
     assert any("cp.async" in line for line in gpu)
@@ -136,3 +137,17 @@ def test_every_ablation_changes_one_thing_of_one_kernel():
         assert ra.launch.block == rb.launch.block, name
         ta, tb = sgemm.traffic(without), sgemm.traffic(with_)
         assert ta.shared_operands_per_fma == tb.shared_operands_per_fma, name
+
+
+def test_the_counters_experiment_names_each_launch_s_kernel():
+    """cuBLAS's row of counters.json says which kernel the library chose, from ncu's CSV."""
+    from tilelab.experiments import counters
+
+    head = ('"ID","Process ID","Kernel Name","Section Name","Metric Name","Metric Unit",'
+            '"Metric Value"\n')
+    rows = [f'"{i}","7","{name}","s","{m}","","{v}"\n' for i, name in
+            enumerate(["matmul_ahead", "sm80_xmma_gemm_tilesize256x128x8"])
+            for m, v in (("sm__cycles_elapsed.max", "6,084,000"), ("smsp__inst_executed.sum", "9"))]
+    text = "==PROF== Connected\n" + head + "".join(rows)
+    assert counters.kernel_names(text) == ["matmul_ahead", "sm80_xmma_gemm_tilesize256x128x8"]
+    assert [r["sm__cycles_elapsed_max"] for r in counters.parse(text)] == [6084000.0] * 2

@@ -9,6 +9,8 @@ this file is its check. Clocks are left alone (``--clock-control none``).
 
 from __future__ import annotations
 
+import csv
+import io
 import shutil
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from tilelab.catalog.reference import KERNELS, KernelRef
 from tilelab.device.bench import prepared_launch
 from tilelab.device.runtime import get_runtime
 from tilelab.experiments import road
+from tilelab.experiments.cublas import Cublas
 from tilelab.experiments.datafile import write
 from tilelab.grading.counters import parse as ncu_csv
 
@@ -43,6 +46,17 @@ METRICS = (
     "lts__t_sectors.sum",
     "dram__bytes_read.sum",
     "dram__bytes_write.sum",
+    "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    "smsp__warps_active.avg.per_cycle_active",
+)
+#: Why a warp did not issue, in cycles per issued instruction of its scheduler (ncu's
+#: warp-state sampling; "selected" is the issuing cycle itself). Chapter 6 compares the
+#: road's last steps with cuBLAS by these.
+STALLS = tuple(
+    f"smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio"
+    for s in ("selected", "not_selected", "dispatch_stall", "wait", "short_scoreboard",
+              "long_scoreboard", "barrier", "no_instruction", "mio_throttle",
+              "math_pipe_throttle", "branch_resolving")
 )
 # (kernel key, size): matmul at N=1024, the transpose family at N=2048, the steps of the
 # road to cuBLAS (tilelab.experiments.road) at N=4096, the size its chapter quotes
@@ -53,6 +67,8 @@ CASES = (
     ("transpose_padded", 2048),
     ("regblock_1d", 4096), ("regblock", 4096), ("vec4", 4096), ("warptile", 4096),
     ("dbuf", 4096), ("dbuf_128x256x16_w64x64", 4096), ("async", 4096),
+    ("swizzle", 4096), ("swizzle_plain", 4096), ("ahead", 4096), ("ahead_inorder", 4096),
+    ("cublas", 4096),
 )
 
 
@@ -67,6 +83,15 @@ def child(cases: tuple[tuple[str, int], ...] = CASES) -> None:
     rng = np.random.default_rng(0)
     keep: list = []
     for key, n in cases:
+        if key == "cublas":  # the library's own kernel(s), on the same kind of inputs
+            inputs = MATMUL.make_inputs((n, n, n), rng)
+            a, b = rt.to_device(inputs["A"]), rt.to_device(inputs["B"])
+            c = rt.mem_alloc(n * n * 4)
+            blas = Cublas()
+            blas.sgemm(a, b, c, n, n, n)
+            rt.synchronize()
+            blas.close()
+            continue
         k = kernel(key)
         shape = (n, n, n) if k.problem is MATMUL else (n, n)
         fn = rt.SourceModule(k.source()).get_function(k.name)
@@ -94,29 +119,46 @@ def parse(text: str) -> list[dict[str, float]]:
     return [{column(m): v for m, v in launch.items()} for launch in ncu_csv(text)]
 
 
+def kernel_names(text: str) -> list[str]:
+    """The name of the kernel of each launch in ncu's ``--csv`` details, in launch order
+    (cuBLAS's name says which of its kernels it chose: tile, stages, warps)."""
+    start = text.find('"ID"')
+    names: dict[int, str] = {}
+    for row in csv.DictReader(io.StringIO(text[start:] if start >= 0 else "")):
+        try:
+            names.setdefault(int(row["ID"]), row.get("Kernel Name") or "")
+        except (KeyError, ValueError, TypeError):
+            continue
+    return [names[i] for i in sorted(names)]
+
+
 def run(rt, out: Path) -> Path:
     """Profile every case under ncu and write ``counters.json``."""
     ncu = shutil.which("ncu")
     if ncu is None:
         raise RuntimeError("the counters experiment needs Nsight Compute's ncu on PATH")
-    metrics = available(ncu, METRICS) or list(METRICS)
+    metrics = (available(ncu, METRICS) or list(METRICS)) + list(STALLS)
     p = subprocess.run(
         [ncu, "--clock-control", "none", "--csv", "--print-units", "base",
          "--metrics", ",".join(metrics), sys.executable, "-m", "tilelab.experiments.counters"],
         capture_output=True, text=True, timeout=840,
     )
     launches = parse(p.stdout)
+    names = kernel_names(p.stdout)
     if len(launches) != len(CASES):
         raise RuntimeError(f"ncu profiled {len(launches)} launches, expected {len(CASES)}:\n"
                            + (p.stdout + p.stderr)[-3000:])
-    rows = [{"kernel": key, "n": n, **vals} for (key, n), vals in zip(CASES, launches, strict=True)]
+    rows = [{"kernel": key, "n": n, "ncu_kernel": name, **vals}
+            for (key, n), vals, name in zip(CASES, launches, names, strict=True)]
     return write(
         out, "counters", "Hardware counters of each kernel (Nsight Compute)",
         "One launch of each kernel (matmul at N=1024, transposes at N=2048, the steps of "
-        "the road to cuBLAS at N=4096) under ncu; "
+        "the road to cuBLAS and cuBLAS's SGEMM at N=4096) under ncu; "
+        "the smsp__average_warps_issue_stalled_* columns are cycles a warp spent in that "
+        "state per instruction its scheduler issued; "
         "counts summed over the whole GPU; sm__cycles_elapsed.avg.per_second is the SM clock "
         "during the launch.",
-        {"kernel": "", "n": "", **{column(m): "" for m in metrics}},
+        {"kernel": "", "n": "", "ncu_kernel": "", **{column(m): "" for m in metrics}},
         rows,
         method="ncu --clock-control none --csv --print-units base --metrics ...; one "
         "launch per kernel, each replayed by ncu as often as its metrics need",

@@ -28,7 +28,7 @@ BANK_KERNELS = (
 )
 #: The steps of the road to cuBLAS whose shared accesses chapter 6 shows, and the shape
 #: they run at: every block's tiles inside the matrices (the path the GPU times at N=4096).
-ROAD_KERNELS = ("vec4", "warptile", "dbuf", "async")
+ROAD_KERNELS = ("vec4", "warptile", "dbuf", "async", "swizzle", "swizzle_plain", "ahead")
 ROAD_SHAPE = (256, 256, 64)
 #: The kernels whose global traffic (sectors per request, loads per multiply-add) it keeps.
 TRAFFIC_KERNELS = ("naive", "naive_xrow", "tiled16", "tiled32", "tiled32_padded", "tiled32_at",

@@ -272,6 +272,34 @@ def _wide_tile_counts(key: str, d: dict[str, int], nt: int) -> tuple[float, floa
     return wf, instr, ffma
 
 
+def _swizzle_tile_counts(key: str, d: dict[str, int], nt: int) -> tuple[float, float, float]:
+    """Step 7 (16-byte copies of both tiles, A's rows kept and swizzled or padded):
+    wavefronts, issue slots and FFMAs of one warp for one tile along K."""
+    bm, bn, bk, tm, tn = d["BM"], d["BN"], d["BK"], d["TM"], d["TN"]
+    kc, lcols = bk // 4, d["WN"] // tn
+    row = bk + d.get("PAD", 0)
+    rpl = 1 if kc >= 8 else 8 // kc
+
+    def a_at(m: int, c: int) -> int:  # the kernel's a_at: floats from the stage's start
+        return m * row + 4 * (c ^ ((m // rpl) % kc) if d.get("SWIZZLE", 1) else c)
+
+    lanes = range(32)
+    la, lb = bm * kc // nt, bk * bn // 4 // nt  # 16-byte copies per thread
+    a_rc = [(e // kc, e % kc) for e in lanes]
+    b_rc = [(e // (bn // 4), (e % (bn // 4)) * 4) for e in lanes]
+    wf = la * (lines([4 * (r * 4096 + 4 * c) for r, c in a_rc])
+               + wide_passes([a_at(r, c) for r, c in a_rc]))
+    wf += lb * (lines([4 * (r * 4096 + c) for r, c in b_rc])
+                + wide_passes([r * bn + c for r, c in b_rc]))
+    # per four steps along k: TM loads of A (four k each), 4 x TN / 4 loads of B
+    a_words = [a_at(lane // lcols, 0) for lane in lanes]
+    b_words = [4 * (lane % lcols) for lane in lanes]
+    wf += kc * (tm * wide_passes(a_words) + tn * wide_passes(b_words))
+    ffma = bk * tm * tn
+    instr = (la + lb) + kc * (tm + tn) + ffma + 1  # copies, shared loads, FFMAs, a barrier
+    return wf, instr, ffma
+
+
 def road_counts(key: str, n: int) -> Counts:
     """A step or configuration of the road to cuBLAS (chapter 6) at N x N x N: per tile
     along K, each warp's tile copies (global lines, shared passes), its shared loads and
@@ -279,7 +307,8 @@ def road_counts(key: str, n: int) -> Counts:
     ref = road.kernel_refs()[key]
     d = _defines(key)
     nt = int(math.prod(ref.launch.block))
-    counts = _scalar_tile_counts if key.startswith("regblock") else _wide_tile_counts
+    counts = (_scalar_tile_counts if key.startswith("regblock") else
+              _swizzle_tile_counts if key.startswith("swizzle") else _wide_tile_counts)
     wf, instr, ffma = counts(key, d, nt)
     blocks = math.ceil(n / d["BM"]) * math.ceil(n / d["BN"])
     warp_tiles = blocks * (nt // 32) * math.ceil(n / d["BK"])

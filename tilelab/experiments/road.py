@@ -41,10 +41,39 @@ ASYNC = KernelRef(
      ("TM", "4"), ("TN", "4"), ("STAGES", "4"), ("MINB", "1")),
 )
 
+# Step 7, A's tile copied by rows and swizzled: the road's too.
+SWIZZLE = KernelRef(
+    "swizzle",
+    "sgemm_07_swizzle.cu",
+    "matmul_swizzle",
+    MATMUL,
+    Launch(block=(128, 1, 1), grid_dims=("N", "M"), tile=(128, 128)),
+    "16-byte cp.async of both tiles, A swizzled, 3 stages, 128x128x8, warp 64x64, "
+    "8x16 per thread",
+    (("BM", "128"), ("BN", "128"), ("BK", "8"), ("WM", "64"), ("WN", "64"), ("TM", "8"),
+     ("TN", "16"), ("STAGES", "3"), ("SWIZZLE", "1"), ("PAD", "0"), ("RASTER", "0"),
+     ("MINB", "2")),
+)
+
+# Step 8, step 5 with the operands loaded a step ahead: the road's too.
+AHEAD = KernelRef(
+    "ahead",
+    "sgemm_08_ahead.cu",
+    "matmul_ahead",
+    MATMUL,
+    Launch(block=(256, 1, 1), grid_dims=("N", "M"), tile=(256, 128)),
+    "operands loaded a step ahead, across the barrier, 128x256x16, warp 64x64, "
+    "2x4 sub-tiles of 4x4 per thread",
+    (("BM", "128"), ("BN", "256"), ("BK", "16"), ("WM", "64"), ("WN", "64"), ("WNITER", "4"),
+     ("TM", "4"), ("TN", "4"), ("MINB", "1"), ("AHEAD", "1")),
+)
+
 # The ladder in teaching order: where the course stopped, then each step of the chapter.
-LADDER = ("naive", "tiled32", "regblock_1d", "regblock", "vec4", "warptile", "dbuf", "async")
+LADDER = ("naive", "tiled32", "regblock_1d", "regblock", "vec4", "warptile", "dbuf", "async",
+          "swizzle", "ahead")
 STEP = {k: i for i, k in enumerate(LADDER)}
-STEPS: dict[str, KernelRef] = {**{k: KERNELS[k] for k in LADDER if k in KERNELS}, "async": ASYNC}
+STEPS: dict[str, KernelRef] = {**{k: KERNELS[k] for k in LADDER if k in KERNELS},
+                               "async": ASYNC, "swizzle": SWIZZLE, "ahead": AHEAD}
 
 # Configurations of a step (template-free: #defines set in the file). A name starts with
 # its step's key; what it does not set keeps the step's defaults. Two kinds: tuned shapes
@@ -100,6 +129,15 @@ CONFIGS: dict[str, dict[str, int]] = {
                             "TM": 4, "TN": 4, "STAGES": 3, "MINB": 2},
     "async_128x128x8_s4": {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "WNITER": 4,
                            "TM": 4, "TN": 4, "STAGES": 4, "MINB": 2},
+    "async_128x128x8_s3": {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "WNITER": 4,
+                           "TM": 4, "TN": 4, "STAGES": 3, "MINB": 2},
+    # step 7: A's layout in shared memory (ablations), and shapes
+    "swizzle_plain": {"SWIZZLE": 0},
+    "swizzle_pad": {"SWIZZLE": 0, "PAD": 4},
+    "swizzle_128x256x8_s3": {"BN": 256, "MINB": 1},
+    "swizzle_128x128x16_s2": {"BK": 16, "STAGES": 2},
+    # step 8: the same kernel in step 5's order (the ablation)
+    "ahead_inorder": {"AHEAD": 0},
 }
 
 # What one change does, each measured as a pair (without, with) that differ in it only.
@@ -125,6 +163,12 @@ ABLATIONS: tuple[tuple[str, str, str, str], ...] = (
      "async_128x128x16_s3"),
     ("async_bk16", "cp.async instead of registers, 2 stages, 128x256x16",
      "dbuf_128x256x16_w64x64", "async_128x256x16_s2"),
+    ("a_rows", "A copied by 16-byte rows and swizzled instead of 4-byte transposing copies, "
+     "128x128x8, 3 stages", "async_128x128x8_s3", "swizzle"),
+    ("swizzle", "swizzled rows of A instead of plain ones", "swizzle_plain", "swizzle"),
+    ("pad", "rows of A padded by 4 floats instead of plain", "swizzle_plain", "swizzle_pad"),
+    ("ahead", "operands loaded a step ahead, across the barrier, 128x256x16",
+     "ahead_inorder", "ahead"),
 )
 
 # H100 (compute capability 9.0) limits that device.json does not record: CUDA C
@@ -227,10 +271,10 @@ def traffic(key: str) -> Traffic:
     if key == "regblock_1d":  # TM values of A and one of B per k, scalar loads
         tm = d["TM"]
         return Traffic(glob, (tm + 1) / tm, tm / (tm + 1))
-    if "WM" in d:  # warp tiling: WMITER x WNITER sub-tiles of TM x TN per thread
+    if "WNITER" in d:  # warp tiling: WMITER x WNITER sub-tiles of TM x TN per thread
         wmiter = d["WM"] * d["WN"] // (32 * d["TM"] * d["TN"] * d["WNITER"])
         tm, tn = wmiter * d["TM"], d["WNITER"] * d["TN"]
-    else:
+    else:  # one TM x TN micro-tile per thread (step 7: its rows and columns spread)
         tm, tn = d["TM"], d["TN"]
     width = 1 if key == "regblock" else 4  # float4 shared loads from step 3 on
     return Traffic(glob, (tm + tn) / (tm * tn), tm * tn / ((tm + tn) / width))

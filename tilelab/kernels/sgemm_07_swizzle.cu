@@ -13,8 +13,9 @@
 // sit in the same 16-byte slot of the banks. The swizzle stores chunk c of row m at
 // chunk c ^ ((m / R) % (BK / 4)), R being the rows per 128 bytes: consecutive rows then
 // use distinct slots, and a load of LROWS <= 8 rows is conflict-free. SWIZZLE=0 pads
-// each row by four floats instead (one more 16-byte slot per row: the same effect,
-// 1/4 to 1/2 more shared memory for A).
+// each row by PAD = 4 floats instead (one more 16-byte slot per row: the same effect,
+// 1/4 to 1/2 more shared memory for A); SWIZZLE=0 with PAD=0 is the plain layout, with
+// its conflicts.
 // Lanes. A warp's 32 lanes are LROWS x LCOLS; a thread computes TM rows, LROWS apart,
 // and TN columns, four consecutive ones every 4 * LCOLS. So one load of B serves
 // LCOLS consecutive 16-byte chunks (conflict-free), one load of A LROWS rows.
@@ -49,7 +50,10 @@
 #define STAGES 3  // tiles in shared memory: the one computed on, STAGES - 1 in flight
 #endif
 #ifndef SWIZZLE
-#define SWIZZLE 1  // 1: A's chunks swizzled; 0: A's rows padded by four floats
+#define SWIZZLE 1  // 1: A's chunks swizzled; 0: A's rows padded by PAD floats
+#endif
+#ifndef PAD
+#define PAD (SWIZZLE ? 0 : 4)  // floats after each row of A's tile
 #endif
 #ifndef RASTER
 #define RASTER 0  // > 0: blocks launched in groups of RASTER block rows
@@ -69,19 +73,18 @@
 #define LCOLS (WN / TN)                  // lanes along N
 #define KC (BK / 4)                      // 16-byte chunks in a row of A's tile
 #define RPL (KC >= 8 ? 1 : 8 / KC)       // rows of A's tile per 128 bytes
-#if SWIZZLE
-#define AS_ROW BK  // floats from one row of As to the next
-#else
-#define AS_ROW (BK + 4)
-#endif
+#define AS_ROW (BK + PAD)  // floats from one row of As to the next
 #if LROWS * LCOLS != 32 || WM % TM != 0 || WN % TN != 0 || TN % 4 != 0 || BK % 4 != 0
 #error "a warp's 32 lanes must tile its WM x WN outputs in TM x TN pieces, TN by fours"
 #endif
 #if BM % WM != 0 || BN % WN != 0 || (BM * BK / 4) % NT != 0 || (BK * BN / 4) % NT != 0
 #error "the tiles must split evenly into warps and into 16-byte copies over the threads"
 #endif
-#if SWIZZLE && (KC & (KC - 1)) != 0
-#error "the swizzle needs BK / 4 to be a power of two"
+#if SWIZZLE && ((KC & (KC - 1)) != 0 || PAD != 0)
+#error "the swizzle needs BK / 4 to be a power of two, and no padding"
+#endif
+#if PAD % 4 != 0
+#error "a padded row must keep its 16-byte chunks aligned"
 #endif
 #if STAGES < 2 || STAGES * (BM * AS_ROW + BK * BN) * 4 > 49152
 #error "STAGES tiles must fit the 48 KiB of static shared memory"
