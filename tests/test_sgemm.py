@@ -151,3 +151,44 @@ def test_the_counters_experiment_names_each_launch_s_kernel():
     text = "==PROF== Connected\n" + head + "".join(rows)
     assert counters.kernel_names(text) == ["matmul_ahead", "sm80_xmma_gemm_tilesize256x128x8"]
     assert [r["sm__cycles_elapsed_max"] for r in counters.parse(text)] == [6084000.0] * 2
+
+
+def test_step_8_hands_its_copies_over_with_one_barrier_per_tile(rng):
+    """Loading the next tile's first operands right after the tile's barrier is race-free
+    on the emulator; without that barrier the same kernel races (the check sees it)."""
+    from tilelab import emu
+
+    ref = sgemm.kernel_refs()["ahead_256x128x8"]
+    shape = (256, 128, 24)  # three tiles along K: both copies refilled
+    barrier = "__syncthreads();  // copy p ^ 1 is complete, and nobody reads copy p any more"
+    src = ref.source()
+    assert src.count(barrier) == 2  # one in step 8's order, one in step 5's
+    races = []
+    for text in (src, src.replace(barrier, ";", 1)):
+        fn = emu.SourceModule(text, analysis=True).get_function(ref.name)
+        launch(get_runtime("emu"), fn, MATMUL, ref.launch, shape, MATMUL.make_inputs(shape, rng))
+        races.append(len(fn.last_report.analysis.races))
+    assert races[0] == 0
+    assert races[1] > 0
+
+
+@pytest.mark.parametrize(("swizzle", "degree"), [(1, 1.0), (0, 2.0)])
+def test_step_7_s_swizzle_spreads_rows_of_128_bytes_over_the_banks(rng, swizzle, degree):
+    """With BK = 32 a row of A's tile is 128 bytes: the two rows a quarter-warp reads sit
+    in the same banks unless swizzled (the emulator's degree of the loads of As)."""
+    from dataclasses import replace
+
+    from tilelab import emu
+
+    base = sgemm.kernel_refs()["swizzle"]
+    d = {**dict(base.defines), "BM": "64", "BN": "128", "BK": "32", "WM": "32", "WN": "64",
+         "TM": "4", "TN": "16", "SWIZZLE": str(swizzle), "PAD": "0"}
+    ref = replace(base, launch=replace(base.launch, tile=(128, 64)), defines=tuple(d.items()))
+    fn = emu.SourceModule(sgemm.emulator_source(ref), analysis=True).get_function(ref.name)
+    shape = (64, 128, 64)
+    inputs = MATMUL.make_inputs(shape, rng)
+    got = launch(get_runtime("emu"), fn, MATMUL, ref.launch, shape, inputs)
+    np.testing.assert_allclose(got, MATMUL.reference(inputs), rtol=1e-4, atol=1e-4)
+    reads = [b for b in fn.last_report.analysis.bank_lines
+             if b.array == "As" and b.kind == "read"]
+    assert reads and max(b.avg_degree for b in reads) == degree

@@ -29,25 +29,25 @@
 #define BM 128
 #endif
 #ifndef BN
-#define BN 128
+#define BN 64
 #endif
 #ifndef BK
-#define BK 8
+#define BK 16
 #endif
 #ifndef WM
 #define WM 64
 #endif
 #ifndef WN
-#define WN 64
+#define WN 32
 #endif
 #ifndef TM
 #define TM 8  // rows of C per thread, LROWS apart
 #endif
 #ifndef TN
-#define TN 16  // columns of C per thread, in runs of four
+#define TN 8  // columns of C per thread, in runs of four
 #endif
 #ifndef STAGES
-#define STAGES 3  // tiles in shared memory: the one computed on, STAGES - 1 in flight
+#define STAGES 2  // tiles in shared memory: the one computed on, STAGES - 1 in flight
 #endif
 #ifndef SWIZZLE
 #define SWIZZLE 1  // 1: A's chunks swizzled; 0: A's rows padded by PAD floats
@@ -59,7 +59,7 @@
 #define RASTER 0  // > 0: blocks launched in groups of RASTER block rows
 #endif
 #ifndef MINB
-#define MINB 2  // blocks per SM the compiler must leave registers for
+#define MINB 3  // blocks per SM the compiler must leave registers for
 #endif
 #ifndef ASYNC  // 1: cp.async (sm_80 and later); 0: plain loads and stores
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

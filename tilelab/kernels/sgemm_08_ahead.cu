@@ -16,7 +16,7 @@
 #define BM 128
 #endif
 #ifndef BN
-#define BN 128
+#define BN 256
 #endif
 #ifndef BK
 #define BK 16
@@ -25,10 +25,10 @@
 #define WM 64
 #endif
 #ifndef WN
-#define WN 32
+#define WN 64
 #endif
 #ifndef WNITER
-#define WNITER 2
+#define WNITER 4
 #endif
 #ifndef TM
 #define TM 4
@@ -40,7 +40,7 @@
 #define AHEAD 1  // 1: operands loaded a step ahead, across the barrier; 0: as in step 5
 #endif
 #ifndef MINB
-#define MINB 2  // blocks per SM the compiler must leave registers for
+#define MINB 1  // blocks per SM the compiler must leave registers for
 #endif
 #define NT ((BM / WM) * (BN / WN) * 32)               // threads per block
 #define WMITER ((WM * WN) / (32 * TM * TN * WNITER))  // sub-tiles along M per thread
