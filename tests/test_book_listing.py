@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from test_book_sphinx import EXAMPLES, build
@@ -56,3 +57,14 @@ def test_an_ablation_without_its_pair_in_the_data_reads_not_measured_yet(tmp_pat
     interior = html[html.index("unchecked interior loads, 128x128x16<"):][:600]
     assert "not measured yet" not in interior and "×" in interior
     assert 'class="hll"' in html and "copy16(" in html  # step 6's loop, changes marked
+
+
+def test_no_fence_of_the_book_has_a_backtick_in_its_info_string():
+    """CommonMark: a backtick fence whose info string holds a backtick is no fence at all,
+    so a directive titled with `code` renders, with everything after it, as plain text
+    (it hid chapter 6's steps 4 to 8 and the no-GPU page's backend table once)."""
+    root = Path(__file__).resolve().parents[1]
+    bad = [f"{p.relative_to(root)}:{i}" for p in sorted((root / "book").rglob("*.md"))
+           for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+           if (m := line.lstrip()).startswith("```") and "`" in m.lstrip("`")]
+    assert not bad, f"a fence's title holds a backtick (use plain text or a ~~~ fence): {bad}"
