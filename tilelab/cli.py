@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from tilelab import settings
@@ -319,13 +321,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
+    # told to stop (a terminal closed, a job killed), the command unwinds: its sandboxes
+    # are killed and its temporary folders removed on the way out
+    before = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGHUP)
+              if threading.current_thread() is threading.main_thread()
+              and signal.getsignal(s) == signal.SIG_DFL}
     try:
         return a.func(a)
     except (gates.GatesError, settings.SettingsError) as exc:
         print(f"tilelab {a.cmd}: {exc}", file=sys.stderr)
         return 2
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 if __name__ == "__main__":
