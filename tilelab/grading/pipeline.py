@@ -19,6 +19,8 @@ source reaches it.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,10 +63,31 @@ class Run:
     launched: bool = True  # False once a launch failed (the kernel did not run to its end)
     report: Any = None  # the emulator's analysis, once run (for a diagnosis or the gates)
     sanitizing: Any = None  # the sanitizer's tools while they run (see `sanitizer`)
+    analysis_build: Background | None = None  # the emulator's analysis build, under way
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
 
 
 Step = Callable[[Run, Verdict], bool]
+
+
+class Background:
+    """A call run on a thread of its own (a daemon: a grading process never waits for it
+    to exit); :meth:`result` waits for it, None where it raised."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self._value: Any = None
+        self._thread = threading.Thread(target=self._run, args=(call,), daemon=True)
+        self._thread.start()
+
+    def _run(self, call: Callable[[], Any]) -> None:
+        try:
+            self._value = call()
+        except BaseException:  # the caller builds it again, and sees why
+            self._value = None
+
+    def result(self) -> Any:
+        self._thread.join()
+        return self._value
 
 
 def compile_errors(rt: Runtime) -> tuple[type[BaseException], ...]:
@@ -118,6 +141,11 @@ def validate(run: Run, v: Verdict) -> bool:
 
 
 def compile_candidate(run: Run, v: Verdict) -> bool:
+    """The candidate's build; on the emulator its analysis build is compiled meanwhile on
+    another thread (two g++ at once), for the analysis step."""
+    if run.rt.name == "emu":
+        rt, text = run.rt, run.text
+        run.analysis_build = Background(lambda: rt.SourceModule(text, analysis=True))
     run.fn = compile_kernel(run.rt, run.text, run.ex.kernel, v)
     return run.fn is not None
 
@@ -241,7 +269,7 @@ def analysis(run: Run, v: Verdict) -> bool:
 def _analyse(run: Run, v: Verdict) -> Any | None:
     """The analysis report of one launch (kept in the verdict), or None when there is none."""
     ex, rt = run.ex, run.rt
-    fn = compile_kernel(rt, run.text, ex.kernel, Verdict(ex.id, rt.name), analysis=True)
+    fn = _analysis_function(run)
     if fn is None:
         return None
     shape = ex.problem.analysis_shape
@@ -264,6 +292,17 @@ def _analyse(run: Run, v: Verdict) -> Any | None:
                           f"result: {checked.message}")
         v.correct = False
     return report
+
+
+def _analysis_function(run: Run) -> Any | None:
+    """The analysis build's kernel: the one compiled meanwhile where that succeeded, else
+    compiled here (which says why it cannot be, as the candidate's build does)."""
+    module = run.analysis_build.result() if run.analysis_build is not None else None
+    if module is not None:
+        with contextlib.suppress(Exception):
+            return module.get_function(run.ex.kernel)
+    return compile_kernel(run.rt, run.text, run.ex.kernel, Verdict(run.ex.id, run.rt.name),
+                          analysis=True)
 
 
 def sanitizer(run: Run, v: Verdict) -> bool:
