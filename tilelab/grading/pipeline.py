@@ -37,9 +37,11 @@ from tilelab.grading import counters, gpulock, scoring, traffic
 from tilelab.grading.correctness import (
     ShapeResult,
     check_function,
+    check_shapes,
     compare,
     explain,
     fmt_shape,
+    lanes,
     launch,
 )
 from tilelab.grading.diagnosis import POISON_BITS, diagnose, launch_failure, telling
@@ -64,6 +66,7 @@ class Run:
     report: Any = None  # the emulator's analysis, once run (for a diagnosis or the gates)
     sanitizing: Any = None  # the sanitizer's tools while they run (see `sanitizer`)
     analysis_build: Background | None = None  # the emulator's analysis build, under way
+    parallel: bool = False  # builds and launches on threads (the grading worker's choice)
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
 
 
@@ -143,7 +146,7 @@ def validate(run: Run, v: Verdict) -> bool:
 def compile_candidate(run: Run, v: Verdict) -> bool:
     """The candidate's build; on the emulator its analysis build is compiled meanwhile on
     another thread (two g++ at once), for the analysis step."""
-    if run.rt.name == "emu":
+    if run.rt.name == "emu" and run.parallel:
         rt, text = run.rt, run.text
         run.analysis_build = Background(lambda: rt.SourceModule(text, analysis=True))
     run.fn = compile_kernel(run.rt, run.text, run.ex.kernel, v)
@@ -157,15 +160,19 @@ def correctness(run: Run, v: Verdict) -> bool:
     ex, rt = run.ex, run.rt
     v.correct = True
     results = []
-    for shape in ex.shapes:
-        try:
-            res = check_function(rt, run.fn, ex.problem, ex.launch, shape, run.rng, quick=True)
-        except launch_errors(rt) as exc:
+    checked = check_shapes(rt, run.fn, ex.problem, ex.launch, ex.shapes, run.rng, quick=True,
+                           lanes=lanes() if run.parallel else 1)
+    for shape, res in checked:
+        if isinstance(res, Exception):
+            if not isinstance(res, launch_errors(rt)):
+                raise res
+            exc = res
             why = launch_failure(ex.problem, ex.launch, shape, exc, run.text)
             v.messages.append(f"shape {shape}: the launch failed: {_one_line(exc, 1500)}"
                               + (f" Likely cause: {why}" if why else ""))
             v.shapes.append({"shape": list(shape), "ok": False, "message": str(exc)[:1500]})
             v.correct, run.launched = False, False
+            checked.close()
             return True
         v.shapes.append(res.to_dict())
         results.append(res)
@@ -561,14 +568,18 @@ def evaluate(
     speed: bool = True,
     sanitize: bool = True,
     gate: float | None = None,
+    parallel: bool = False,
 ) -> Verdict:
-    """Grade one kernel source for one exercise, in this process."""
+    """Grade one kernel source for one exercise, in this process. ``parallel``: on the
+    emulator, the analysis build compiles while the candidate's does and two launches run
+    at once; only where numpy's BLAS runs on one thread (see
+    :func:`~tilelab.grading.correctness.check_shapes`)."""
     ex = exercises.get(exercise_id)
     if gate is not None:
         ex = ex.with_gate(gate, f"gate set by the instructor to {gate:g}x")
     rt = get_runtime(backend_name)
     v = Verdict.for_exercise(ex, rt.name, rt.device_name if rt.name == "gpu" else None)
-    run = Run(ex, rt, source, speed=speed, sanitize=sanitize)
+    run = Run(ex, rt, source, speed=speed, sanitize=sanitize, parallel=parallel)
     try:
         for step in STEPS:
             t0 = time.perf_counter()

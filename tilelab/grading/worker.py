@@ -16,6 +16,10 @@ import resource
 import sys
 import traceback
 
+# one BLAS thread (before numpy loads): this process's emulated launches fork on threads
+# of their own, and OpenBLAS's thread pool does not survive a fork made while it works
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
 from tilelab.grading import gpulock
 from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT
 
@@ -93,7 +97,7 @@ def grade(a: argparse.Namespace) -> dict:
             # to this process's end (alone while the speed step times)
             lock.hold_shared()
         verdict = evaluate(a.exercise, source, a.backend, speed=not a.no_speed,
-                           sanitize=not a.no_sanitize, gate=a.gate)
+                           sanitize=not a.no_sanitize, gate=a.gate, parallel=True)
     except Exception as exc:  # never crash silently
         verdict = Verdict(exercise=a.exercise, backend=a.backend or "?",
                           error=f"{type(exc).__name__}: {exc}")
