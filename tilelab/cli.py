@@ -59,12 +59,13 @@ def counters_ready(prog: str, backend_name: str | None, speed: bool,
     """Before grading on a GPU: whether the GPU's counters, which grade the lessons, can be
     read (or the instructor grades lessons as not measured); says what to do otherwise."""
     from tilelab.device import backend
-    from tilelab.grading import counters
 
     if lesson_without_counters:
         os.environ[settings.LESSON_WITHOUT_COUNTERS.name] = "1"
     if not speed or (backend_name or backend.active()) != "gpu":
         return True
+    from tilelab.grading import counters  # (numpy: only where a GPU grades)
+
     try:
         counters.preflight()
     except counters.CountersUnavailable as exc:
