@@ -75,7 +75,7 @@ for exercise_id in ids:
             notebook.check(exercise_id, src)
         seconds.append(time.perf_counter() - t0)
         if "PASS" not in out.getvalue():
-            raise SystemExit(f"{exercise_id}: the check did not pass:\n{out.getvalue()}")
+            raise SystemExit(f"{exercise_id}: the check did not pass:\\n{out.getvalue()}")
     print(json.dumps([exercise_id, seconds[1:]]), flush=True)
 """
 
