@@ -12,7 +12,12 @@ comes near: a check runs mostly on one core; a sandbox's processes are not count
 With ``--backend gpu`` (on a machine with a GPU) it also prints the median seconds of each
 grading step of the sandboxed checks (the verdict's ``step_seconds``).
 
+With ``--notebook`` it times a notebook's visible check instead (``tilelab.notebook.check``
+called in one long-lived process, as a Jupyter kernel calls it; sandboxed): p50 and p95
+of each exercise after one warm-up check.
+
     python benchmarks/check_times.py [--repeat 10] [--exercise tiled ...] [--backend gpu]
+    python benchmarks/check_times.py --notebook [--repeat 10] [--exercise tiled ...]
 """
 
 from __future__ import annotations
@@ -54,6 +59,42 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, dict]:
                          f"{out.stderr[-2000:]}") from exc
 
 
+NOTEBOOK = """
+import contextlib, io, json, sys, time
+from tilelab import notebook
+from tilelab.catalog import exercises
+repeat, ids = int(sys.argv[1]), sys.argv[2:]
+for exercise_id in ids:
+    ex = exercises.get(exercise_id)
+    src = ex.reference.source().replace(ex.reference.name + "(", ex.kernel + "(")
+    seconds = []
+    for i in range(repeat + 1):  # the first warms the caches
+        out = io.StringIO()
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(out):
+            notebook.check(exercise_id, src)
+        seconds.append(time.perf_counter() - t0)
+        if "PASS" not in out.getvalue():
+            raise SystemExit(f"{exercise_id}: the check did not pass:\\n{out.getvalue()}")
+    print(json.dumps([exercise_id, seconds[1:]]), flush=True)
+"""
+
+
+def notebook_checks(ids: list[str], repeat: int, env: dict[str, str]) -> None:
+    """p50 and p95 of ``tilelab.notebook.check`` per exercise, in one process."""
+    print(f"{'exercise':<18} {'p50 s':>7} {'p95 s':>7}   (notebook check, n={repeat}, after "
+          "one warm-up check)")
+    proc = subprocess.Popen([sys.executable, "-c", NOTEBOOK, str(repeat), *ids], env=env,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        exercise_id, seconds = json.loads(line)
+        p50, p95 = np.percentile(seconds, [50, 95])
+        print(f"{exercise_id:<18} {p50:>7.2f} {p95:>7.2f}", flush=True)
+    if proc.wait():
+        raise SystemExit(f"the notebook checks failed (exit {proc.returncode})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10)
@@ -61,9 +102,14 @@ def main() -> None:
     parser.add_argument("--backend", choices=("emu", "gpu"), default="emu")
     parser.add_argument("--no-yardstick", action="store_true",
                         help="skip the unsandboxed runs")
+    parser.add_argument("--notebook", action="store_true",
+                        help="time a notebook's visible check instead")
     a = parser.parse_args()
     env = {**os.environ, "TILELAB_BACKEND": a.backend,
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    if a.notebook:
+        notebook_checks(a.exercise or list(exercises.EXERCISES), a.repeat, env)
+        return
     plain = {**env, "TILELAB_SANDBOXED": "1"}  # as if already in a sandbox: none is made
     print(f"{'exercise':<18} {'p50 s':>7} {'p95 s':>7}   {'unsandboxed p50':>15} "
           f"{'p95':>6} {'cpu s':>6}  (n={a.repeat}, {a.backend}, after one warm-up check; "

@@ -260,6 +260,10 @@ def test_device_allocation_api():
     with pytest.raises(cuda.LogicError):
         cuda.memcpy_dtoh(fresh, a)
     cuda.Context.synchronize()
+    for n in (1, 3, 5, 4099):  # sizes that are no whole number of words hold the pattern too
+        got = np.empty(n, np.uint8)
+        cuda.memcpy_dtoh(got, cuda.mem_alloc(n))
+        assert got.tobytes() == (b"\xff\xff\xff\x7f" * (n // 4 + 1))[:n]
 
 
 def test_basics_also_run_in_analysis_mode(rng, capsys):

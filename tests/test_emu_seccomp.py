@@ -204,15 +204,26 @@ def test_unconfined_runs_only_when_asked():
     assert "no system-call filter" in p.stderr
 
 
-def test_imports_are_read_with_nm(tmp_path):
-    (tmp_path / "lib.c").write_text('#include <stdio.h>\nvoid f(void) { puts("x"); }\n')
-    subprocess.run(["gcc", "-shared", "-fPIC", "lib.c", "-o", "lib.so"], cwd=tmp_path,
+def test_imports_are_read_from_the_elf_file_as_nm_lists_them(tmp_path):
+    (tmp_path / "lib.c").write_text('#include <stdio.h>\n#include <math.h>\n'
+                                    '__attribute__((weak)) void w(void);\n'
+                                    'void f(void) { puts("x"); if (w) w(); }\n'
+                                    'double g(double x) { return sin(x); }\n')
+    subprocess.run(["gcc", "-shared", "-fPIC", "lib.c", "-o", "lib.so", "-lm"], cwd=tmp_path,
                    check=True)
     names = hostcalls.undefined_symbols(tmp_path / "lib.so")
-    assert "puts" in names and "f" not in names
+    assert {"puts", "sin", "w"} <= names and not {"f", "g"} & names
+    assert names == hostcalls.nm_undefined_symbols(tmp_path / "lib.so")
+
+
+def test_a_file_the_reader_does_not_know_goes_to_nm(tmp_path):
+    (tmp_path / "lib.so").write_text("INPUT(libc.so.6)\n")  # a linker script, not ELF
+    with pytest.raises(errors.CompileError, match=r"nm could not read lib\.so"):
+        hostcalls.undefined_symbols(tmp_path / "lib.so")
 
 
 def test_without_nm_the_message_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("TILELAB_EMU_NM", str(tmp_path / "no-nm"))
+    (tmp_path / "lib.so").write_text("INPUT(libc.so.6)\n")
     with pytest.raises(errors.CompileError, match="Install binutils"):
         hostcalls.undefined_symbols(tmp_path / "lib.so")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from tilelab import settings
@@ -57,12 +59,13 @@ def counters_ready(prog: str, backend_name: str | None, speed: bool,
     """Before grading on a GPU: whether the GPU's counters, which grade the lessons, can be
     read (or the instructor grades lessons as not measured); says what to do otherwise."""
     from tilelab.device import backend
-    from tilelab.grading import counters
 
     if lesson_without_counters:
         os.environ[settings.LESSON_WITHOUT_COUNTERS.name] = "1"
     if not speed or (backend_name or backend.active()) != "gpu":
         return True
+    from tilelab.grading import counters  # (numpy: only where a GPU grades)
+
     try:
         counters.preflight()
     except counters.CountersUnavailable as exc:
@@ -321,13 +324,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
+    # told to stop (a terminal closed, a job killed), the command unwinds: its sandboxes
+    # are killed and its temporary folders removed on the way out
+    before = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGHUP)
+              if threading.current_thread() is threading.main_thread()
+              and signal.getsignal(s) == signal.SIG_DFL}
     try:
         return a.func(a)
     except (gates.GatesError, settings.SettingsError) as exc:
         print(f"tilelab {a.cmd}: {exc}", file=sys.stderr)
         return 2
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 if __name__ == "__main__":

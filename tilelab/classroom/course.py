@@ -12,7 +12,6 @@ import csv
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from tilelab import publish
 from tilelab.catalog import exercises
 from tilelab.classroom import active_content
 from tilelab.classroom.jupyter_sandbox import sandbox_autograde
-from tilelab.grading import scoring
+from tilelab.grading import scoring, scratch
 from tilelab.grading.verdict import Verdict
 
 CONFIG_FILE = "nbgrader_config.py"
@@ -159,7 +158,7 @@ def ensure_in_gradebook(api: NbGraderAPI, assignment: str) -> None:
         except MissingEntry:
             known = []
     if not known:
-        with tempfile.TemporaryDirectory(prefix="tilelab-release-") as tmp:
+        with scratch.folder("release") as tmp:
             release(api.coursedir.root, [assignment], dest=tmp)
 
 

@@ -23,10 +23,11 @@ import hashlib
 import shutil
 import sqlite3
 import sys
-import tempfile
 from pathlib import Path
 
 import psutil
+
+from tilelab.grading import scratch
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -134,7 +135,7 @@ class GradebookGuard:
         return self.folder / "gradebook.backup.db"
 
     def __enter__(self) -> GradebookGuard:
-        self.folder = Path(tempfile.mkdtemp(prefix="tilelab-gradebook-copy-"))
+        self.folder = scratch.make("gradebook-copy")
         if self.db.exists():
             shutil.copy2(self.db, self.backup)
             self.before = gradebook_digest(self.backup, self.student)
@@ -144,7 +145,7 @@ class GradebookGuard:
         try:
             self.tampered = self.verify()
         finally:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            scratch.remove(self.folder)
 
     def verify(self) -> str | None:
         """None when the gradebook is as it should be; else restore it and say what was wrong."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 from typing import Any
 
 import zmq
@@ -27,6 +26,7 @@ from traitlets import Float, Int
 
 from tilelab import settings
 from tilelab.grading import bubblewrap as sandbox
+from tilelab.grading import scratch
 from tilelab.grading.limits import Cgroup, Limits, shim, sized_folder, unmount
 
 #: The course's reference kernels, hidden from a notebook (its hidden tests read the class
@@ -48,7 +48,8 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._ipc_dir = tempfile.mkdtemp(prefix="tilelab-kernel-")
+        # a short name: the sockets' paths in it must stay within a Unix socket's 107 bytes
+        self._ipc_dir = str(scratch.make("k"))
         # the kernel may write there: a small tmpfs where the grader may mount one
         self._ipc_sized = sized_folder(self._ipc_dir, CONNECTION_BYTES)
         self._cgroup: Cgroup | None = None

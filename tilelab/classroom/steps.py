@@ -14,7 +14,6 @@ copied back, deleted or rewritten by the grader.
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,7 +25,7 @@ from nbgrader.apps.api import NbGraderAPI
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.classroom import course, guards, submissions
-from tilelab.grading import scoring
+from tilelab.grading import scoring, scratch
 from tilelab.grading.cache import cache_verdict
 from tilelab.grading.sandbox import grade_source
 from tilelab.grading.verdict import Verdict
@@ -250,7 +249,7 @@ def grade_one(run: ClassRun, assignment: str, student: str,
         refuse(run, sub, refusal)
     else:
         sub.own_text = submissions.read_capped(folder / sub.notebook)  # before its code runs
-        with tempfile.TemporaryDirectory(prefix="tilelab-verdicts-") as tmp:
+        with scratch.folder("verdicts") as tmp:
             clean_grade(run, sub, Path(tmp))
             autograde(run, sub, Path(tmp))
     scrub(run, sub)

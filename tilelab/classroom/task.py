@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from tilelab.classroom import course as nbcourse
 from tilelab.classroom import resume, submissions
 from tilelab.classroom.steps import ClassRun, Refusal, grade_one, protocol
 from tilelab.device import backend as backends
-from tilelab.grading import bubblewrap
+from tilelab.grading import bubblewrap, scratch
 
 GRADEBOOK = "autograder/tilelab-task-gradebook.db"
 
@@ -108,13 +107,13 @@ def course_files(api: NbGraderAPI) -> dict[str, bytes]:
 def template_gradebook(files: dict[str, bytes], assignments: list[str]) -> bytes:
     """A SQLite gradebook that knows every assignment's cells (nbgrader's release records
     them), built once in a private copy of the course."""
-    with tempfile.TemporaryDirectory(prefix="tilelab-template-") as tmp:
+    with scratch.folder("template") as tmp:
         root = Path(tmp)
         _write(root, files)
         api = open_private_api(root, None)
-        with tempfile.TemporaryDirectory(prefix="tilelab-release-") as out:
+        with scratch.folder("release") as out:
             for a in assignments:
-                with temp_attrs(api.coursedir, release_directory=out):
+                with temp_attrs(api.coursedir, release_directory=str(out)):
                     result = api.generate_assignment(a, force=True, create=True)
                 nbcourse.check_result(result, f"generate_assignment {a}")
         with Gradebook(api.coursedir.db_url):  # exists even when no assignment has work
@@ -146,7 +145,7 @@ def grade(course: Course, sub: Submission, refusal: Refusal | None = None) -> Re
     if refusal is None and course.sandboxed and (why := bubblewrap.problem()):
         refusal, retry = Refusal("sandbox", f"no sandbox on the grading machine: {why}"), True
     gpu = backends.gpu_probe()[1] if chosen == "gpu" and refusal is None else None
-    with tempfile.TemporaryDirectory(prefix="tilelab-task-") as tmp:
+    with scratch.folder("task") as tmp:
         root = Path(tmp) / "course"
         _write(root, course.files)
         api = open_private_api(root, course.cell_timeout, course.sandboxed)

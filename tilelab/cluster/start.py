@@ -11,7 +11,6 @@ nothing: the scheduler runs the task again elsewhere. A task whose worker dies
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import dask
 from distributed import Client, LocalCluster
 
-from tilelab.grading import gpu_nodes, gpulock
+from tilelab.grading import gpu_nodes, gpulock, scratch
 
 #: Worker deaths a task may cause and still be run again (Dask's ``allowed-failures``).
 ALLOWED_FAILURES = 1
@@ -150,8 +149,8 @@ def open_client(
                     "start workers with `dask worker --nthreads 1 " + scheduler + "`"
                 ) from None
         else:
-            locks = Path(stack.enter_context(tempfile.TemporaryDirectory(
-                prefix="tilelab-gpu-locks-"))) if gpus and tasks_per_gpu > 1 else None
+            locks = stack.enter_context(scratch.folder("gpu-locks")) \
+                if gpus and tasks_per_gpu > 1 else None
             cluster = stack.enter_context(local_cluster(workers, gpus, tasks_per_gpu, locks))
             client = stack.enter_context(Client(cluster))
         check_workers(client)

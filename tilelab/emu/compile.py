@@ -67,13 +67,22 @@ def cache_dir() -> Path:
 
 @functools.cache
 def compiler() -> tuple[str, str]:
-    """The C++ compiler (``$TILELAB_EMU_CXX`` or g++) and its version line."""
+    """The C++ compiler (``$TILELAB_EMU_CXX`` or g++) and what names its version in the
+    cache's keys: its file's real path, size and time (a new version is a new file; read
+    without running it)."""
     cxx = os.environ.get("TILELAB_EMU_CXX", "g++")
-    if not shutil.which(cxx):
+    found = shutil.which(cxx)
+    if not found:
         raise CompileError(f"The CPU emulator needs a C++ compiler, and {cxx!r} was not found. "
                            "Install g++ (Debian/Ubuntu: apt install g++).")
+    st = os.stat(found)
+    return cxx, f"{os.path.realpath(found)} {st.st_size} {st.st_mtime_ns}"
+
+
+def compiler_version(cxx: str) -> str:
+    """The first line of ``cxx --version`` (for a message)."""
     out = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False)
-    return cxx, (out.stdout.splitlines() or ["?"])[0]
+    return (out.stdout.splitlines() or [cxx])[0]
 
 
 @functools.cache
@@ -188,7 +197,8 @@ def prelude_needs(analysis: bool, lockstep: bool = False) -> PreludeNeeds:
         with tempfile.TemporaryDirectory(dir=root) as tmp:
             proc, headers, stderr = _gxx(cxx, flags, code, tmp)
             if proc.returncode != 0:
-                raise CompileError(f"The CPU emulator's prelude did not compile with {version}; "
+                raise CompileError(f"The CPU emulator's prelude did not compile with "
+                                   f"{compiler_version(cxx)}; "
                                    f"g++ said:\n{stderr[-4000:]}", stderr) from None
             symbols = hostcalls.undefined_symbols(Path(tmp) / "lib.so")
             needs = PreludeNeeds(frozenset(symbols), frozenset(headers))

@@ -17,6 +17,7 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+from . import elf
 from .errors import CompileError, UnsupportedConstruct
 from .lexer import mask
 
@@ -100,7 +101,19 @@ def poison_pragma(names: Iterable[str]) -> str:
 
 def undefined_symbols(path: Path) -> set[str]:
     """Names of the undefined (imported) dynamic symbols of the shared library ``path``, as
-    binutils' ``nm -D --undefined-only`` lists them (``$TILELAB_EMU_NM`` names another nm)."""
+    binutils' ``nm -D --undefined-only`` lists them: read from the file
+    (:mod:`tilelab.emu.elf`), or by ``nm`` where that reader does not know the file
+    (``$TILELAB_EMU_NM`` names another nm)."""
+    try:
+        return elf.undefined_dynamic_symbols(path)
+    except elf.Unreadable:
+        return nm_undefined_symbols(path)
+    except OSError as exc:
+        raise CompileError(f"internal error: {path.name} could not be read ({exc}).") from None
+
+
+def nm_undefined_symbols(path: Path) -> set[str]:
+    """:func:`undefined_symbols` as ``nm`` reads them."""
     nm = shutil.which(os.environ.get("TILELAB_EMU_NM", "nm") or "nm")
     if not nm:
         raise CompileError("The CPU emulator checks each compiled kernel with `nm`, which was not "

@@ -32,13 +32,12 @@ import selectors
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tilelab.grading import enter, gpu_nodes
+from tilelab.grading import enter, gpu_nodes, scratch
 from tilelab.grading.limits import Cgroup, Limits, shim
 
 BWRAP = "bwrap"
@@ -341,11 +340,7 @@ def _pump(proc: subprocess.Popen, chan_r: int, limits: Limits, t0: float,
             bytes(bufs[chan_r]), truncated, timed_out)
 
 
-@contextlib.contextmanager
-def private_folder(prefix: str = "tilelab-sandbox-"):
-    """A fresh folder for one submission, removed afterwards (its owner only)."""
-    path = tempfile.mkdtemp(prefix=prefix)
-    try:
-        yield Path(path)
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+def private_folder(name: str = "sandbox") -> contextlib.AbstractContextManager[Path]:
+    """A fresh folder for one submission, removed afterwards whatever the submission made
+    in it (its owner only; see :mod:`tilelab.grading.scratch`)."""
+    return scratch.folder(name)

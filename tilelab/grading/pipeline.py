@@ -19,6 +19,8 @@ source reaches it.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,9 +37,11 @@ from tilelab.grading import counters, gpulock, scoring, traffic
 from tilelab.grading.correctness import (
     ShapeResult,
     check_function,
+    check_shapes,
     compare,
     explain,
     fmt_shape,
+    lanes,
     launch,
 )
 from tilelab.grading.diagnosis import POISON_BITS, diagnose, launch_failure, telling
@@ -61,10 +65,32 @@ class Run:
     launched: bool = True  # False once a launch failed (the kernel did not run to its end)
     report: Any = None  # the emulator's analysis, once run (for a diagnosis or the gates)
     sanitizing: Any = None  # the sanitizer's tools while they run (see `sanitizer`)
+    analysis_build: Background | None = None  # the emulator's analysis build, under way
+    parallel: bool = False  # builds and launches on threads (the grading worker's choice)
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
 
 
 Step = Callable[[Run, Verdict], bool]
+
+
+class Background:
+    """A call run on a thread of its own (a daemon: a grading process never waits for it
+    to exit); :meth:`result` waits for it, None where it raised."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self._value: Any = None
+        self._thread = threading.Thread(target=self._run, args=(call,), daemon=True)
+        self._thread.start()
+
+    def _run(self, call: Callable[[], Any]) -> None:
+        try:
+            self._value = call()
+        except BaseException:  # the caller builds it again, and sees why
+            self._value = None
+
+    def result(self) -> Any:
+        self._thread.join()
+        return self._value
 
 
 def compile_errors(rt: Runtime) -> tuple[type[BaseException], ...]:
@@ -134,6 +160,11 @@ def validate(run: Run, v: Verdict) -> bool:
 
 
 def compile_candidate(run: Run, v: Verdict) -> bool:
+    """The candidate's build; on the emulator its analysis build is compiled meanwhile on
+    another thread (two g++ at once), for the analysis step."""
+    if run.rt.name == "emu" and run.parallel:
+        rt, text = run.rt, run.text
+        run.analysis_build = Background(lambda: rt.SourceModule(text, analysis=True))
     run.fn = compile_kernel(run.rt, run.text, run.ex.kernel, v)
     return run.fn is not None
 
@@ -145,15 +176,19 @@ def correctness(run: Run, v: Verdict) -> bool:
     ex, rt = run.ex, run.rt
     v.correct = True
     results = []
-    for shape in ex.shapes:
-        try:
-            res = check_function(rt, run.fn, ex.problem, ex.launch, shape, run.rng, quick=True)
-        except launch_errors(rt) as exc:
+    checked = check_shapes(rt, run.fn, ex.problem, ex.launch, ex.shapes, run.rng, quick=True,
+                           lanes=lanes() if run.parallel else 1)
+    for shape, res in checked:
+        if isinstance(res, Exception):
+            if not isinstance(res, launch_errors(rt)):
+                raise res
+            exc = res
             why = launch_failure(ex.problem, ex.launch, shape, exc, run.text)
             v.messages.append(f"shape {shape}: the launch failed: {_one_line(exc, 1500)}"
                               + (f" Likely cause: {why}" if why else ""))
             v.shapes.append({"shape": list(shape), "ok": False, "message": str(exc)[:1500]})
             v.correct, run.launched = False, False
+            checked.close()
             return True
         v.shapes.append(res.to_dict())
         results.append(res)
@@ -257,7 +292,7 @@ def analysis(run: Run, v: Verdict) -> bool:
 def _analyse(run: Run, v: Verdict) -> Any | None:
     """The analysis report of one launch (kept in the verdict), or None when there is none."""
     ex, rt = run.ex, run.rt
-    fn = compile_kernel(rt, run.text, ex.kernel, Verdict(ex.id, rt.name), analysis=True)
+    fn = _analysis_function(run)
     if fn is None:
         return None
     shape = ex.problem.analysis_shape
@@ -280,6 +315,17 @@ def _analyse(run: Run, v: Verdict) -> Any | None:
                           f"result: {checked.message}")
         v.correct = False
     return report
+
+
+def _analysis_function(run: Run) -> Any | None:
+    """The analysis build's kernel: the one compiled meanwhile where that succeeded, else
+    compiled here (which says why it cannot be, as the candidate's build does)."""
+    module = run.analysis_build.result() if run.analysis_build is not None else None
+    if module is not None:
+        with contextlib.suppress(Exception):
+            return module.get_function(run.ex.kernel)
+    return compile_kernel(run.rt, run.text, run.ex.kernel, Verdict(run.ex.id, run.rt.name),
+                          analysis=True)
 
 
 def sanitizer(run: Run, v: Verdict) -> bool:
@@ -549,14 +595,18 @@ def evaluate(
     speed: bool = True,
     sanitize: bool = True,
     gate: float | None = None,
+    parallel: bool = False,
 ) -> Verdict:
-    """Grade one kernel source for one exercise, in this process."""
+    """Grade one kernel source for one exercise, in this process. ``parallel``: on the
+    emulator, the analysis build compiles while the candidate's does and two launches run
+    at once; only where numpy's BLAS runs on one thread (see
+    :func:`~tilelab.grading.correctness.check_shapes`)."""
     ex = exercises.get(exercise_id)
     if gate is not None:
         ex = ex.with_gate(gate, f"gate set by the instructor to {gate:g}x")
     rt = get_runtime(backend_name)
     v = Verdict.for_exercise(ex, rt.name, rt.device_name if rt.name == "gpu" else None)
-    run = Run(ex, rt, source, speed=speed, sanitize=sanitize)
+    run = Run(ex, rt, source, speed=speed, sanitize=sanitize, parallel=parallel)
     try:
         for step in STEPS:
             t0 = time.perf_counter()

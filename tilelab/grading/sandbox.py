@@ -17,13 +17,12 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.device import backend
-from tilelab.grading import basecache, enter, gpulock
+from tilelab.grading import basecache, enter, gpulock, scratch
 from tilelab.grading import bubblewrap as bwrap
 from tilelab.grading.cache import cached_verdict
 from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT, Limits
@@ -72,7 +71,8 @@ def grade_source(
         return _grade_sandboxed(ex, chosen, data, timeout,
                                 lambda src, out: worker_command(ex.id, src, out, chosen, speed,
                                                                 sanitize, gate))
-    with tempfile.TemporaryDirectory(prefix="tilelab-grade-") as tmp:
+    with scratch.folder("grade") as folder:
+        tmp = str(folder)
         src, out = os.path.join(tmp, "kernel.cu"), os.path.join(tmp, "verdict.json")
         with open(src, "wb") as f:
             f.write(source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source)
@@ -129,7 +129,7 @@ def _grade_sandboxed(ex: exercises.Exercise, chosen: str, data: bytes, timeout: 
     if chosen == "gpu":  # a class run's lock of this GPU, shared with its other tasks
         lock_binds, lock_env = gpulock.sandbox_binds()
         read_only, env = read_only + lock_binds, env | lock_env
-    with bwrap.private_folder(prefix="tilelab-grade-") as work:
+    with bwrap.private_folder("grade") as work:
         (work / "kernel.cu").write_bytes(data)
         cmd = command(f"{bwrap.WORK}/kernel.cu", f"fd:{bwrap.CHANNEL}")
         res = bwrap.run(cmd, work, limits=sandbox_limits(chosen, timeout),

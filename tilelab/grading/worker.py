@@ -24,6 +24,10 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
+# one BLAS thread (before numpy loads): this process's emulated launches fork on threads
+# of their own, and OpenBLAS's thread pool does not survive a fork made while it works
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
 from tilelab.grading import gpulock
 from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT
 
@@ -146,7 +150,7 @@ def grade(a: argparse.Namespace) -> dict:
         if (a.backend or backend.active()) == "gpu":  # CUDA's start and end: GPU work
             gpulock.start_cuda(lambda: get_runtime("gpu"))
         verdict = evaluate(a.exercise, source, a.backend, speed=not a.no_speed,
-                           sanitize=not a.no_sanitize, gate=a.gate)
+                           sanitize=not a.no_sanitize, gate=a.gate, parallel=True)
     except Exception as exc:  # never crash silently
         verdict = Verdict(exercise=a.exercise, backend=a.backend or "?",
                           error=f"{type(exc).__name__}: {exc}")

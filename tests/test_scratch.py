@@ -1,0 +1,115 @@
+"""Temporary folders: a check and a class run leave none behind in their temp folder, and
+the folder of a check killed mid-grading is removed by the next process that makes one."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tilelab.catalog import exercises
+from tilelab.grading import bubblewrap, scratch
+
+REPO = Path(__file__).resolve().parents[1]
+ENDLESS = ("__global__ void matmul_tiled(const float* A, const float* B, float* C, int M, "
+           "int N, int K) { while (1) {} }\n")
+needs_sandbox = pytest.mark.skipif(bubblewrap.problem() is not None,
+                                   reason="bubblewrap cannot make a sandbox here")
+
+
+def _env(tmpdir: Path) -> dict[str, str]:
+    return {**os.environ, "TMPDIR": str(tmpdir), "TILELAB_BACKEND": "emu",
+            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+
+
+def _check(tmpdir: Path, source: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tilelab.cli", "check", "tiled", str(source)],
+                            env=_env(tmpdir), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def _grading_folder(tmpdir: Path, seconds: float = 60) -> Path:
+    """The folder a running check grades in, once its sandbox has it."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        found = list(tmpdir.glob("tilelab-*/grade-*/kernel.cu"))
+        if found:
+            return found[0].parent.parent
+        time.sleep(0.05)
+    raise AssertionError(f"no grading folder appeared in {tmpdir}")
+
+
+@needs_sandbox
+@pytest.mark.slow
+def test_a_check_leaves_no_folder_and_a_killed_ones_is_removed_by_the_next(tmp_path):
+    tmpdir, src = tmp_path / "tmp", tmp_path / "kernel.cu"
+    tmpdir.mkdir()
+    src.write_text(ENDLESS)
+    killed = _check(tmpdir, src)
+    left = _grading_folder(tmpdir)
+    killed.kill()  # SIGKILL: no finally block, no atexit
+    killed.wait()
+    assert left.is_dir()  # what a killed process leaves ...
+    src.write_text(exercises.get("tiled").reference.source().replace(
+        exercises.get("tiled").reference.name + "(", "matmul_tiled("))
+    done = _check(tmpdir, src)
+    assert done.wait(timeout=120) == 0
+    assert list(tmpdir.iterdir()) == []  # ... the next check removed, and its own too
+
+
+@needs_sandbox
+@pytest.mark.slow
+def test_a_check_told_to_stop_kills_its_sandbox_and_removes_its_folder(tmp_path):
+    tmpdir, src = tmp_path / "tmp", tmp_path / "kernel.cu"
+    tmpdir.mkdir()
+    src.write_text(ENDLESS)
+    proc = _check(tmpdir, src)
+    _grading_folder(tmpdir)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert list(tmpdir.iterdir()) == []
+
+
+def test_a_live_processs_folder_is_never_swept(tmp_path):
+    live = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from tilelab.grading import scratch; "
+         "print(scratch.make('x'), flush=True); time.sleep(60)"],
+        env=_env(tmp_path), stdout=subprocess.PIPE, text=True)
+    try:
+        made = Path(live.stdout.readline().strip())
+        assert made.is_dir()
+        assert scratch.sweep(tmp_path) == 0 and made.is_dir()
+    finally:
+        live.kill()
+        live.wait()
+    assert scratch.sweep(tmp_path) == 1 and list(tmp_path.iterdir()) == []
+
+
+CLASS_RUN = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from test_classroom import small_class
+from tilelab import classroom
+root = Path(sys.argv[1])
+small_class(root, ["alice"])
+summary = classroom.grade_class(root, students=["alice"], backend="emu", progress=False)
+assert summary["failures"] == [], summary["failures"]
+"""
+
+
+@needs_sandbox
+@pytest.mark.slow
+def test_a_small_class_run_leaves_no_folder(tmp_path):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    run = subprocess.run([sys.executable, "-c", CLASS_RUN, str(tmp_path / "course"),
+                          str(Path(__file__).parent)], env=_env(tmpdir), capture_output=True,
+                         text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert list(tmpdir.iterdir()) == []
