@@ -1,6 +1,8 @@
 # The course's two entry points: `make book` builds and opens the book; `make test`
 # runs the whole test suite. Both set up a virtual environment in .venv first.
 PYTHON ?= python3
+# pytest-xdist processes for `make test` (each test module on one of them)
+TEST_WORKERS ?= 2
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
@@ -51,10 +53,11 @@ sandbox:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } || \
 	  echo "make sandbox: could not install bubblewrap (needs apt-get as root; or: sudo apt-get install bubblewrap); sandboxed grading tests will be skipped"
 
-## Everything: unit tests, emulator, grader pipeline, book build and browser checks.
+## Everything: unit tests, emulator, grader pipeline, book build and browser checks, on
+## TEST_WORKERS processes; the longest modules start first (tests/conftest.py).
 test: $(STAMP) browser postgres sandbox
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
