@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: book test browser postgres sandbox lint constraints data clean
+.PHONY: book test system browser postgres sandbox lint constraints data clean
 
 # requirements.txt names what the course imports; constraints.txt pins all they bring.
 $(STAMP): requirements.txt constraints.txt pyproject.toml
@@ -30,6 +30,17 @@ constraints:
 book: $(STAMP)
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	$(PY) -m tilelab.open_book _build/html/index.html
+
+## The Debian packages `make test` needs and this machine lacks (chromium and its driver,
+## postgresql, bubblewrap), in one apt-get update and install where apt-get runs as root;
+## browser, postgres and sandbox below then say what is still missing.
+system:
+	@missing="$$(command -v chromium >/dev/null && command -v chromedriver >/dev/null || echo chromium chromium-driver) \
+	  $$(command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || echo postgresql) \
+	  $$(command -v bwrap >/dev/null || echo bubblewrap)"; \
+	if [ -n "$$(echo $$missing)" ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || true; \
+	fi
 
 ## Headless Chromium and its driver, for the browser tests of the built book.
 browser:
@@ -55,7 +66,7 @@ sandbox:
 
 ## Everything: unit tests, emulator, grader pipeline, book build and browser checks, on
 ## TEST_WORKERS processes; the longest modules start first (tests/conftest.py).
-test: $(STAMP) browser postgres sandbox
+test: $(STAMP) system browser postgres sandbox
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
