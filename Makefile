@@ -1,11 +1,13 @@
 # The course's two entry points: `make book` builds and opens the book; `make test`
 # runs the whole test suite. Both set up a virtual environment in .venv first.
 PYTHON ?= python3
+# pytest-xdist processes for `make test` (each test module on one of them)
+TEST_WORKERS ?= 2
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: book test browser postgres sandbox lint constraints data clean
+.PHONY: book test system browser postgres sandbox lint constraints data clean
 
 # requirements.txt names what the course imports; constraints.txt pins all they bring.
 $(STAMP): requirements.txt constraints.txt pyproject.toml
@@ -29,6 +31,17 @@ book: $(STAMP)
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 	$(PY) -m tilelab.open_book _build/html/index.html
 
+## The Debian packages `make test` needs and this machine lacks (chromium and its driver,
+## postgresql, bubblewrap), in one apt-get update and install where apt-get runs as root;
+## browser, postgres and sandbox below then say what is still missing.
+system:
+	@missing="$$(command -v chromium >/dev/null && command -v chromedriver >/dev/null || echo chromium chromium-driver) \
+	  $$(command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || echo postgresql) \
+	  $$(command -v bwrap >/dev/null || echo bubblewrap)"; \
+	if [ -n "$$(echo $$missing)" ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || true; \
+	fi
+
 ## Headless Chromium and its driver, for the browser tests of the built book.
 browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
@@ -51,10 +64,11 @@ sandbox:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } || \
 	  echo "make sandbox: could not install bubblewrap (needs apt-get as root; or: sudo apt-get install bubblewrap); sandboxed grading tests will be skipped"
 
-## Everything: unit tests, emulator, grader pipeline, book build and browser checks.
-test: $(STAMP) browser postgres sandbox
+## Everything: unit tests, emulator, grader pipeline, book build and browser checks, on
+## TEST_WORKERS processes; the longest modules start first (tests/conftest.py).
+test: $(STAMP) system browser postgres sandbox
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook, SubmittedAssignment
+from support import SUMMARY_LINE
 from test_classroom import (
     copy_course,
     kernel_cell,
@@ -623,7 +624,7 @@ def gradebook_points(root: Path) -> dict[tuple[str, str], tuple[float, float]]:
     return out
 
 
-def test_every_case_is_caught_and_nobody_else_is_affected(corpus, capsys):
+def test_every_case_is_caught_and_nobody_else_is_affected(corpus, record_property):
     root, summary = corpus
     points = gradebook_points(root)
     for student, graded in summary["kernel_only"].items():  # the clean grade's points
@@ -652,13 +653,12 @@ def test_every_case_is_caught_and_nobody_else_is_affected(corpus, capsys):
     wrong = [c.student for c in CASES if points.get((c.student, c.exercise)) != c.points]
     wrong += [s for s in {s for s, _ in points} if s not in GOOD and s not in
               {c.student for c in CASES}]  # a score for someone who is not in the class
-    with capsys.disabled():
-        print(
-            f"\ncorpus: {len(CASES)} cases tried, {caught} caught with a clear message, "
-            f"{len(crashes)} grader crashes, {len(affected)} other students affected, "
-            f"{len(lost)} files lost, {len(wrong)} forged or wrong scores, "
-            f"{expected_rows - rows} gradebook rows lost"
-        )
+    record_property(SUMMARY_LINE, (  # printed at the end of the run (tests/conftest.py)
+        f"corpus: {len(CASES)} cases tried, {caught} caught with a clear message, "
+        f"{len(crashes)} grader crashes, {len(affected)} other students affected, "
+        f"{len(lost)} files lost, {len(wrong)} forged or wrong scores, "
+        f"{expected_rows - rows} gradebook rows lost"
+    ))
     assert not problems, "\n\n".join(map(str, problems))
     assert crashes == [] and affected == [] and rows == expected_rows
     assert lost == [] and wrong == []
