@@ -65,5 +65,8 @@ def test_each_solution_opens_after_the_exercise_link(driver, book, chapter):
     solutions = [i for i, x in enumerate(order) if "Show the" in x]
     assert solutions and order.index("link") < solutions[0], order
     for d in driver.find_elements("css selector", "details.sd-dropdown"):
-        d.find_element("css selector", "summary").click()
+        summary = d.find_element("css selector", "summary")
+        if "Show the" not in summary.text:  # a folded listing of part of a kernel, say
+            continue
+        summary.click()
         assert "__global__" in d.text, d.text[:200]
