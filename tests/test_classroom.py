@@ -30,7 +30,7 @@ from nbgrader.coursedir import CourseDirectory
 
 from tilelab import classroom
 from tilelab.catalog import exercises
-from tilelab.classroom import course, kernel_csv, resume
+from tilelab.classroom import course, kernel_csv, resume, submissions
 from tilelab.classroom.progress import Progress
 from tilelab.classroom.run import read_submission
 from tilelab.classroom.summary import table as summary_table
@@ -542,3 +542,19 @@ def test_a_submission_holding_a_link_sends_a_task_no_file_only_the_links_names(t
     assert sub.digest != plain.digest  # a rerun sees the change
     # a link to a folder is never followed by any reader of the class run's files
     assert resume.read_tree(folder) == {"naive.ipynb": b"{}"}
+
+
+def test_a_file_name_that_is_not_utf8_refuses_its_submission_only(tmp_path):
+    """One file named with bytes that are not UTF-8 (any Linux file system and a zip or tar
+    upload allow it) once stopped the whole class run before anyone was graded: it refuses
+    that submission, naming the file and what to do, and reads nothing of it."""
+    cd = CourseDirectory(root=str(tmp_path))
+    folder = tmp_path / "submitted" / "mallory" / "01-naive"
+    folder.mkdir(parents=True)
+    (folder / "naive.ipynb").write_text("{}")
+    with open(os.path.join(os.fsencode(folder), b"notes\xff.txt"), "wb") as f:
+        f.write(b"an extra file\n")
+    sub = read_submission(cd, "mallory", "01-naive")
+    assert sub.files == {} and sub.unsafe == [
+        "notes\\xff.txt (a name that is not UTF-8 text: rename it)"]
+    assert "rename or remove the rest" in submissions.refusal(sub.unsafe)

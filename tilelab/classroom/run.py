@@ -60,12 +60,16 @@ def read_submission(cd: CourseDirectory, student: str, assignment: str) -> task.
     large (checked by apparent size before anything is read: the task then refuses it,
     naming them)."""
     folder = Path(cd.format_path(cd.submitted_directory, student, assignment))
-    if unsafe := submissions.refused_entries(folder, cd.max_file_size * 1000):
-        return task.Submission(student, assignment, {},
-                               resume.digest_files({"\0unsafe": "\n".join(unsafe).encode()}),
-                               unsafe)
-    files = resume.read_tree(folder)
-    return task.Submission(student, assignment, files, resume.digest_files(files))
+    try:
+        unsafe = submissions.refused_entries(folder, cd.max_file_size * 1000)
+        if not unsafe:
+            files = resume.read_tree(folder)
+            return task.Submission(student, assignment, files, resume.digest_files(files))
+    except (OSError, ValueError) as exc:  # one submission's folder never stops the run
+        unsafe = [f"files that could not be read ({type(exc).__name__}: {exc})"]
+    text = "\n".join(unsafe).encode("utf-8", "backslashreplace")
+    return task.Submission(student, assignment, {}, resume.digest_files({"\0unsafe": text}),
+                           unsafe)
 
 
 def grade_class(

@@ -50,11 +50,21 @@ def _grade_id(cell: Any) -> str:
     return gid if isinstance(gid, str) else ""
 
 
+def _utf8(name: str) -> bool:
+    """Whether a file name (as ``os.walk`` gives it) is UTF-8 text: a name of other bytes
+    comes with surrogates, which nbgrader, JSON and the gradebook cannot hold."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def unsafe_entries(folder: Path, limit: int = 5) -> list[str]:
     """What in a submission folder is neither a plain file nor a folder: symbolic links
     (nbgrader's copy and every reader follow them, to the gradebook, the solutions or
-    /dev/zero), named pipes, sockets, device nodes; the folder itself included. At most
-    ``limit`` names, relative to ``folder``."""
+    /dev/zero), named pipes, sockets, device nodes, and names that are not UTF-8 text; the
+    folder itself included. At most ``limit`` names, relative to ``folder``."""
     found: list[str] = []
     for path in (folder.parent, folder):
         if path.is_symlink():
@@ -65,7 +75,10 @@ def unsafe_entries(folder: Path, limit: int = 5) -> list[str]:
         for name in (*dirs, *files):
             path = Path(root, name)
             mode = path.lstat().st_mode
-            if stat.S_ISLNK(mode):
+            if not _utf8(name):
+                shown = os.fsencode(path.relative_to(folder)).decode("utf-8", "backslashreplace")
+                found.append(f"{shown} (a name that is not UTF-8 text: rename it)")
+            elif stat.S_ISLNK(mode):
                 found.append(f"{path.relative_to(folder)} (a symbolic link)")
             elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 found.append(f"{path.relative_to(folder)} (not a plain file)")
@@ -126,8 +139,8 @@ def refusal(entries: list[str]) -> str:
                 "or run. Remove the large files (or clear the notebook's outputs) and submit "
                 "again")
     return (f"the submission holds {', '.join(entries)}; a submission may hold only plain "
-            "files and folders. Replace links with copies of the files, remove the rest, "
-            "and submit again")
+            "files and folders with names of UTF-8 text. Replace links with copies of the "
+            "files, rename or remove the rest, and submit again")
 
 
 def read_capped(path: Path) -> str:
