@@ -12,7 +12,9 @@ import sys
 
 import pytest
 
+import tilelab.emu as emu
 from tilelab.catalog import exercises
+from tilelab.emu.compile import cache_dir
 from tilelab.grading import basecache, sandbox
 from tilelab.grading import bubblewrap as bwrap
 
@@ -176,3 +178,25 @@ def test_a_build_folder_a_killed_process_left_is_removed_by_the_next_build(cache
     os.utime(old, (0, 0))
     assert basecache.base_cache("emu") == top / basecache.key("emu")
     assert not old.exists() and fresh.exists()  # another process may be building that one
+
+
+@pytest.mark.parametrize("damage", ["empty library", "truncated library", "truncated description"])
+def test_a_damaged_cache_entry_is_built_again_not_blamed_on_the_kernel(cache, damage):
+    """A cached build left empty or cut short (a full disk, a process killed while it wrote)
+    is built again: the learner never gets "it does not compile" or an internal error for it
+    (seen by a red team: the course's own naive kernel scored 0 until the cache was wiped)."""
+    src = reference("naive")
+    emu.SourceModule(src).get_function("matmul_naive")
+    libs = sorted(cache_dir().glob("*.so"))
+    assert libs
+    for so in libs:
+        meta = so.with_suffix(".json")
+        if damage == "empty library":
+            so.write_bytes(b"")
+        elif damage == "truncated library":
+            so.write_bytes(so.read_bytes()[:200])
+        else:
+            meta.write_text(meta.read_text()[:10])
+    mod = emu.SourceModule(src)  # built again, and it runs
+    assert mod.get_function("matmul_naive")
+    assert all(so.stat().st_size > 1000 for so in cache_dir().glob("*.so"))

@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import casts, hostcalls, seccomp
+from . import casts, elf, hostcalls, seccomp
 from .errors import CompileError
 from .native import describe_library, run_forked, tagged
 from .translate import translate
@@ -236,6 +236,21 @@ def _check_imports(path: Path, needs: PreludeNeeds, source: str) -> None:
         raise hostcalls.host_call_error(bad, source)
 
 
+def _cached(so: Path, meta: Path) -> dict | None:
+    """A cached build's description, or None where the entry is missing or damaged (an
+    empty or truncated library or description: a full disk, a process killed while it
+    wrote): such an entry is built again, never reported as the learner's error."""
+    try:
+        info = json.loads(meta.read_text(encoding="utf-8"))
+        if not (isinstance(info, dict) and isinstance(info.get("kernels"), list)
+                and isinstance(info.get("static_shared"), int)):
+            return None
+        elf.undefined_dynamic_symbols(so)  # a library pyelftools can read whole
+    except (OSError, ValueError):  # elf.Unreadable and json's errors are ValueErrors
+        return None
+    return info
+
+
 def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: str = "",
           lockstep: bool = False, fmad: bool = True) -> Library:
     """Compile ``code`` (a translation of ``source``) or reuse the cached library.
@@ -261,9 +276,8 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
     root = cache_dir()
     for folder in (root, *base_caches()):  # a read-only base's builds are used in place
         so, meta = folder / f"{key}.so", folder / f"{key}.json"
-        if so.exists() and meta.exists():
+        if (info := _cached(so, meta)) is not None:
             _check_imports(so, needs, source)
-            info = json.loads(meta.read_text())
             return Library(so, tuple(info["kernels"]), info["static_shared"],
                            tuple(info.get("globals", ())))
     so, meta = root / f"{key}.so", root / f"{key}.json"
