@@ -558,3 +558,10 @@ def test_a_file_name_that_is_not_utf8_refuses_its_submission_only(tmp_path):
     assert sub.files == {} and sub.unsafe == [
         "notes\\xff.txt (a name that is not UTF-8 text: rename it)"]
     assert "rename or remove the rest" in submissions.refusal(sub.unsafe)
+
+
+def test_grade_outside_a_course_says_so_without_a_traceback(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "tilelab.cli", "grade", "--course", str(tmp_path),
+                        "--backend", "emu"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "is not a course folder" in p.stderr and "--course" in p.stderr

@@ -132,6 +132,12 @@ def cmd_grade(a: argparse.Namespace) -> int:
     if a.workers < 1:
         print(f"tilelab grade: --workers must be at least 1 (got {a.workers})", file=sys.stderr)
         return 2
+    try:
+        classroom.course.config_path(Path(a.course))
+    except FileNotFoundError as exc:
+        print(f"tilelab grade: {Path(a.course).resolve()} is not a course folder ({exc}); run "
+              "it in the course repository, or name it with --course", file=sys.stderr)
+        return 2
     if a.no_sandbox:
         print(f"tilelab grade: WARNING: {NO_SANDBOX_WARNING}", file=sys.stderr)
     elif not a.scheduler:  # tasks run on this machine: it needs the sandbox

@@ -149,6 +149,8 @@ def grade(a: argparse.Namespace) -> dict:
     try:
         if (a.backend or backend.active()) == "gpu":  # CUDA's start and end: GPU work
             gpulock.start_cuda(lambda: get_runtime("gpu"))
+        # serially: with its launches and analysis build on threads (parallel=True) honest
+        # kernels in class runs now and then got "OSError: [Errno 9] Bad file descriptor"
         verdict = evaluate(a.exercise, source, a.backend, speed=not a.no_speed,
                            sanitize=not a.no_sanitize, gate=a.gate, parallel=False)
     except Exception as exc:  # never crash silently
