@@ -8,14 +8,17 @@ fail, while the sandbox itself always returns a result.
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 import textwrap
+import time
+from pathlib import Path
 
 import pytest
 
 from tilelab import settings
 from tilelab.grading import bubblewrap as sandbox
-from tilelab.grading import gpulock
+from tilelab.grading import enter, gpulock
 
 pytestmark = pytest.mark.skipif(sandbox.problem() is not None,
                                 reason=f"no sandbox here: {sandbox.problem()}")
@@ -260,3 +263,42 @@ def test_tilelab_grade_refuses_without_a_sandbox_and_says_what_to_install(
     finally:
         monkeypatch.undo()
         sandbox.problem.cache_clear()
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that still runs (a zombie has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_supervised_sandbox_ends_when_the_grader_that_started_it_is_gone(tmp_path):
+    """A Jupyter kernel's supervisor (enter.py --wall) once outlived a killed class run for
+    its whole 30-minute budget, its sandboxed kernel with it; now it stops them both."""
+    started = tmp_path / "pid"
+    grader = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen([sys.executable, '-S', {enter.__file__!r}, '[]', '[]', "
+        "'--wall', '600', '--', 'sleep', '600'])\n"
+        f"open({str(started)!r}, 'w').write(str(p.pid))\n"
+        "time.sleep(600)\n")])
+    for _ in range(300):
+        if started.exists() and started.read_text():
+            break
+        time.sleep(0.02)
+    supervisor = int(started.read_text())
+    for _ in range(300):
+        children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
+        if children:
+            break
+        time.sleep(0.02)
+    command = int(children[0])
+    grader.kill()
+    grader.wait()
+    for _ in range(100):
+        if not _running(supervisor) and not _running(command):
+            break
+        time.sleep(0.1)
+    assert not _running(command) and not _running(supervisor)

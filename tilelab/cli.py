@@ -132,12 +132,6 @@ def cmd_grade(a: argparse.Namespace) -> int:
     if a.workers < 1:
         print(f"tilelab grade: --workers must be at least 1 (got {a.workers})", file=sys.stderr)
         return 2
-    try:
-        classroom.course.config_path(Path(a.course))
-    except FileNotFoundError as exc:
-        print(f"tilelab grade: {Path(a.course).resolve()} is not a course folder ({exc}); run "
-              "it in the course repository, or name it with --course", file=sys.stderr)
-        return 2
     if a.no_sandbox:
         print(f"tilelab grade: WARNING: {NO_SANDBOX_WARNING}", file=sys.stderr)
     elif not a.scheduler:  # tasks run on this machine: it needs the sandbox
@@ -147,6 +141,12 @@ def cmd_grade(a: argparse.Namespace) -> int:
                   "(--no-sandbox grades anyway, with the instructor's rights)", file=sys.stderr)
             return 2
     if not counters_ready("tilelab grade", a.backend, True, a.lesson_without_counters):
+        return 2
+    try:
+        classroom.course.config_path(Path(a.course))
+    except FileNotFoundError as exc:
+        print(f"tilelab grade: {Path(a.course).resolve()} is not a course folder ({exc}); run "
+              "it in the course repository, or name it with --course", file=sys.stderr)
         return 2
     # on a remote cluster each worker uses its own backend unless one is named
     backend = a.backend if a.scheduler else (a.backend or backends.active())

@@ -90,7 +90,9 @@ def cpu_seconds(cgroups: Sequence[str]) -> float | None:
 def supervise(argv: Sequence[str], cgroups: Sequence[str], wall: float,
               cpu: float | None) -> int:
     """Run ``argv`` as a child; kill its tree when ``wall`` seconds or ``cpu`` CPU seconds
-    are spent or on SIGTERM; its exit code."""
+    are spent, on SIGTERM, or when the grader that started this process has ended (a class
+    run killed or stopped without shutting its Jupyter kernels down); its exit code."""
+    parent = os.getppid()
     pid = os.fork()
     if pid == 0:
         try:
@@ -108,6 +110,7 @@ def supervise(argv: Sequence[str], cgroups: Sequence[str], wall: float,
             break
         used = cpu_seconds(cgroups) if cpu is not None else None
         why = (stop[0] if stop else
+               "the grader that started it has ended" if os.getppid() != parent else
                f"the {wall:g} s budget is spent" if time.monotonic() > deadline else
                f"its processes used {cpu:g} s of CPU" if used is not None and used > cpu else
                None)
