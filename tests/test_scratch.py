@@ -4,6 +4,7 @@ the folder of a check killed mid-grading is removed by the next process that mak
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -113,3 +114,17 @@ def test_a_small_class_run_leaves_no_folder(tmp_path):
                          text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     assert list(tmpdir.iterdir()) == []
+
+
+def test_the_kernels_socket_folder_stays_short_under_a_deep_tmpdir(tmp_path):
+    """A Unix socket's path holds at most 107 bytes: under a deep ``$TMPDIR`` (pytest-xdist's
+    own made one) every notebook of a class run failed to start its kernel."""
+    deep = tmp_path / ("d" * 50) / ("e" * 50)
+    deep.mkdir(parents=True)
+    out = subprocess.run([sys.executable, "-c", "from tilelab.classroom.jupyter_sandbox import "
+                          "ipc_folder; print(ipc_folder())"], env=_env(deep), text=True,
+                         capture_output=True, check=True, timeout=120).stdout.strip()
+    try:
+        assert Path(out).is_dir() and len(f"{out}/k-99") <= 100
+    finally:
+        shutil.rmtree(out)

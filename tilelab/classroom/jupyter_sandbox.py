@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from typing import Any
 
 import zmq
@@ -36,6 +37,22 @@ CONNECTION_BYTES = 1 << 20  # the connection file and the sockets' names
 MESSAGE_BYTES = 16 << 20  # the largest message taken from a notebook's kernel
 
 
+
+#: The longest path of the kernel's sockets (``<folder>/k-<n>``): a Unix socket's path holds
+#: at most 107 bytes, and a longer one fails every notebook of the run
+IPC_PATH_MAX = 100
+
+
+def ipc_folder() -> str:
+    """A fresh folder for the kernel's sockets: in this process's scratch folder, or, where
+    ``$TMPDIR`` is too deep for a socket's path there, in /tmp."""
+    path = str(scratch.make("k"))
+    if len(os.path.join(path, "k-99")) <= IPC_PATH_MAX:
+        return path
+    scratch.remove(path)
+    return tempfile.mkdtemp(prefix="tilelab-k-", dir="/tmp")
+
+
 class SandboxedKernelManager(AsyncKernelManager):
     """Starts the kernel inside a bubblewrap sandbox, connected over IPC sockets."""
 
@@ -48,8 +65,7 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        # a short name: the sockets' paths in it must stay within a Unix socket's 107 bytes
-        self._ipc_dir = str(scratch.make("k"))
+        self._ipc_dir = ipc_folder()
         # the kernel may write there: a small tmpfs where the grader may mount one
         self._ipc_sized = sized_folder(self._ipc_dir, CONNECTION_BYTES)
         self._cgroup: Cgroup | None = None
