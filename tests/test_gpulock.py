@@ -413,3 +413,39 @@ def test_a_class_runs_notebook_leaves_a_shared_gpu_sandboxed_or_not(lock, monkey
     assert off_the_gpu(SimpleNamespace(sandboxed=True)) == {"TILELAB_BACKEND": "emu"}
     assert off_the_gpu(SimpleNamespace(sandboxed=False)) == {
         "TILELAB_BACKEND": "emu", "CUDA_VISIBLE_DEVICES": ""}
+
+
+STARTED = """
+import sys
+from pathlib import Path
+from tilelab.grading import gpulock
+with gpulock.shared():
+    Path(sys.argv[1]).write_text(str(gpulock.folder()))
+"""
+
+
+def test_a_check_with_no_lock_named_gets_its_own_for_the_processes_it_starts(tmp_path,
+                                                                            monkeypatch):
+    """A learner's check (no class run's lock) starts its sanitizers and ncu beside its
+    speed run: within ``private`` they share a lock of its own, so a process it starts
+    cannot put work beside a timed round; afterwards the folder and the name are gone.
+    Where a class run names a lock, that one is kept."""
+    monkeypatch.delenv(gpulock.ENV, raising=False)
+    with gpulock.private():
+        path = gpulock.folder()
+        assert path is not None and sorted(p.name for p in path.iterdir()) == sorted(
+            gpulock.FILES)
+        flag = tmp_path / "a"
+        with gpulock.exclusive():  # a timed round of this process
+            p = subprocess.Popen(  # a sanitizer, say: it inherits the name
+                [sys.executable, "-c", STARTED, str(flag)],
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+            time.sleep(1.0)
+            assert p.poll() is None and not flag.exists()  # it waits for the round
+        assert p.wait(timeout=60) == 0 and flag.read_text() == str(path)
+    assert gpulock.folder() is None and not path.exists()
+    named = gpulock.make(tmp_path / "scratch", "0")
+    monkeypatch.setenv(gpulock.ENV, str(named))
+    with gpulock.private():
+        assert gpulock.folder() == named
+    assert gpulock.folder() == named

@@ -159,6 +159,27 @@ def test_the_speed_runs_output_is_checked_on_sampled_rows():
     assert not sampled_compare(ex, shape, inputs, cut, rng).ok
 
 
+def test_each_timed_round_is_checked_against_its_own_inputs():
+    """The speed run's check keeps a round's float64 inputs for its other kernels: a new
+    round's inputs are never compared with the last round's (each right output passes, and
+    a launch that returns the last round's output is wrong)."""
+    import numpy as np
+
+    from tilelab.grading.pipeline import launch_check
+
+    ex = exercises.get("tiled")
+    rng = np.random.default_rng(5)
+    shape = (256, 192, 128)
+    check = launch_check(ex, shape, rng)
+    rounds = [ex.problem.make_inputs(shape, rng) for _ in range(3)]
+    outputs = [(x["A"].astype(np.float64) @ x["B"]).astype(np.float32) for x in rounds]
+    for x, right in zip(rounds, outputs, strict=True):
+        assert check(x, right) is None
+        assert check(x, right.copy()) is None  # the round's second kernel
+    assert check(rounds[2], outputs[1]) is not None  # a replay of the round before
+    assert check(rounds[0], outputs[0]) is None  # the first round's inputs, come again
+
+
 def test_the_padded_matmul_must_also_beat_a_kernel_that_skips_the_lesson():
     ex = exercises.get("matmul_at_padded")
     assert ex.must_beat is not None and ex.must_beat.name == "matmul_naive"

@@ -289,3 +289,38 @@ def test_an_ncu_that_reads_nothing_leaves_the_lesson_not_measured(tmp_path, monk
     lesson_gate(Run(ex, None, ex.reference.source(), text=ex.reference.source()), v)
     assert not v.speed_passed and "lesson was not measured" in " ".join(v.messages)
     assert "driver resource" in v.counters["error"]
+
+
+def test_counting_started_early_and_not_needed_ends_with_all_it_started(tmp_path, monkeypatch):
+    """The grader starts ncu beside its sanitizer and speed run; a kernel that turns out
+    slow or wrong has it stopped unread: ncu and its launched worker end, its files go."""
+    ncu = tmp_path / "ncu"
+    pids = tmp_path / "pids"
+    ncu.write_text(f"#!/bin/sh\nsleep 600 &\necho $$ $! > {pids}\nwait\n")
+    ncu.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    if counters.find_ncu() != str(ncu):
+        pytest.skip("another ncu is found first")
+    counting = counters.Counting("tiled", exercises.get("tiled").reference.source())
+    for _ in range(3000):
+        if pids.exists() and len(pids.read_text().split()) == 2:
+            break
+        time.sleep(0.01)
+    procs = [int(p) for p in pids.read_text().split()]
+    folder = Path(counting._tmp.name)
+    assert (folder / "kernel.cu").exists()
+    counting.stop()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(alive(p) for p in procs):
+        time.sleep(0.05)
+    assert not any(alive(p) for p in procs) and not folder.exists()
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped by its parent, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -27,6 +27,7 @@ from typing import Any
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.catalog.variants import VARIANTS
+from tilelab.device.bench import LEAD_MS
 from tilelab.experiments.datafile import write
 from tilelab.grading import gpulock
 from tilelab.grading.sandbox import grade_source
@@ -88,5 +89,6 @@ def run(rt: Any, out: Path, repeat: int = 5) -> Path:
         f"Took {time.monotonic() - t0:.0f} s.",
         COLUMNS, rows,
         method="tilelab's speed step: CUDA events, baseline and kernel interleaved, "
-               "L2 flushed between runs, median",
+               f"L2 flushed and the GPU given a {LEAD_MS:g} ms lead before each timed launch, "
+               "median",
     )

@@ -7,9 +7,6 @@ element and its likely cause: never written, boundary, race, or indexing.
 
 from __future__ import annotations
 
-import itertools
-import os
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -170,14 +167,6 @@ def check_function(
     return result
 
 
-def lanes() -> int:
-    """How many emulated launches :func:`check_shapes` runs at once: two where this
-    process may use two cores, one where its thread caps say one (a class run's worker)."""
-    if os.environ.get("OMP_NUM_THREADS", "").strip() == "1":
-        return 1
-    return min(2, len(os.sched_getaffinity(0)))
-
-
 def check_shapes(
     rt: Runtime,
     fn: Any,
@@ -186,52 +175,11 @@ def check_shapes(
     shapes: Sequence[Shape],
     rng: np.random.Generator,
     quick: bool = False,
-    lanes: int = 1,
 ) -> Iterator[tuple[Shape, ShapeResult | Exception]]:
     """:func:`check_function` at each shape, in order: its result, or the exception its
-    launch raised. The inputs are drawn first, in order. On the emulator ``lanes``
-    launches run at once (each in its own forked child, waited for on a thread of this
-    process), the comparisons here, in order. More than one lane only where numpy's BLAS
-    runs on one thread (the grading worker sets it so): OpenBLAS stops its thread pool at
-    every fork, and a product running on it meanwhile waits forever. Once the caller stops
-    reading, no further launch starts."""
-    if lanes <= 1 or rt.name != "emu":
-        for shape in shapes:
-            try:
-                yield shape, check_function(rt, fn, problem, launch_, shape, rng, quick=quick)
-            except Exception as exc:
-                yield shape, exc
-        return
-    inputs = [problem.make_inputs(s, rng) for s in shapes]
-    outputs: list[np.ndarray | Exception | None] = [None] * len(shapes)
-    done = [threading.Event() for _ in shapes]
-    order, stop = itertools.count(), threading.Event()
-
-    def lane() -> None:  # daemon threads: a process that stopped reading never waits
-        while not stop.is_set() and (i := next(order)) < len(shapes):
-            try:
-                outputs[i] = launch(rt, fn, problem, launch_, shapes[i], inputs[i])
-            except Exception as exc:
-                outputs[i] = exc
-            finally:
-                done[i].set()
-
-    for _ in range(lanes):
-        threading.Thread(target=lane, daemon=True).start()
-    try:
-        for i, shape in enumerate(shapes):
-            done[i].wait()
-            got = outputs[i]
-            if got is None:
-                yield shape, RuntimeError(f"the launch at {shape} ended without a result")
-            elif isinstance(got, Exception):
-                yield shape, got
-            else:
-                try:
-                    result: ShapeResult | Exception = compare(problem, shape, inputs[i], got,
-                                                              launch_, quick=quick)
-                except Exception as exc:
-                    result = exc
-                yield shape, result
-    finally:
-        stop.set()
+    launch raised. Once the caller stops reading, no further launch starts."""
+    for shape in shapes:
+        try:
+            yield shape, check_function(rt, fn, problem, launch_, shape, rng, quick=quick)
+        except Exception as exc:
+            yield shape, exc

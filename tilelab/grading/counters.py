@@ -17,11 +17,13 @@ says so before grading, with what to do; it never falls back to the emulator's c
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -163,35 +165,79 @@ def draw() -> int:
     return WARMUP + secrets.randbelow(REPEAT)
 
 
+class Counting:
+    """ncu over one launch of ``source``, started now in the background (a process group
+    of its own), so that the grader's sanitizer and speed run go on meanwhile;
+    :meth:`result` waits for its counts, :meth:`stop` ends it unread. Its counted launch
+    holds the GPU's one profiler and the lock :func:`gpulock.counted_mode` names: never
+    beside a timed round."""
+
+    def __init__(self, exercise_id: str, source: str, timeout: float = 300) -> None:
+        self.timeout = timeout
+        self.proc: subprocess.Popen | None = None
+        self.problem: str | None = None
+        self._tmp = tempfile.TemporaryDirectory(prefix="tilelab-ncu-")
+        ncu = find_ncu()
+        if ncu is None:
+            self.problem = problem(settings.LESSON_WITHOUT_COUNTERS.name) or "ncu is not installed"
+            return
+        path = os.path.join(self._tmp.name, "kernel.cu")
+        Path(path).write_text(source, encoding="utf-8")
+        self._out = [open(os.path.join(self._tmp.name, name), "w+b")  # noqa: SIM115
+                     for name in ("stdout", "stderr")]
+        self.proc = subprocess.Popen(
+            command(ncu, exercises.get(exercise_id), path, draw(), gpulock.counted_mode()),
+            stdin=subprocess.DEVNULL, stdout=self._out[0], stderr=self._out[1],
+            start_new_session=True)
+
+    def result(self) -> dict[str, float]:
+        """The counts (by figure name, :data:`METRICS`); raise :class:`CountersUnavailable`
+        when ncu could not read them."""
+        flag = settings.LESSON_WITHOUT_COUNTERS.name
+        try:
+            if self.proc is None:
+                raise CountersUnavailable(self.problem)
+            try:
+                self.proc.wait(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                raise CountersUnavailable(f"ncu took longer than {self.timeout:g} s") from None
+            stdout, stderr = (_read(f) for f in self._out)
+        finally:
+            self.stop()
+        out = stdout + stderr
+        if RESTRICTED_CODE in out:
+            raise CountersUnavailable(RESTRICTED.format(flag=flag))
+        try:
+            launches = parse(stdout)
+        except RuntimeError:  # ncu ran but read nothing (another profiler holds the GPU, say)
+            raise CountersUnavailable("ncu read no counters:\n" + out[-1500:]) from None
+        if len(launches) != 1:
+            raise CountersUnavailable(f"ncu profiled {len(launches)} launches, expected 1:\n"
+                                      + out[-1500:])
+        names = {v: k for k, v in METRICS.items()}
+        return {names[m]: v for m, v in launches[0].items() if m in names}
+
+    def stop(self) -> None:
+        """End ncu and its worker (whatever they were doing) and remove their files."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        if self.proc is not None:
+            for f in self._out:
+                f.close()
+        self._tmp.cleanup()
+
+
+def _read(f: Any, limit: int = 1 << 22) -> str:
+    f.seek(0)
+    return f.read(limit).decode("utf-8", "replace")
+
+
 def measure(exercise_id: str, source: str, timeout: float = 300) -> dict[str, float]:
     """The counts of one launch of ``source`` (by figure name, :data:`METRICS`); raise
     :class:`CountersUnavailable` when ncu cannot read them."""
-    flag = settings.LESSON_WITHOUT_COUNTERS.name
-    ncu = find_ncu()
-    if ncu is None:
-        raise CountersUnavailable(problem(flag) or "ncu is not installed")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "kernel.cu")
-        Path(path).write_text(source, encoding="utf-8")
-        try:
-            p = subprocess.run(command(ncu, exercises.get(exercise_id), path, draw(),
-                                       gpulock.counted_mode()),
-                               capture_output=True, text=True, timeout=timeout,
-                               errors="replace")
-        except subprocess.TimeoutExpired:
-            raise CountersUnavailable(f"ncu took longer than {timeout:g} s") from None
-    out = p.stdout + p.stderr
-    if RESTRICTED_CODE in out:
-        raise CountersUnavailable(RESTRICTED.format(flag=flag))
-    try:
-        launches = parse(p.stdout)
-    except RuntimeError:  # ncu ran but read nothing (another profiler holds the GPU, say)
-        raise CountersUnavailable("ncu read no counters:\n" + out[-1500:]) from None
-    if len(launches) != 1:
-        raise CountersUnavailable(f"ncu profiled {len(launches)} launches, expected 1:\n"
-                                  + out[-1500:])
-    names = {v: k for k, v in METRICS.items()}
-    return {names[m]: v for m, v in launches[0].items() if m in names}
+    return Counting(exercise_id, source, timeout).result()
 
 
 def _per(a: float, b: float) -> float:

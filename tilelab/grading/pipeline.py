@@ -20,7 +20,6 @@ source reaches it.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,7 +40,6 @@ from tilelab.grading.correctness import (
     compare,
     explain,
     fmt_shape,
-    lanes,
     launch,
 )
 from tilelab.grading.diagnosis import POISON_BITS, diagnose, launch_failure, telling
@@ -65,32 +63,11 @@ class Run:
     launched: bool = True  # False once a launch failed (the kernel did not run to its end)
     report: Any = None  # the emulator's analysis, once run (for a diagnosis or the gates)
     sanitizing: Any = None  # the sanitizer's tools while they run (see `sanitizer`)
-    analysis_build: Background | None = None  # the emulator's analysis build, under way
-    parallel: bool = False  # builds and launches on threads (the grading worker's choice)
+    counting: counters.Counting | None = None  # ncu, started early (see `start_counters`)
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
 
 
 Step = Callable[[Run, Verdict], bool]
-
-
-class Background:
-    """A call run on a thread of its own (a daemon: a grading process never waits for it
-    to exit); :meth:`result` waits for it, None where it raised."""
-
-    def __init__(self, call: Callable[[], Any]) -> None:
-        self._value: Any = None
-        self._thread = threading.Thread(target=self._run, args=(call,), daemon=True)
-        self._thread.start()
-
-    def _run(self, call: Callable[[], Any]) -> None:
-        try:
-            self._value = call()
-        except BaseException:  # the caller builds it again, and sees why
-            self._value = None
-
-    def result(self) -> Any:
-        self._thread.join()
-        return self._value
 
 
 def compile_errors(rt: Runtime) -> tuple[type[BaseException], ...]:
@@ -160,11 +137,7 @@ def validate(run: Run, v: Verdict) -> bool:
 
 
 def compile_candidate(run: Run, v: Verdict) -> bool:
-    """The candidate's build; on the emulator its analysis build is compiled meanwhile on
-    another thread (two g++ at once), for the analysis step."""
-    if run.rt.name == "emu" and run.parallel:
-        rt, text = run.rt, run.text
-        run.analysis_build = Background(lambda: rt.SourceModule(text, analysis=True))
+    """The candidate's build."""
     run.fn = compile_kernel(run.rt, run.text, run.ex.kernel, v)
     return run.fn is not None
 
@@ -176,8 +149,7 @@ def correctness(run: Run, v: Verdict) -> bool:
     ex, rt = run.ex, run.rt
     v.correct = True
     results = []
-    checked = check_shapes(rt, run.fn, ex.problem, ex.launch, ex.shapes, run.rng, quick=True,
-                           lanes=lanes() if run.parallel else 1)
+    checked = check_shapes(rt, run.fn, ex.problem, ex.launch, ex.shapes, run.rng, quick=True)
     for shape, res in checked:
         if isinstance(res, Exception):
             if not isinstance(res, launch_errors(rt)):
@@ -318,12 +290,8 @@ def _analyse(run: Run, v: Verdict) -> Any | None:
 
 
 def _analysis_function(run: Run) -> Any | None:
-    """The analysis build's kernel: the one compiled meanwhile where that succeeded, else
-    compiled here (which says why it cannot be, as the candidate's build does)."""
-    module = run.analysis_build.result() if run.analysis_build is not None else None
-    if module is not None:
-        with contextlib.suppress(Exception):
-            return module.get_function(run.ex.kernel)
+    """The analysis build's kernel (where it cannot be built, the verdict says why, as the
+    candidate's build does)."""
     return compile_kernel(run.rt, run.text, run.ex.kernel, Verdict(run.ex.id, run.rt.name),
                           analysis=True)
 
@@ -335,6 +303,16 @@ def sanitizer(run: Run, v: Verdict) -> bool:
     if not (v.correct and run.rt.name == "gpu" and run.sanitize):
         return True
     run.sanitizing = (Sanitizers(run.ex.id, run.text), v.traffic, len(v.messages))
+    return True
+
+
+def start_counters(run: Run, v: Verdict) -> bool:
+    """On a GPU, for a correct kernel whose speed is graded: Nsight Compute's run over one
+    launch, started now so that it overlaps the sanitizer and the speed run (its counted
+    launch holds the GPU alone, never beside a timed round); :func:`lesson_gate` reads it
+    where the speed gate is passed, else it is stopped unread."""
+    if v.correct and run.rt.name == "gpu" and run.speed and run.ex.speed_graded:
+        run.counting = counters.Counting(run.ex.id, run.text)
     return True
 
 
@@ -394,7 +372,8 @@ def lesson_gate(run: Run, v: Verdict) -> None:
     t0 = time.perf_counter()
     try:
         # the counted launch holds the GPU's one profiler, not the whole ncu process
-        v.counters = counters.figures(ex, counters.measure(ex.id, run.text))
+        counting, run.counting = run.counting or counters.Counting(ex.id, run.text), None
+        v.counters = counters.figures(ex, counting.result())
     except (gpulock.GpuBusy, counters.CountersUnavailable) as exc:
         v.counters = {"error": str(exc)}
     v.step_seconds["counters"] = round(time.perf_counter() - t0, 4)  # within "speed"
@@ -507,8 +486,8 @@ def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random
 
 #: a timed round is run again when the grader took longer than this (milliseconds) to
 #: queue a launch after its start event: the CPU, shared with other grading tasks, held
-#: it up, and the GPU's time would count the wait (normally a few hundredths: the launch
-#: is queued while the GPU still flushes L2)
+#: it up, and past the GPU's lead (:data:`tilelab.device.bench.LEAD_MS`) its time would
+#: count the wait (normally a few hundredths: the launch is queued during the lead)
 HELD_UP_MS = 0.25
 
 
@@ -538,12 +517,16 @@ ROWS_PER_LAUNCH = 8
 def launch_check(ex: Exercise, shape: tuple, rng: np.random.Generator) -> Any:
     """The check of one timed launch's output (see :func:`tilelab.device.bench.time_checked`)."""
 
+    last: list[Any] = [None, {}]  # a round's inputs, and their float64 copies
+
     def check(inputs: dict[str, np.ndarray], got: np.ndarray) -> str | None:
         unwritten = int(np.count_nonzero(got.view(np.uint32) == POISON_BITS))
         if unwritten:
             return (f"{unwritten} of {got.size} elements of {ex.problem.output} were never "
                     "written (still the NaN poison filled in before this launch).")
-        res = sampled_compare(ex, shape, inputs, got, rng, ROWS_PER_LAUNCH)
+        if last[0] is not inputs:  # a round's kernels are checked on the same inputs
+            last[:] = [inputs, {}]
+        res = sampled_compare(ex, shape, inputs, got, rng, ROWS_PER_LAUNCH, wide=last[1])
         return None if res.ok else f"on {ROWS_PER_LAUNCH} sampled rows, {res.message}"
 
     return check
@@ -565,10 +548,12 @@ def compile_speed_kernels() -> None:
 
 def sampled_compare(ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
                     got: np.ndarray, rng: np.random.Generator,
-                    rows: int = SAMPLED_ROWS) -> Any:
+                    rows: int = SAMPLED_ROWS, wide: dict[str, np.ndarray] | None = None) -> Any:
     """Compare ``got`` with the float64 reference on ``rows`` output rows drawn at random
     (all of them when there are no more): a matmul's rows of C are A's rows, a
-    transpose's rows of ``out`` are ``in``'s columns."""
+    transpose's rows of ``out`` are ``in``'s columns. ``wide``: float64 copies of whole
+    inputs, kept there for the next call on the same inputs (made once per timed round,
+    not once per kernel)."""
     n = ex.problem.output_shape(shape)[0]
     if n <= rows:
         return compare(ex.problem, shape, inputs, got, ex.launch)
@@ -577,14 +562,20 @@ def sampled_compare(ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
         sub, sub_shape = {"in": inputs["in"][:, pick]}, (shape[0], rows)
     else:
         first = ex.problem.arg_order[0]  # A: its rows are C's rows
-        sub, sub_shape = dict(inputs, **{first: inputs[first][pick]}), (rows, *shape[1:])
+        whole = {k: a for k, a in inputs.items() if k != first}
+        if wide is not None:
+            for k, a in whole.items():
+                if k not in wide:
+                    wide[k] = a.astype(np.float64)
+            whole = {k: wide[k] for k in whole}
+        sub, sub_shape = {first: inputs[first][pick], **whole}, (rows, *shape[1:])
     return compare(ex.problem, sub_shape, sub, got[pick], ex.launch)
 
 
 #: The grader, in order.
 STEPS: tuple[Step, ...] = (
-    validate, compile_candidate, correctness, sanitizer, schedules, analysis, lesson_traffic,
-    sanitizer_verdict, speed,
+    validate, compile_candidate, correctness, sanitizer, start_counters, schedules, analysis,
+    lesson_traffic, sanitizer_verdict, speed,
 )
 
 
@@ -595,28 +586,27 @@ def evaluate(
     speed: bool = True,
     sanitize: bool = True,
     gate: float | None = None,
-    parallel: bool = False,
 ) -> Verdict:
-    """Grade one kernel source for one exercise, in this process. ``parallel``: on the
-    emulator, the analysis build compiles while the candidate's does and two launches run
-    at once; only where numpy's BLAS runs on one thread (see
-    :func:`~tilelab.grading.correctness.check_shapes`)."""
+    """Grade one kernel source for one exercise, in this process."""
     ex = exercises.get(exercise_id)
     if gate is not None:
         ex = ex.with_gate(gate, f"gate set by the instructor to {gate:g}x")
     rt = get_runtime(backend_name)
     v = Verdict.for_exercise(ex, rt.name, rt.device_name if rt.name == "gpu" else None)
-    run = Run(ex, rt, source, speed=speed, sanitize=sanitize, parallel=parallel)
+    run = Run(ex, rt, source, speed=speed, sanitize=sanitize)
     try:
-        for step in STEPS:
-            t0 = time.perf_counter()
-            go_on = step(run, v)
-            v.step_seconds[step.__name__] = round(time.perf_counter() - t0, 4)
-            if not go_on:
-                break
+        with gpulock.private() if rt.name == "gpu" else contextlib.nullcontext():
+            for step in STEPS:
+                t0 = time.perf_counter()
+                go_on = step(run, v)
+                v.step_seconds[step.__name__] = round(time.perf_counter() - t0, 4)
+                if not go_on:
+                    break
     finally:
         if run.sanitizing is not None:  # a step failed while the sanitizer ran
             run.sanitizing[0].stop()
+        if run.counting is not None:  # not needed (slow, or wrong), or a step failed
+            run.counting.stop()
     p = scoring.points(v)
     v.points_correct, v.points_speed = p.correct, p.speed
     return v
