@@ -452,10 +452,10 @@ def interrupt_after(root: Path, verdict_files: int, *args: str) -> None:
 @pytest.mark.slow
 def test_an_interrupted_run_grades_only_what_is_missing_or_changed(tmp_path):
     root = tmp_path / "course"
-    small_class(root, ["alice", "bob", "frank", "mallory"])
+    small_class(root, ["alice", "bob", "frank"])  # three honest learners, one process
     interrupt_after(root, 1, *([] if SANDBOXED else ["--no-sandbox"]))
     done = len(list((root / "autograder" / "feedback").glob("*/*/tilelab_verdict.json")))
-    total = 4
+    total = 3
     assert 1 <= done < total
 
     def again(**kw):
