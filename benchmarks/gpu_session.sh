@@ -4,7 +4,7 @@
 # NVIDIA GPU, PyCUDA and nbgrader (pip install -r requirements-gpu.txt), e.g.
 #
 #   bash benchmarks/gpu_session.sh /tmp/gpu-out             # everything
-#   STEPS="tests bench" bash benchmarks/gpu_session.sh out  # only some steps
+#   bash benchmarks/gpu_session.sh out tests bench          # only some steps (or STEPS=...)
 #
 # Steps: tests (the `gpu` tests of the runtime and the grader), class (the nbgrader class
 # run in this process with speed gates: tests/test_classroom.py), corpus (the bad-submission
@@ -38,8 +38,16 @@
 # GPU, each step's hidden tests and speed gates included: times in OUT_DIR/notebooks.json).
 # A summary table is printed last.
 set -uo pipefail
-out="${1:?usage: gpu_session.sh OUT_DIR}"
-steps="${STEPS:-tests sandbox hostile class corpus bench calibrate notebooks}"
+known="tests sandbox hostile class corpus bench road sweep calibrate cluster scale checktimes \
+locktests countersload pergpu sharedgpu notebooks"
+out="${1:?usage: gpu_session.sh OUT_DIR [STEP ...]}"
+if [[ " $known " == *" $out "* ]]; then  # a step where the folder goes: nothing is run
+  echo "gpu_session.sh: the first argument is the output folder, not a step ($out);" \
+       "usage: gpu_session.sh OUT_DIR [STEP ...]" >&2
+  exit 2
+fi
+shift
+steps="${*:-${STEPS:-tests sandbox hostile class corpus bench calibrate notebooks}}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
@@ -116,8 +124,7 @@ for s in $steps; do
              --json \"\$2/hostile.json\"; \"\$1\" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_gpu_grading.py tests/test_lesson_gate.py \
              tests/test_grade.py -k 'replay or speed_run or ncu or counters or racing'" _ "$py" "$out" ;;
-    *) echo "unknown step $s (tests sandbox hostile class corpus bench road sweep calibrate"\
-            "cluster scale checktimes locktests countersload pergpu sharedgpu notebooks)"
+    *) echo "unknown step $s ($known)"
        exit 2 ;;
   esac
 done
