@@ -324,3 +324,22 @@ def alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_an_ncu_that_cannot_be_started_leaves_the_lesson_not_measured(tmp_path, monkeypatch):
+    """An ncu on PATH that is no program: the grade goes on, the lesson is not measured
+    and the verdict says why."""
+    ncu = tmp_path / "ncu"
+    ncu.write_bytes(b"\x7fELF not really")
+    ncu.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    if counters.find_ncu() != str(ncu):
+        pytest.skip("another ncu is found first")
+    ex = exercises.get("transpose_padded")
+    counting = counters.Counting(ex.id, ex.reference.source())
+    with pytest.raises(counters.CountersUnavailable, match="could not be started"):
+        counting.result()
+    v = gpu_verdict(ex.id, ex.gate + 1)
+    lesson_gate(Run(ex, None, ex.reference.source(), text=ex.reference.source()), v)
+    assert not v.speed_passed and "could not be started" in v.counters["error"]

@@ -185,10 +185,15 @@ class Counting:
         Path(path).write_text(source, encoding="utf-8")
         self._out = [open(os.path.join(self._tmp.name, name), "w+b")  # noqa: SIM115
                      for name in ("stdout", "stderr")]
-        self.proc = subprocess.Popen(
-            command(ncu, exercises.get(exercise_id), path, draw(), gpulock.counted_mode()),
-            stdin=subprocess.DEVNULL, stdout=self._out[0], stderr=self._out[1],
-            start_new_session=True)
+        try:
+            self.proc = subprocess.Popen(
+                command(ncu, exercises.get(exercise_id), path, draw(), gpulock.counted_mode()),
+                stdin=subprocess.DEVNULL, stdout=self._out[0], stderr=self._out[1],
+                start_new_session=True)
+        except OSError as exc:  # not executable, say: the lesson is not measured, and why
+            self.problem = f"ncu ({ncu}) could not be started: {exc}"
+            for f in self._out:
+                f.close()
 
     def result(self) -> dict[str, float]:
         """The counts (by figure name, :data:`METRICS`); raise :class:`CountersUnavailable`
