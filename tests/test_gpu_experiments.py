@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -62,3 +63,19 @@ def test_a_launch_after_the_cpu_was_busy_times_as_one_back_to_back():
         time.sleep(0.1)
         apart.append(timed_launch(run, start, end, flush)[0])
     assert statistics.median(apart) < 1.1 * together, (apart, together)
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_89", "sm_90"])
+def test_the_gpus_lead_is_ptx_every_current_gpu_loads(arch, tmp_path):
+    """The lead before each timed launch is PTX the driver compiles for the GPU at hand (no
+    nvcc needed): ptxas, the same compiler, takes it for a T4, an A100, an L4 and an H100."""
+    import subprocess
+
+    from tilelab.device.bench import LEAD_PTX
+
+    ptx = tmp_path / "lead.ptx"
+    ptx.write_bytes(LEAD_PTX)
+    out = subprocess.run(["ptxas", f"-arch={arch}", str(ptx), "-o", str(tmp_path / "lead.cubin")],
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr

@@ -47,7 +47,7 @@ class Timing:
 #: driver: no compiler needed), queued before each timed launch's start event.
 LEAD_PTX = b"""
 .version 7.0
-.target sm_75
+.target sm_52
 .address_size 64
 
 .visible .entry tilelab_lead(.param .u64 ns)
