@@ -176,6 +176,7 @@ class Counting:
         self.timeout = timeout
         self.proc: subprocess.Popen | None = None
         self.problem: str | None = None
+        self._out: list[Any] = []  # ncu's stdout and stderr, files in _tmp
         self._tmp = tempfile.TemporaryDirectory(prefix="tilelab-ncu-")
         ncu = find_ncu()
         if ncu is None:
@@ -192,8 +193,6 @@ class Counting:
                 start_new_session=True)
         except OSError as exc:  # not executable, say: the lesson is not measured, and why
             self.problem = f"ncu ({ncu}) could not be started: {exc}"
-            for f in self._out:
-                f.close()
 
     def result(self) -> dict[str, float]:
         """The counts (by figure name, :data:`METRICS`); raise :class:`CountersUnavailable`
@@ -228,9 +227,8 @@ class Counting:
             with contextlib.suppress(OSError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
-        if self.proc is not None:
-            for f in self._out:
-                f.close()
+        for f in self._out:
+            f.close()
         self._tmp.cleanup()
 
 
