@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import running
 
 from tilelab import settings
 from tilelab.grading import bubblewrap as sandbox
@@ -265,15 +266,6 @@ def test_tilelab_grade_refuses_without_a_sandbox_and_says_what_to_install(
         sandbox.problem.cache_clear()
 
 
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a process that still runs (a zombie has ended)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
 def test_a_supervised_sandbox_ends_when_the_grader_that_started_it_is_gone(tmp_path):
     """A Jupyter kernel's supervisor (enter.py --wall) once outlived a killed class run for
     its whole 30-minute budget, its sandboxed kernel with it; now it stops them both."""
@@ -298,7 +290,7 @@ def test_a_supervised_sandbox_ends_when_the_grader_that_started_it_is_gone(tmp_p
     grader.kill()
     grader.wait()
     for _ in range(100):
-        if not _running(supervisor) and not _running(command):
+        if not running(supervisor) and not running(command):
             break
         time.sleep(0.1)
-    assert not _running(command) and not _running(supervisor)
+    assert not running(command) and not running(supervisor)

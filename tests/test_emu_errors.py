@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import running
 from support.emu_samples import line_of
 
 import tilelab.emu as cuda
@@ -325,13 +326,6 @@ def test_kernel_process_dies_with_its_parent(tmp_path):
     time.sleep(0.3)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    def running(pid: int) -> bool:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
-        except OSError:
-            return False
-
     deadline = time.monotonic() + 5
     while any(map(running, kids)) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import running
 
 from tilelab import settings
 from tilelab.catalog import exercises
@@ -271,17 +272,26 @@ def test_the_counted_run_gives_every_speed_launch_inputs_no_other_launch_saw():
     assert [s for s, _ in sanitize] == [(18, 38)]
 
 
-def test_an_ncu_that_reads_nothing_leaves_the_lesson_not_measured(tmp_path, monkeypatch):
-    """Two profilers on one GPU: ncu runs but prints no table (as seen on an H100 with two
-    graders and no lock). The lesson is not measured, never an internal grader error."""
+def ncu_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, program: str | bytes) -> Path:
+    """``program`` as the only ncu the grader finds (skips where another is found first)."""
     ncu = tmp_path / "ncu"
-    ncu.write_text("#!/bin/sh\necho '==ERROR== Profiling failed because a driver resource "
-                   "was unavailable.' >&2\nexit 1\n")
+    if isinstance(program, bytes):
+        ncu.write_bytes(program)
+    else:
+        ncu.write_text(program)
     ncu.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     monkeypatch.setenv("CUDA_HOME", str(tmp_path))
     if counters.find_ncu() != str(ncu):
         pytest.skip("another ncu is found first")
+    return ncu
+
+
+def test_an_ncu_that_reads_nothing_leaves_the_lesson_not_measured(tmp_path, monkeypatch):
+    """Two profilers on one GPU: ncu runs but prints no table (as seen on an H100 with two
+    graders and no lock). The lesson is not measured, never an internal grader error."""
+    ncu_on_path(tmp_path, monkeypatch, "#!/bin/sh\necho '==ERROR== Profiling failed because "
+                "a driver resource was unavailable.' >&2\nexit 1\n")
     with pytest.raises(counters.CountersUnavailable, match="driver resource was unavailable"):
         counters.measure("transpose_padded", exercises.get("transpose_padded").reference.source())
     ex = exercises.get("transpose_padded")
@@ -294,14 +304,8 @@ def test_an_ncu_that_reads_nothing_leaves_the_lesson_not_measured(tmp_path, monk
 def test_counting_started_early_and_not_needed_ends_with_all_it_started(tmp_path, monkeypatch):
     """The grader starts ncu beside its sanitizer and speed run; a kernel that turns out
     slow or wrong has it stopped unread: ncu and its launched worker end, its files go."""
-    ncu = tmp_path / "ncu"
     pids = tmp_path / "pids"
-    ncu.write_text(f"#!/bin/sh\nsleep 600 &\necho $$ $! > {pids}\nwait\n")
-    ncu.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
-    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
-    if counters.find_ncu() != str(ncu):
-        pytest.skip("another ncu is found first")
+    ncu_on_path(tmp_path, monkeypatch, f"#!/bin/sh\nsleep 600 &\necho $$ $! > {pids}\nwait\n")
     counting = counters.Counting("tiled", exercises.get("tiled").reference.source())
     for _ in range(3000):
         if pids.exists() and len(pids.read_text().split()) == 2:
@@ -312,30 +316,15 @@ def test_counting_started_early_and_not_needed_ends_with_all_it_started(tmp_path
     assert (folder / "kernel.cu").exists()
     counting.stop()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(alive(p) for p in procs):
+    while time.monotonic() < deadline and any(running(p) for p in procs):
         time.sleep(0.05)
-    assert not any(alive(p) for p in procs) and not folder.exists()
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, ended but not yet reaped by its parent, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    assert not any(running(p) for p in procs) and not folder.exists()
 
 
 def test_an_ncu_that_cannot_be_started_leaves_the_lesson_not_measured(tmp_path, monkeypatch):
     """An ncu on PATH that is no program: the grade goes on, the lesson is not measured
     and the verdict says why."""
-    ncu = tmp_path / "ncu"
-    ncu.write_bytes(b"\x7fELF not really")
-    ncu.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
-    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
-    if counters.find_ncu() != str(ncu):
-        pytest.skip("another ncu is found first")
+    ncu_on_path(tmp_path, monkeypatch, b"\x7fELF not really")
     ex = exercises.get("transpose_padded")
     counting = counters.Counting(ex.id, ex.reference.source())
     with pytest.raises(counters.CountersUnavailable, match="could not be started"):
