@@ -45,13 +45,18 @@ def _grading_folder(tmpdir: Path, seconds: float = 60) -> Path:
     raise AssertionError(f"no grading folder appeared in {tmpdir}")
 
 
-@needs_sandbox
-@pytest.mark.slow
-def test_a_check_leaves_no_folder_and_a_killed_ones_is_removed_by_the_next(tmp_path):
+def _endless_check(tmp_path: Path) -> tuple[Path, Path, subprocess.Popen]:
+    """A check of an endless kernel under its own TMPDIR: the folder, the source, the process."""
     tmpdir, src = tmp_path / "tmp", tmp_path / "kernel.cu"
     tmpdir.mkdir()
     src.write_text(ENDLESS)
-    killed = _check(tmpdir, src)
+    return tmpdir, src, _check(tmpdir, src)
+
+
+@needs_sandbox
+@pytest.mark.slow
+def test_a_check_leaves_no_folder_and_a_killed_ones_is_removed_by_the_next(tmp_path):
+    tmpdir, src, killed = _endless_check(tmp_path)
     left = _grading_folder(tmpdir)
     killed.kill()  # SIGKILL: no finally block, no atexit
     killed.wait()
@@ -66,10 +71,7 @@ def test_a_check_leaves_no_folder_and_a_killed_ones_is_removed_by_the_next(tmp_p
 @needs_sandbox
 @pytest.mark.slow
 def test_a_check_told_to_stop_kills_its_sandbox_and_removes_its_folder(tmp_path):
-    tmpdir, src = tmp_path / "tmp", tmp_path / "kernel.cu"
-    tmpdir.mkdir()
-    src.write_text(ENDLESS)
-    proc = _check(tmpdir, src)
+    tmpdir, _, proc = _endless_check(tmp_path)
     _grading_folder(tmpdir)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM
