@@ -266,6 +266,28 @@ def test_device_allocation_api():
         assert got.tobytes() == (b"\xff\xff\xff\x7f" * (n // 4 + 1))[:n]
 
 
+def test_device_to_device_copies_and_32_bit_fills_as_pycuda_takes_them():
+    """``memcpy_dtod(dest, src, size)`` and ``memset_d32(dest, value, count)``, with
+    allocations or integer addresses (offsets into one) as PyCUDA takes them; what does not
+    fit is refused as the driver refuses it, and nothing is written."""
+    src, dst = cuda.to_device(np.arange(16, dtype=np.float32)), cuda.mem_alloc(64)
+    cuda.memcpy_dtod(int(dst) + 8, int(src) + 16, 24)  # elements 4..9 to elements 2..7
+    got = cuda.from_device(dst, 16, np.float32)
+    assert got[2:8].tolist() == [4, 5, 6, 7, 8, 9] and np.isnan(got[:2]).all()
+    cuda.memset_d32(int(dst) + 4, 0x7FC00001, 3)
+    words = cuda.from_device(dst, 16, np.uint32)
+    assert words[1:4].tolist() == [0x7FC00001] * 3
+    assert cuda.from_device(dst, 16, np.float32)[4:8].tolist() == [6, 7, 8, 9]
+    before = cuda.from_device(dst, 16, np.uint32)
+    for bad in (lambda: cuda.memcpy_dtod(int(dst) + 40, src, 32),
+                lambda: cuda.memcpy_dtod(dst, int(src) + 60, 8),
+                lambda: cuda.memset_d32(int(dst) + 60, 0, 2),
+                lambda: cuda.memset_d32(dst, 0, -1)):
+        with pytest.raises(cuda.LogicError):
+            bad()
+    assert np.array_equal(cuda.from_device(dst, 16, np.uint32), before)
+
+
 def test_basics_also_run_in_analysis_mode(rng, capsys):
     mod = cuda.SourceModule(BASICS, analysis=True)
     x = rng.standard_normal(256).astype(np.float32)

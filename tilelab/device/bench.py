@@ -11,14 +11,16 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tilelab.catalog.problems import Launch, Problem, Shape
-from tilelab.device.runtime import Runtime
+
+if TYPE_CHECKING:  # annotations only: the timing needs no emulator (a tool's worker loads this)
+    from tilelab.device.runtime import Runtime
 
 WARMUP = 5
 REPEAT = 20
@@ -31,6 +33,7 @@ class Timing:
     label: str
     samples_ms: list[float] = field(default_factory=list)
     redone: int = 0  # timed rounds run again (see time_checked's redo_after_ms)
+    waited_s: float = 0.0  # seconds the run waited for a shared GPU's lock (time_checked)
 
     @property
     def median_ms(self) -> float:
@@ -216,6 +219,24 @@ class InputSets:
                 .reshape(s) for k, s in self.shapes.items()}
 
 
+class DevicePools:
+    """The pools of an :class:`InputSets`, copied to the device once: a launch's inputs are
+    then copied into its buffers from there, on the device (the same bytes as a copy from
+    the host, without a host copy per launch)."""
+
+    def __init__(self, rt: Runtime, sets: InputSets) -> None:
+        self.rt, self.sets = rt, sets
+        self.bufs = {k: rt.to_device(pool) for k, pool in sets.pools.items()}
+
+    def fill(self, i: int, bufs: dict[str, Any]) -> None:
+        """Copy launch ``i``'s inputs into ``bufs`` (by input name)."""
+        for k, pool in self.sets.pools.items():
+            nbytes = int(np.prod(self.sets.shapes[k])) * pool.itemsize
+            if nbytes:
+                start = int(self.bufs[k]) + self.sets.offsets[k][i] * pool.itemsize
+                self.rt.memcpy_dtod(int(bufs[k]), start, nbytes)
+
+
 def _offsets(size: int, row: int, count: int, rng: np.random.Generator) -> list[int]:
     """``count`` distinct offsets in [0, size], no two a multiple of ``row`` apart (each its
     own residue modulo ``row``) where there are enough residues; distinct otherwise."""
@@ -229,37 +250,42 @@ def _offsets(size: int, row: int, count: int, rng: np.random.Generator) -> list[
 class Rotation:
     """One kernel's device buffers for checked launches: :data:`BUFFER_GROUPS` groups of
     inputs and output, used in turn; before each launch its group gets that launch's inputs
-    and an output filled with ``poison`` (32-bit pattern)."""
+    (copied on the device from :class:`DevicePools`) and an output filled with ``poison``
+    (32-bit pattern); :meth:`output` reads the last launch's output into a host buffer of
+    the rotation's own (page-locked on a GPU: a faster copy)."""
 
     def __init__(self, rt: Runtime, kernel: Timed, problem: Problem, shape: Shape,
                  inputs: dict[str, np.ndarray], poison: int) -> None:
         self.rt, self.kernel, self.problem, self.shape = rt, kernel, problem, shape
-        out_shape = problem.output_shape(shape)
-        self.poison = np.full(out_shape, poison, np.uint32).view(np.float32)
+        self.out_shape = problem.output_shape(shape)
+        self.poison = int(poison)  # a Python int: PyCUDA takes no NumPy scalar here
+        self.words = int(np.prod(self.out_shape))
         self.groups = []
         for _ in range(BUFFER_GROUPS):
             bufs = {name: rt.mem_alloc(max(a.nbytes, 1)) for name, a in inputs.items()}
-            bufs[problem.output] = rt.mem_alloc(max(self.poison.nbytes, 1))
+            bufs[problem.output] = rt.mem_alloc(max(4 * self.words, 1))
             self.groups.append(bufs)
+        self.host: np.ndarray | None = None  # made at the first read
         self.grid = kernel.launch.grid(problem.sizes(shape))
         self.current = self.groups[0]
 
-    def prepare(self, i: int, inputs: dict[str, np.ndarray]) -> Callable[[], None]:
+    def prepare(self, i: int, pools: DevicePools) -> Callable[[], None]:
         """Fill group ``i % BUFFER_GROUPS`` for launch ``i``; return the launch itself."""
         bufs = self.current = self.groups[i % BUFFER_GROUPS]
-        for name, arr in inputs.items():
-            if arr.nbytes:
-                self.rt.memcpy_htod(bufs[name], np.ascontiguousarray(arr))
-        if self.poison.nbytes:
-            self.rt.memcpy_htod(bufs[self.problem.output], self.poison)
+        pools.fill(i, bufs)
+        if self.words:
+            self.rt.memset_d32(int(bufs[self.problem.output]), self.poison, self.words)
         args = self.problem.arguments(bufs, self.shape)
         block, grid, fn = self.kernel.launch.block, self.grid, self.kernel.fn
         return lambda: fn(*args, block=block, grid=grid)
 
     def output(self) -> np.ndarray:
-        """What the last launch wrote."""
-        return self.rt.from_device(self.current[self.problem.output],
-                                   self.problem.output_shape(self.shape), np.float32)
+        """What the last launch wrote (in this rotation's host buffer, until the next call)."""
+        if self.host is None:
+            self.host = self.rt.driver.pagelocked_empty(self.out_shape, np.float32)
+        if self.words:
+            self.rt.memcpy_dtoh(self.host, self.current[self.problem.output])
+        return self.host
 
 
 #: checks one launch's output against its inputs: None when right, else why not
@@ -297,27 +323,32 @@ def time_checked(
     ``i``'s flushes and timed launches, one of each kernel, with no other task's work on
     the GPU; ``gpu_work`` holds the untimed GPU work (buffers, copies in and out, each
     region finished on the GPU before it ends); making the inputs and checking the outputs
-    against float64 hold neither. ``redo_after_ms``: a timed round in which this process
-    took longer than that to queue a launch after its start event (held up by the CPU's
-    other work: the GPU's time would count the wait) is checked, its times dropped for
-    every kernel alike, and run again on new inputs, at most ``repeat`` times.
+    against float64 hold neither.
+
+    ``redo_after_ms``: a timed round in which this process took longer than that to queue
+    a launch after its start event (held up by the CPU's other work: the GPU's time would
+    count the wait) is checked, its times dropped for every kernel alike, and run again on
+    new inputs, at most ``repeat`` times.
     """
     spare = repeat if redo_after_ms is not None else 0
     sets = InputSets(problem.make_inputs, shape, rng, warmup + repeat + spare)
     timings = {k: Timing(k) for k in kernels}
     gpu: dict[str, Any] = {}  # every device object, freed inside `gpu_work`
+    waited = [0.0]
+    gpu_work, alone = _waits(gpu_work, waited), _waits(alone, waited)
     try:
         with gpu_work():
+            gpu["pools"] = DevicePools(rt, sets)
             gpu["rotations"] = {k: Rotation(rt, t, problem, shape, sets[0], poison)
                                 for k, t in kernels.items()}
             gpu["flush"] = L2Flusher() if rt.name == "gpu" else None
             gpu["events"] = rt.driver.Event(), rt.driver.Event()
-        rotations, flusher, (start, end) = gpu["rotations"], gpu["flush"], gpu["events"]
+        pools, rotations, flusher = gpu["pools"], gpu["rotations"], gpu["flush"]
+        start, end = gpu["events"]
         i = timed = redone = 0
         while timed < repeat:
-            inputs = {k: np.ascontiguousarray(a) for k, a in sets[i].items()}  # CPU copies
             with gpu_work():
-                runs = {key: rot.prepare(i, inputs) for key, rot in rotations.items()}
+                runs = {key: rot.prepare(i, pools) for key, rot in rotations.items()}
                 rt.synchronize()  # the copies done before the region ends
             ms = {}
             with alone():
@@ -325,6 +356,7 @@ def time_checked(
                     ms[key] = timed_launch(run, start, end, flusher)
             with gpu_work():
                 outputs = {key: rot.output() for key, rot in rotations.items()}
+            inputs = sets[i]
             for key in rotations:
                 why = check(inputs, outputs[key])
                 if why is not None:
@@ -340,10 +372,23 @@ def time_checked(
                         timings[key].samples_ms.append(sample)
             i += 1
     finally:
-        runs = rotations = flusher = start = end = None  # type: ignore[assignment]
+        runs = pools = rotations = flusher = start = end = None  # type: ignore[assignment]
         if gpu:  # the device buffers and events, freed as GPU work
             with gpu_work():
                 gpu.clear()
     for t in timings.values():
-        t.redone = redone
+        t.redone, t.waited_s = redone, waited[0]
     return timings
+
+
+def _waits(region: Region, waited: list[float]) -> Region:
+    """``region``, adding the seconds it takes to enter to ``waited[0]``."""
+
+    @contextlib.contextmanager
+    def entered() -> Iterator[None]:
+        t0 = time.perf_counter()
+        with region():
+            waited[0] += time.perf_counter() - t0
+            yield
+
+    return entered

@@ -2,9 +2,10 @@
 
 Both backends expose the same call signatures (``SourceModule(src).get_function(name)``,
 ``fn(*args, block=..., grid=..., shared=...)``, ``In``/``Out``/``InOut``, ``mem_alloc``,
-``memcpy_htod``/``memcpy_dtoh``), so a notebook, the grader and the benchmarks run one
-code path; ``rt.driver`` is ``pycuda.driver`` or the emulator's stand-in for it (events,
-streams, function attributes) and ``rt.gpuarray`` ``pycuda.gpuarray`` or its basics.
+``memcpy_htod``/``memcpy_dtoh``/``memcpy_dtod``, ``memset_d32``), so a notebook, the
+grader and the benchmarks run one code path; ``rt.driver`` is ``pycuda.driver`` or the
+emulator's stand-in for it (events, streams, function attributes) and ``rt.gpuarray``
+``pycuda.gpuarray`` or its basics.
 ``get_runtime()`` picks the backend (see :mod:`tilelab.device.backend`).
 """
 
@@ -37,6 +38,8 @@ class Runtime:
     mem_alloc: Any
     memcpy_htod: Any
     memcpy_dtoh: Any
+    memcpy_dtod: Any
+    memset_d32: Any
     device_name: str
     _synchronize: Any
     driver: Any = None  # pycuda.driver, or the emulator's stand-in (Event, Stream, ...)
@@ -80,7 +83,9 @@ PYCUDA_CACHE = "pycuda"
 def seed_pycuda_cache() -> None:
     """Make the PyCUDA cache folder ``$PYCUDA_CACHE_DIR`` names (PyCUDA makes only its
     default one), and link the base caches' PyCUDA builds into it (PyCUDA writes on every
-    miss, so it cannot use a read-only cache itself)."""
+    miss, so it cannot use a read-only cache itself). Several processes of one sandbox
+    seed it at once (the grading worker and its GPU tools): a build another one linked
+    meanwhile is left as it is, and a copy lands whole or not at all."""
     bases = [b for b in base_caches(PYCUDA_CACHE) if b.is_dir()]
     if bases:
         os.environ.setdefault("PYCUDA_CACHE_DIR",
@@ -91,11 +96,37 @@ def seed_pycuda_cache() -> None:
     target.mkdir(parents=True, exist_ok=True)
     for base in bases:
         for built in base.iterdir():
-            if built.is_file() and not (target / built.name).exists():
-                try:  # read in place; a link costs nothing
-                    os.symlink(built, target / built.name)
-                except OSError:
-                    shutil.copyfile(built, target / built.name)
+            if built.is_file():
+                _seed(built, target / built.name)
+
+
+def _seed(built: Path, into: Path) -> None:
+    """``into`` a link to ``built`` (read in place: it costs nothing), else a copy of it;
+    nothing where ``into`` is there already."""
+    try:
+        os.symlink(built, into)
+        return
+    except FileExistsError:  # here before, or seeded by another process meanwhile
+        return
+    except OSError:
+        pass
+    part = into.with_name(f".{into.name}.{os.getpid()}")
+    shutil.copyfile(built, part)
+    try:
+        os.link(part, into)  # never over a build that is there already
+    except FileExistsError:
+        pass
+    finally:
+        part.unlink()
+
+
+def start_driver() -> None:
+    """The CUDA driver's start (``cuInit``: no context, no GPU memory; in a process that a
+    profiler or sanitizer watches, their own start too, most of it), which a shared GPU's
+    lock need not cover: :func:`get_runtime` then makes the context."""
+    import pycuda.driver as cuda
+
+    cuda.init()
 
 
 def _gpu_runtime() -> Runtime:
@@ -114,6 +145,8 @@ def _gpu_runtime() -> Runtime:
         mem_alloc=cuda.mem_alloc,
         memcpy_htod=cuda.memcpy_htod,
         memcpy_dtoh=cuda.memcpy_dtoh,
+        memcpy_dtod=cuda.memcpy_dtod,
+        memset_d32=cuda.memset_d32,
         device_name=cuda.Context.get_device().name(),
         _synchronize=cuda.Context.synchronize,
         driver=cuda,
@@ -131,6 +164,8 @@ def _emu_runtime() -> Runtime:
         mem_alloc=emu.mem_alloc,
         memcpy_htod=emu.memcpy_htod,
         memcpy_dtoh=emu.memcpy_dtoh,
+        memcpy_dtod=emu.memcpy_dtod,
+        memset_d32=emu.memset_d32,
         device_name="kernels run on the CPU",
         _synchronize=emu.Context.synchronize,
         driver=emu,

@@ -36,10 +36,12 @@ from .memory import (
     Out,
     from_device,
     mem_alloc,
+    memcpy_dtod,
     memcpy_dtoh,
     memcpy_dtoh_async,
     memcpy_htod,
     memcpy_htod_async,
+    memset_d32,
     pagelocked_empty,
     pagelocked_zeros,
     to_device,
@@ -81,10 +83,12 @@ __all__ = [
     "gpuarray",
     "mask",
     "mem_alloc",
+    "memcpy_dtod",
     "memcpy_dtoh",
     "memcpy_dtoh_async",
     "memcpy_htod",
     "memcpy_htod_async",
+    "memset_d32",
     "pagelocked_empty",
     "pagelocked_zeros",
     "param_name",
@@ -98,7 +102,7 @@ def __getattr__(name: str) -> object:
         raise AttributeError(name)
     raise AttributeError(
         f"the CPU emulator (tilelab.emu, standing in for pycuda.driver) has no {name!r}. It "
-        "has: SourceModule, mem_alloc, memcpy_htod/dtoh(_async), to_device, from_device, In, "
-        "Out, InOut, pagelocked_empty/zeros, Event, Stream, Context.synchronize, "
-        "function_attribute, gpuarray. Run "
+        "has: SourceModule, mem_alloc, memcpy_htod/dtoh(_async), memcpy_dtod, memset_d32, "
+        "to_device, from_device, In, Out, InOut, pagelocked_empty/zeros, Event, Stream, "
+        "Context.synchronize, function_attribute, gpuarray. Run "
         "on a GPU (PyCUDA) for the rest, or do that step in NumPy.")

@@ -117,6 +117,31 @@ def memcpy_dtoh(dest: np.ndarray, src: object) -> None:
     out[:] = buf[off:off + out.size]
 
 
+def memcpy_dtod(dest: object, src: object, size: int) -> None:
+    """Copy ``size`` bytes from device memory to device memory (PyCUDA's names: an
+    allocation or an integer address, an offset into one, for each)."""
+    into, at = as_allocation(dest)
+    source, start = as_allocation(src)
+    size = int(size)
+    buf, data = into.bytes_view(), source.bytes_view()
+    if size < 0 or at + size > buf.size or start + size > data.size:
+        raise LogicError(f"cuMemcpyDtoD failed: invalid argument ({size} bytes do not fit in "
+                         f"the {buf.size - at} bytes of the destination or the "
+                         f"{data.size - start} of the source)")
+    buf[at:at + size] = data[start:start + size]
+
+
+def memset_d32(dest: object, value: int, count: int) -> None:
+    """Fill ``count`` 32-bit words of device memory with ``value``."""
+    into, at = as_allocation(dest)
+    buf = into.bytes_view()
+    count = int(count)
+    if count < 0 or at + 4 * count > buf.size:
+        raise LogicError(f"cuMemsetD32 failed: invalid argument ({count} words do not fit in "
+                         f"the {buf.size - at} bytes of the allocation)")
+    buf[at:at + 4 * count] = np.full(count, int(value) & 0xFFFFFFFF, "<u4").view(np.uint8)
+
+
 def memcpy_htod_async(dest: object, src: object, stream: object = None) -> None:
     """As ``memcpy_htod`` (copies are synchronous here)."""
     memcpy_htod(dest, src)

@@ -87,15 +87,17 @@ def compare(
     launch_: Launch,
     again: np.ndarray | None = None,
     quick: bool = False,
+    known: tuple[np.ndarray, np.ndarray | None] | None = None,
 ) -> ShapeResult:
     """Compare a kernel's output with the float64 reference and explain the first miss
-    (``quick``: a first word; the grader diagnoses the most telling shape in full)."""
-    expected = problem.reference(inputs)
+    (``quick``: a first word; the grader diagnoses the most telling shape in full).
+    ``known``: the reference and the error scale of these inputs, made before
+    (:func:`expectation`), for outputs of several kernels on the same inputs."""
+    expected, scale = known if known is not None else expectation(problem, inputs)
     if problem.exact:
         bad = ~(got.astype(np.float64) == expected)
         err = np.where(np.isnan(got), np.inf, np.abs(got - expected))
     else:
-        scale = problem.error_bound(inputs) + np.finfo(np.float32).tiny
         err = np.abs(got.astype(np.float64) - expected) / scale
         err = np.where(np.isnan(got), np.inf, err)
         bad = ~(err <= RTOL)
@@ -118,6 +120,16 @@ def compare(
     explain(result, problem, launch_, diagnose(problem, launch_, result.attempt,
                                                rerun_differs=rerun, quick=quick))
     return result
+
+
+def expectation(problem: Problem,
+                inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+    """The float64 reference of ``inputs`` and, unless the problem is exact, each element's
+    error scale (:meth:`Problem.error_bound`)."""
+    expected = problem.reference(inputs)
+    if problem.exact:
+        return expected, None
+    return expected, problem.error_bound(inputs) + np.finfo(np.float32).tiny
 
 
 def explain(result: ShapeResult, problem: Problem, launch_: Launch, why: Any,
