@@ -10,7 +10,9 @@ median CPU seconds of the unsandboxed check's processes (what an idle machine's 
 comes near: a check runs mostly on one core; a sandbox's processes are not counted).
 
 With ``--backend gpu`` (on a machine with a GPU) it also prints the median seconds of each
-grading step of the sandboxed checks (the verdict's ``step_seconds``).
+grading step of the sandboxed checks (the verdict's ``step_seconds``) and of each moment of
+their ``timeline`` (when the worker's CUDA was ready, each GPU tool's steps, the speed run's
+wait for the GPU's lock).
 
 With ``--notebook`` it times a notebook's visible check instead (``tilelab.notebook.check``
 called in one long-lived process, as a Jupyter kernel calls it; sandboxed): p50 and p95
@@ -48,15 +50,22 @@ def children_cpu() -> float:
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, dict]:
-    """Seconds one check took, the CPU seconds it used, and its verdict."""
+    """Seconds one check took, the CPU seconds it used, and its verdict (which must give
+    the reference every point: a failed check's time measures something else)."""
     t0, c0 = time.perf_counter(), children_cpu()
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     seconds, cpu = time.perf_counter() - t0, children_cpu() - c0
     try:
-        return seconds, cpu, json.loads(out.stdout)["verdict"]
+        verdict = json.loads(out.stdout)["verdict"]
     except (ValueError, KeyError) as exc:
         raise SystemExit(f"{' '.join(cmd)} printed no verdict (exit {out.returncode}):\n"
                          f"{out.stderr[-2000:]}") from exc
+    ex = exercises.get(verdict["exercise"])
+    full = ex.points_correct + (ex.points_speed if env["TILELAB_BACKEND"] == "gpu" else 0)
+    if verdict["points"] != full:
+        raise SystemExit(f"{' '.join(cmd)}: the reference scored {verdict['points']} of "
+                         f"{full}:\n" + "\n".join(verdict["messages"]))
+    return seconds, cpu, verdict
 
 
 NOTEBOOK = """
@@ -124,11 +133,12 @@ def main() -> None:
             timed(cmd, env)  # warm the user's caches
             if not a.no_yardstick:
                 timed(cmd, plain)
-            boxed, bare, steps = [], [], []
+            boxed, bare, steps, timelines = [], [], [], []
             for _ in range(a.repeat):
                 seconds, cpu, verdict = timed(cmd, env)
                 boxed.append((seconds, cpu))
                 steps.append(verdict.get("step_seconds", {}))
+                timelines.append(verdict.get("timeline", {}))
                 if not a.no_yardstick:
                     bare.append(timed(cmd, plain)[:2])
             p50, p95 = np.percentile([s for s, _ in boxed], [50, 95])
@@ -139,10 +149,12 @@ def main() -> None:
                          f"{statistics.median(c for _, c in bare):>6.2f}")
             print(line, flush=True)
             if a.backend == "gpu":
-                names = sorted({k for s in steps for k in s})
-                print("    steps (median s): " + ", ".join(
-                    f"{k} {statistics.median(s.get(k, 0.0) for s in steps):.2f}"
-                    for k in names), flush=True)
+                for title, runs in (("steps", steps), ("timeline", timelines)):
+                    names = sorted({k for s in runs for k in s}, key=lambda k: (
+                        k.split("_")[0], statistics.median(s.get(k, 0.0) for s in runs)))
+                    print(f"    {title} (median s): " + ", ".join(
+                        f"{k} {statistics.median(s.get(k, 0.0) for s in runs):.2f}"
+                        for k in names), flush=True)
 
 
 if __name__ == "__main__":

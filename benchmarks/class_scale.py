@@ -106,6 +106,25 @@ def grades(docs: list[dict]) -> dict[str, object]:
     return {f"{d['student']}/{d['assignment']}": d["points"] for d in docs}
 
 
+def notes(docs: list[dict]) -> dict[str, str]:
+    """(student, assignment) -> what its verdicts said (their messages, shortened)."""
+    return {f"{d['student']}/{d['assignment']}": " | ".join(
+        m[:300] for v in d.get("verdicts", []) for m in v.get("messages", [])) for d in docs}
+
+
+def differences(base: dict, run: dict) -> list[str]:
+    """Each submission graded differently in ``run`` than in ``base``: its points in both
+    and what each run's grader said of it."""
+    out = []
+    for key in sorted(set(base["grades"]) | set(run["grades"])):
+        if base["grades"].get(key) != run["grades"].get(key):
+            out.append(f"  {key}: {base['grades'].get(key)} in {base['label']}, "
+                       f"{run['grades'].get(key)} in {run['label']}\n"
+                       f"    {base['label']}: {base['notes'].get(key, '(no verdict)')}\n"
+                       f"    {run['label']}: {run['notes'].get(key, '(no verdict)')}")
+    return out
+
+
 def step_seconds(docs: list[dict], timings: list[dict]) -> dict[str, float]:
     """Median seconds of each kernel-grading step over the run's verdicts, and of the rest
     of a task (its notebook run, nbgrader, the course copy): where a slower task lost time."""
@@ -228,6 +247,7 @@ def main() -> int:
                 "cpu_seconds": round(cpu, 1),
                 "cores_busy": round(cpu / wall, 2),
                 "grades": grades(docs := verdict_docs(root)),
+                "notes": notes(docs),
                 "timings": summary["timings"],
                 "step_seconds": step_seconds(docs, summary["timings"]),
                 "speed_rounds_redone": redone(docs),
@@ -273,6 +293,8 @@ def main() -> int:
         print(f"median step seconds, {r['label']} vs {base['label']}: {ratios}")
     for r in runs:
         r["grades_identical"] = r["grades"] == base["grades"]
+        if not r["grades_identical"]:
+            print(f"graded differently in {r['label']}:", *differences(base, r), sep="\n")
     same = all(r["grades_identical"] for r in runs)
     print(f"grades identical in every run: {'yes' if same else 'NO'}")
     # 1,000 learners x 5 kernels on 8 workers, from the measured time per kernel (01-naive
@@ -297,8 +319,8 @@ def main() -> int:
                   f"{'yes' if r['grades_identical'] else 'NO':>16} | "
                   f"{r['hours_1000x5_one_gpu']:.1f} h, {r['hours_1000x5_eight_gpus']:.2f} h")
     if a.json:
-        doc = {"backend": backend, "runs": [{k: v for k, v in r.items() if k != "grades"}
-                                            for r in runs],
+        doc = {"backend": backend, "runs": [{k: v for k, v in r.items()
+                                             if k not in ("grades", "notes")} for r in runs],
                "grades_identical": same, "estimate_1000x5_on_8_hours": round(hours, 2)}
         Path(a.json).write_text(json.dumps(doc, indent=1) + "\n")
     return 0 if same else 1

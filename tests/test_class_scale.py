@@ -100,3 +100,16 @@ def test_counts_read_twice_are_compared_by_their_relative_spread():
     assert s["global_st_sectors"] == 0.0  # zero in both readings
     assert counters_load.spread(a, {**a, "shared_ld_requests": 900.0})["shared_ld_requests"] \
         == pytest.approx(0.1)
+
+
+def test_a_submission_graded_differently_is_named_with_what_each_run_said(tmp_path):
+    verdict_file(tmp_path, "s000", "01-naive", [])
+    docs = class_scale.verdict_docs(tmp_path)
+    docs[0]["verdicts"] = [{"messages": ["correct on 9 shapes"]}]
+    base = {"label": "1 task", "grades": {"s000/01-naive": 3.0, "s001/01-naive": 0.0},
+            "notes": class_scale.notes(docs)}
+    run = {"label": "8 tasks", "grades": {"s000/01-naive": 0.0, "s001/01-naive": 0.0},
+           "notes": {"s000/01-naive": "grading took longer than 120 s"}}
+    got = class_scale.differences(base, run)
+    assert len(got) == 1 and "s000/01-naive: 3.0 in 1 task, 0.0 in 8 tasks" in got[0]
+    assert "correct on 9 shapes" in got[0] and "longer than 120 s" in got[0]

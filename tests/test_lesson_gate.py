@@ -260,16 +260,16 @@ def test_the_counted_run_gives_every_speed_launch_inputs_no_other_launch_saw():
     matrix per launch: the counted process's 30 launches at the speed shape cost seconds of
     CPU otherwise, all of it while this GPU's one profiler is held."""
     from tilelab.device.bench import REPEAT, WARMUP
-    from tilelab.grading.worker import launch_inputs
+    from tilelab.grading.worker import launch_plan
 
     ex = exercises.get("transpose_padded")
-    runs = list(launch_inputs(ex.id, "speed", WARMUP + REPEAT, (), np.random.default_rng(2)))
-    assert [s for s, _ in runs] == [*ex.shapes, *[ex.speed_shape] * (WARMUP + REPEAT)]
-    firsts = [inputs["in"].ravel()[:64].tobytes() for _, inputs in runs[len(ex.shapes):]]
+    once, sets = launch_plan(ex.id, "speed", WARMUP + REPEAT, (), np.random.default_rng(2))
+    assert [s for s, _ in once] == list(ex.shapes) and len(sets) == WARMUP + REPEAT
+    firsts = [sets[i]["in"].ravel()[:64].tobytes() for i in range(len(sets))]
     assert len(set(firsts)) == WARMUP + REPEAT
-    assert all(i["in"].shape == ex.speed_shape for _, i in runs[len(ex.shapes):])
-    sanitize = list(launch_inputs(ex.id, "sanitize", 1, (18, 38), np.random.default_rng(2)))
-    assert [s for s, _ in sanitize] == [(18, 38)]
+    assert all(sets[i]["in"].shape == ex.speed_shape for i in range(len(sets)))
+    sanitize, none = launch_plan(ex.id, "sanitize", 1, (18, 38), np.random.default_rng(2))
+    assert [s for s, _ in sanitize] == [(18, 38)] and none is None
 
 
 def ncu_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, program: str | bytes) -> Path:
@@ -306,7 +306,8 @@ def test_counting_started_early_and_not_needed_ends_with_all_it_started(tmp_path
     slow or wrong has it stopped unread: ncu and its launched worker end, its files go."""
     pids = tmp_path / "pids"
     ncu_on_path(tmp_path, monkeypatch, f"#!/bin/sh\nsleep 600 &\necho $$ $! > {pids}\nwait\n")
-    counting = counters.Counting("tiled", exercises.get("tiled").reference.source())
+    counting = counters.Counting("tiled")
+    counting.go(exercises.get("tiled").reference.source())
     for _ in range(3000):
         if pids.exists() and len(pids.read_text().split()) == 2:
             break
@@ -326,7 +327,7 @@ def test_an_ncu_that_cannot_be_started_leaves_the_lesson_not_measured(tmp_path, 
     and the verdict says why."""
     ncu_on_path(tmp_path, monkeypatch, b"\x7fELF not really")
     ex = exercises.get("transpose_padded")
-    counting = counters.Counting(ex.id, ex.reference.source())
+    counting = counters.Counting(ex.id)
     with pytest.raises(counters.CountersUnavailable, match="could not be started"):
         counting.result()
     v = gpu_verdict(ex.id, ex.gate + 1)

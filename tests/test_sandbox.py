@@ -69,6 +69,27 @@ def test_a_grading_sandbox_starts_with_the_class_runs_pycuda_builds(tmp_path, mo
     assert (mine / "aa.cubin").read_bytes() == b"baseline build"
     assert (mine / "bb.cubin").read_bytes() == b"already here"  # never overwritten
     assert (base / runtime.PYCUDA_CACHE / "aa.cubin").read_bytes() == b"baseline build"
+    # the grading worker and its GPU tools seed one sandbox's cache at once: a build
+    # another one linked meanwhile is no error (it was one: "SameFileError", an internal
+    # grader error, for an honest learner in a class run with eight tasks per GPU)
+    runtime.seed_pycuda_cache()
+    assert (mine / "aa.cubin").read_bytes() == b"baseline build"
+
+
+def test_a_build_that_cannot_be_linked_is_copied_whole(tmp_path, monkeypatch):
+    built, into = tmp_path / "aa.cubin", tmp_path / "cache" / "aa.cubin"
+    built.write_bytes(b"course build")
+    into.parent.mkdir()
+
+    def no_links(src, dst):
+        raise PermissionError("no symbolic links here")
+
+    monkeypatch.setattr(runtime.os, "symlink", no_links)
+    runtime._seed(built, into)
+    assert into.read_bytes() == b"course build" and not into.is_symlink()
+    runtime._seed(built, into)  # there already (copied by another process): left as it is
+    assert into.read_bytes() == b"course build"
+    assert sorted(p.name for p in into.parent.iterdir()) == ["aa.cubin"]  # no part left
 
 
 def test_the_pycuda_cache_folder_named_is_made_with_no_base_cache(tmp_path, monkeypatch):

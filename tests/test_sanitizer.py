@@ -62,26 +62,77 @@ def test_both_tools_run_at_once_and_are_read_back(stand_in):
 
 def test_a_tool_past_its_time_is_stopped_and_not_judged(stand_in, monkeypatch):
     monkeypatch.setenv("MEET", str(stand_in / "nowhere"))  # neither can mark its start
-    tools = sanitizer.Sanitizers("tiled", KERNELS["tiled16"].source(), timeout=0.5)
+    tools = sanitizer.Sanitizers("tiled", timeout=0.5)
+    tools.go(KERNELS["tiled16"].source())
     res = tools.results()
     assert all("timed out" in r["summary"] and r["errors"] == 0 for r in res.values())
-    assert all(p.poll() is not None for p in tools.procs.values())  # ended, reaped
+    assert all(t.proc.poll() is not None for t in tools.tools.values())  # ended, reaped
     assert not os.path.exists(tools._tmp.name)
 
 
-def test_the_grader_takes_back_what_it_did_while_a_tool_found_a_problem(stand_in):
+def test_tools_never_given_the_source_are_never_judged(stand_in):
+    """Started ahead of the grade, the tools wait for the source: asking them for findings
+    they never had the kernel for is the grader's error, never a clean report."""
+    tools = sanitizer.Sanitizers("tiled", timeout=60)
+    assert not os.path.exists(tools.source)
+    with pytest.raises(RuntimeError, match="never given the source"):
+        tools.results()
+    assert all(t.proc.poll() is not None for t in tools.tools.values())
+    assert not os.path.exists(tools._tmp.name)
 
+
+def speed_run_meanwhile(v: Verdict, passed: bool = True) -> None:
+    """What the speed run, the lesson and the emulator's count add to a correct verdict."""
+    v.traffic = {"counted": "meanwhile"}
+    v.messages.append("a remark made meanwhile")
+    v.speed_measured, v.speedup, v.speed_passed = True, 2.5, passed
+    v.counters = {"source": "ncu"}
+    v.step_seconds["speed"] = 1.5
+
+
+def correct_before_the_speed_run(*messages: str) -> tuple[pipeline.Run, Verdict]:
+    """A kernel correct until the speed run, the sanitizer running beside it: the run and
+    the verdict as the speed step keeps it."""
     ex = exercises.get("tiled")
     run = pipeline.Run(ex, get_runtime("emu"), "", text=KERNELS["tiled16"].source())
     v = Verdict.for_exercise(ex, "gpu")
     v.correct = True
-    run.sanitizing = (sanitizer.Sanitizers(ex.id, run.text, timeout=60), None, 0)
-    v.traffic = {"counted": "meanwhile"}
-    v.messages.append("a remark made meanwhile")
+    v.messages.extend(messages)
+    run.sanitizing = sanitizer.Sanitizers(ex.id, timeout=60)
+    run.sanitizing.go(run.text)
+    run.kept = Verdict.from_dict(v.to_dict())  # as the speed step keeps it
+    return run, v
+
+
+def test_the_grader_takes_back_what_it_did_while_a_tool_found_a_problem(stand_in):
+    run, v = correct_before_the_speed_run("correct at every shape")
+    speed_run_meanwhile(v)
     assert pipeline.sanitizer_verdict(run, v)
-    assert not v.correct and v.traffic is None
-    assert v.messages == [v.sanitizer["racecheck"]["summary"]]
-    assert run.sanitizing is None
+    assert not v.correct and v.traffic is None and v.counters is None
+    assert not v.speed_measured and v.speedup is None and v.speed_passed is None
+    assert v.messages == ["correct at every shape", v.sanitizer["racecheck"]["summary"]]
+    assert v.step_seconds == {"speed": 1.5}  # what the steps took is kept, the tools' too
+    assert {"racecheck_ended", "memcheck_ended"} <= set(v.timeline)
+    assert run.sanitizing is None and run.kept is None
+
+
+def test_a_kernel_the_speed_run_fails_takes_the_sanitizers_finding_first(stand_in):
+    """In turn, the sanitizer would have judged it before anything was timed."""
+    run, v = correct_before_the_speed_run()
+    v.correct = False
+    v.messages.append("the speed run's launch 4 of 25 computed a wrong result")
+    assert pipeline.sanitizer_verdict(run, v)
+    assert not v.correct and v.messages == [v.sanitizer["racecheck"]["summary"]]
+
+
+def test_a_clean_sanitizer_leaves_the_speed_runs_verdict(stand_in, monkeypatch):
+    monkeypatch.setattr(sanitizer, "parse", lambda tool, out: {
+        "tool": tool, "errors": 0, "summary": f"compute-sanitizer {tool}: 0 problem(s)"})
+    run, v = correct_before_the_speed_run()
+    speed_run_meanwhile(v)
+    assert pipeline.sanitizer_verdict(run, v)
+    assert v.correct and v.speed_passed and v.speedup == 2.5 and v.counters == {"source": "ncu"}
+    assert set(v.sanitizer) == {"racecheck", "memcheck"}
 
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "submissions")
@@ -143,16 +194,18 @@ def test_the_references_stay_clean_at_the_small_sanitizer_shape(name, exercise_i
 
 
 def test_a_kernel_failed_meanwhile_keeps_the_verdict_it_had_without_the_sanitizer(stand_in):
-    # the emulator's schedules run while the tools do; when they fail the kernel, the
-    # tools' findings are no part of the verdict (in turn, the sanitizer would not have run)
+    # the checks and the emulator's schedules run while the tools do; when they fail the
+    # kernel (no speed run, nothing kept), the tools' findings are no part of the verdict
+    # (in turn, the sanitizer would not have run)
     ex = exercises.get("tiled")
     run = pipeline.Run(ex, get_runtime("emu"), "", text=KERNELS["tiled32"].source())
     v = Verdict.for_exercise(ex, "gpu")
-    tools = sanitizer.Sanitizers(ex.id, run.text, timeout=60)
-    run.sanitizing = (tools, None, 0)
+    tools = sanitizer.Sanitizers(ex.id, timeout=60)
+    tools.go(run.text)
+    run.sanitizing = tools
     v.correct = False
     v.messages.append("right on this GPU, but not on the emulator")
     assert pipeline.sanitizer_verdict(run, v)
     assert v.sanitizer == {} and v.messages == ["right on this GPU, but not on the emulator"]
-    assert all(p.poll() is not None for p in tools.procs.values())  # stopped, reaped
+    assert all(t.proc.poll() is not None for t in tools.tools.values())  # stopped, reaped
     assert run.sanitizing is None

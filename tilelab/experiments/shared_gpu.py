@@ -11,11 +11,12 @@ time), as a class run with several tasks per GPU grades. Each row is one kernel 
 setting: its measured speedups and how many verdicts fell on the wrong side of the gate.
 Only speedups are counted: without the lock the two graders' Nsight Compute runs may
 collide (the driver serves one profiler per GPU), which leaves a lesson not measured but
-changes no measured speedup.
+changes no measured speedup. ``TILELAB_SHARED_GPU_REPEAT`` (default 5) sets ``repeat``.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 import time
@@ -57,10 +58,14 @@ def _row(variant: Any, setting: str, speedups: list[float], gate: float) -> dict
             "wrong_side": wrong, "gate": gate}
 
 
-def run(rt: Any, out: Path, repeat: int = 5) -> Path:
+REPEAT_ENV = "TILELAB_SHARED_GPU_REPEAT"
+
+
+def run(rt: Any, out: Path, repeat: int | None = None) -> Path:
     """Each variant graded alone, then two graders at once on one GPU, without and with
     the GPU's lock."""
     del rt  # the graders run in processes of their own, as in a class run
+    repeat = repeat or int(os.environ.get(REPEAT_ENV, "5"))
     gate = exercises.get(EXERCISE).gate
     variants = [v for v in VARIANTS[EXERCISE] if v.key in KEYS]
     rows = []

@@ -24,6 +24,7 @@ only after the sandbox's whole pid namespace is gone.
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import functools
 import glob
@@ -160,6 +161,17 @@ def package_dir() -> str:
     return str(Path(__file__).resolve().parent.parent)
 
 
+@functools.cache
+def byte_compiled(folder: str) -> bool:
+    """Byte-compile the Python modules under ``folder`` where it is writable (a checkout,
+    an editable install; an installed wheel comes compiled), once per process: a sandbox
+    binds it read-only and writes no bytecode, so each of its Python processes would
+    compile every module it imports again (measured on an H100 machine: 0.6 s for each of
+    a GPU grade's four, the grading worker, both sanitizer tools' and Nsight Compute's).
+    False where some could not be written."""
+    return bool(compileall.compile_dir(folder, quiet=2))
+
+
 def cuda_paths() -> list[str]:
     """CUDA toolkit folders outside ``/usr`` (``$CUDA_HOME``, ``/opt/cuda``...)."""
     out = []
@@ -182,6 +194,7 @@ def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, s
     ``hidden``: sandbox paths covered by an empty folder; ``gpu`` False: no GPU device
     node at all (CUDA finds no device)."""
     exe = shutil.which(BWRAP) or BWRAP
+    byte_compiled(package_dir())
     args = [exe, "--unshare-all", "--die-with-parent", "--new-session",
             "--uid", str(INSIDE_ID), "--gid", str(INSIDE_ID), "--cap-drop", "ALL",
             "--hostname", "sandbox"]

@@ -17,16 +17,14 @@ says so before grading, with what to do; it never falls back to the emulator's c
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import os
 import secrets
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,7 @@ from tilelab.catalog import exercises
 from tilelab.catalog.exercises import Exercise
 from tilelab.device.bench import REPEAT, WARMUP
 from tilelab.grading import gpulock
+from tilelab.grading.sidecar import Sidecar
 
 #: figure -> ncu metric (the nvprof metrics shared_load_transactions_per_request,
 #: gld_transactions_per_request... are these ratios in Nsight Compute)
@@ -144,20 +143,23 @@ LAUNCHES = WARMUP + REPEAT
 
 
 def command(ncu: str, ex: Exercise, source_path: str, counted: int,
-            lock: str = gpulock.ALONE) -> list[str]:
+            lock: str = gpulock.ALONE, wait: bool = False) -> list[str]:
     """ncu over speed-shape launch ``counted`` (0-based, of :data:`LAUNCHES`) of the kernel
     in ``source_path``, after its launches at the exercise's graded shapes. The counted
     launch holds a shared GPU's one profiler and its lock as ``lock`` says, the others share
     the GPU (:mod:`tilelab.grading.gpulock`); ncu leaves
     the GPU's clocks as they are (``--clock-control none``: the figures are counts, and a
-    clock locked for the profiler would slow another task's timed launches)."""
+    clock locked for the profiler would slow another task's timed launches), profiles
+    the worker alone (not the compiler it may start) and, with ``wait``, the worker waits
+    for go (:mod:`tilelab.grading.sidecar`)."""
     skip = len(ex.shapes) + counted
     return [ncu, "--csv", "--print-units", "base", "--clock-control", "none",
+            "--target-processes", "application-only",
             "--launch-skip", str(skip), "--launch-count", "1",
             "--metrics", ",".join(METRICS.values()), sys.executable,
             "-m", "tilelab.grading.worker", "--launch-once", "--at", "speed", "--launches",
             str(LAUNCHES), "--exercise", ex.id, "--source", source_path, "--lock", lock,
-            "--counted", str(skip)]
+            "--counted", str(skip), *(["--wait"] if wait else [])]
 
 
 def draw() -> int:
@@ -166,46 +168,53 @@ def draw() -> int:
 
 
 class Counting:
-    """ncu over one launch of ``source``, started now in the background (a process group
-    of its own), so that the grader's sanitizer and speed run go on meanwhile;
-    :meth:`result` waits for its counts, :meth:`stop` ends it unread. Its counted launch
-    holds the GPU's one profiler and the lock :func:`gpulock.counted_mode` names: never
-    beside a timed round."""
+    """ncu over one launch, started now in the background (a process group of its own),
+    before the grader has the source to give it: its worker starts CUDA, then waits for
+    :meth:`go` (:mod:`tilelab.grading.sidecar`), and the grader's sanitizer and speed run
+    go on meanwhile. :meth:`result` waits for its counts, :meth:`stop` ends it unread. Its
+    counted launch holds the GPU's one profiler and the lock :func:`gpulock.counted_mode`
+    names: never beside a timed round."""
 
-    def __init__(self, exercise_id: str, source: str, timeout: float = 300) -> None:
+    def __init__(self, exercise_id: str, timeout: float = 300) -> None:
         self.timeout = timeout
-        self.proc: subprocess.Popen | None = None
+        self.sidecar: Sidecar | None = None
         self.problem: str | None = None
-        self._out: list[Any] = []  # ncu's stdout and stderr, files in _tmp
+        self.given = False
+        self.marks: dict[str, float] = {}  # "ncu_<step>": seconds (see Sidecar.marks)
         self._tmp = tempfile.TemporaryDirectory(prefix="tilelab-ncu-")
+        self.source = os.path.join(self._tmp.name, "kernel.cu")
         ncu = find_ncu()
         if ncu is None:
             self.problem = problem(settings.LESSON_WITHOUT_COUNTERS.name) or "ncu is not installed"
             return
-        path = os.path.join(self._tmp.name, "kernel.cu")
-        Path(path).write_text(source, encoding="utf-8")
-        self._out = [open(os.path.join(self._tmp.name, name), "w+b")  # noqa: SIM115
-                     for name in ("stdout", "stderr")]
         try:
-            self.proc = subprocess.Popen(
-                command(ncu, exercises.get(exercise_id), path, draw(), gpulock.counted_mode()),
-                stdin=subprocess.DEVNULL, stdout=self._out[0], stderr=self._out[1],
-                start_new_session=True)
+            self.sidecar = Sidecar(
+                command(ncu, exercises.get(exercise_id), self.source, draw(),
+                        gpulock.counted_mode(), wait=True), self._tmp.name, "ncu", wait=True)
         except OSError as exc:  # not executable, say: the lesson is not measured, and why
             self.problem = f"ncu ({ncu}) could not be started: {exc}"
+
+    def go(self, source: str) -> None:
+        """Give the worker the (validated) source: it makes its launches."""
+        Path(self.source).write_text(source, encoding="utf-8")
+        self.given = True
+        if self.sidecar is not None:
+            self.sidecar.go()
 
     def result(self) -> dict[str, float]:
         """The counts (by figure name, :data:`METRICS`); raise :class:`CountersUnavailable`
         when ncu could not read them."""
         flag = settings.LESSON_WITHOUT_COUNTERS.name
         try:
-            if self.proc is None:
+            if self.sidecar is None:
                 raise CountersUnavailable(self.problem)
-            try:
-                self.proc.wait(timeout=self.timeout)
-            except subprocess.TimeoutExpired:
-                raise CountersUnavailable(f"ncu took longer than {self.timeout:g} s") from None
-            stdout, stderr = (_read(f) for f in self._out)
+            if not self.given:
+                raise CountersUnavailable("ncu was never given the source")
+            if not self.sidecar.wait(self.timeout):
+                raise CountersUnavailable(f"ncu took longer than {self.timeout:g} s")
+            stdout, stderr = self.sidecar.output()
+            self.marks = {f"ncu_{k}": t for k, t in self.sidecar.marks().items()}
+            self.marks["ncu_ended"] = round(time.monotonic() - self.sidecar.started, 3)
         finally:
             self.stop()
         out = stdout + stderr
@@ -223,24 +232,18 @@ class Counting:
 
     def stop(self) -> None:
         """End ncu and its worker (whatever they were doing) and remove their files."""
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(OSError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        for f in self._out:
-            f.close()
+        if self.sidecar is not None:
+            self.sidecar.stop()
+            self.sidecar = None
         self._tmp.cleanup()
-
-
-def _read(f: Any, limit: int = 1 << 22) -> str:
-    f.seek(0)
-    return f.read(limit).decode("utf-8", "replace")
 
 
 def measure(exercise_id: str, source: str, timeout: float = 300) -> dict[str, float]:
     """The counts of one launch of ``source`` (by figure name, :data:`METRICS`); raise
     :class:`CountersUnavailable` when ncu cannot read them."""
-    return Counting(exercise_id, source, timeout).result()
+    counting = Counting(exercise_id, timeout)
+    counting.go(source)
+    return counting.result()
 
 
 def _per(a: float, b: float) -> float:

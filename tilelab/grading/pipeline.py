@@ -3,11 +3,14 @@
 :func:`evaluate` runs the steps of :data:`STEPS` in order; each takes the grading
 :class:`Run` and the verdict, records what it found, and returns False to stop::
 
-    validate (size, includes, signature, the graded subset) -> compile -> correctness
-      -> schedules (GPU: right under the emulator's varied orders too)
-      -> analysis (emulator: feedback) | sanitizer (GPU)
+    validate (size, includes, signature, the graded subset) -> compile
+      -> (GPU: compute-sanitizer and Nsight Compute given the source, to run beside the
+         rest; the grading worker started them ahead: :mod:`tilelab.grading.ahead`)
+      -> correctness -> schedules (GPU: right under the emulator's varied orders too)
+      -> analysis (emulator: feedback)
       -> speed (GPU: timed launches that cannot replay, then the lesson from the GPU's
-         own counters) -> points
+         own counters) -> the sanitizer's findings (GPU: a problem takes back what was
+         done since correctness) -> points
 
 Points rest only on evidence the submission cannot shape: outputs the grader compares,
 the GPU's timers on launches that each do the whole work, and the GPU's counters on the
@@ -33,11 +36,13 @@ from tilelab.device.bench import Timed, WrongLaunch, time_checked
 from tilelab.device.runtime import Runtime, get_runtime
 from tilelab.emu import errors
 from tilelab.grading import counters, gpulock, scoring, traffic
+from tilelab.grading.ahead import Ahead
 from tilelab.grading.correctness import (
     ShapeResult,
     check_function,
     check_shapes,
     compare,
+    expectation,
     explain,
     fmt_shape,
     launch,
@@ -62,8 +67,10 @@ class Run:
     fn: Any = None
     launched: bool = True  # False once a launch failed (the kernel did not run to its end)
     report: Any = None  # the emulator's analysis, once run (for a diagnosis or the gates)
-    sanitizing: Any = None  # the sanitizer's tools while they run (see `sanitizer`)
-    counting: counters.Counting | None = None  # ncu, started early (see `start_counters`)
+    sanitizing: Sanitizers | None = None  # the sanitizer's tools while they run
+    counting: counters.Counting | None = None  # ncu while it runs (see `start_counters`)
+    kept: Verdict | None = None  # the verdict as the speed run found it (see `speed`)
+    ahead: Ahead | None = None  # tools the worker started before CUDA (tilelab.grading.ahead)
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
 
 
@@ -76,6 +83,16 @@ def compile_errors(rt: Runtime) -> tuple[type[BaseException], ...]:
 
         return (cuda.CompileError,)
     return (errors.CompileError, errors.UnsupportedConstruct)
+
+
+def kernel_faults(rt: Runtime) -> tuple[type[BaseException], ...]:
+    """What a launch raises for a fault of the kernel's own (an illegal address, a launch
+    it cannot run): never for the grader's (a wrong argument type, a bad copy)."""
+    if rt.name == "gpu":
+        import pycuda.driver as cuda
+
+        return (cuda.LaunchError,)
+    return (errors.EmulatorError,)
 
 
 def launch_errors(rt: Runtime) -> tuple[type[BaseException], ...]:
@@ -297,43 +314,52 @@ def _analysis_function(run: Run) -> Any | None:
 
 
 def sanitizer(run: Run, v: Verdict) -> bool:
-    """On a GPU: compute-sanitizer's racecheck and memcheck over one launch each, started
-    here, both at once; :func:`sanitizer_verdict` reads them (the emulator's schedules and
-    traffic count run on the CPU meanwhile)."""
-    if not (v.correct and run.rt.name == "gpu" and run.sanitize):
+    """On a GPU, once the kernel compiles: compute-sanitizer's racecheck and memcheck over
+    one launch each, given the source now (started ahead by the worker, or here) and run
+    beside the grader's next steps; :func:`sanitizer_verdict` reads them last."""
+    if not (run.rt.name == "gpu" and run.sanitize):
         return True
-    run.sanitizing = (Sanitizers(run.ex.id, run.text), v.traffic, len(v.messages))
+    tools = run.ahead.take_sanitizers() if run.ahead is not None else None
+    run.sanitizing = tools or Sanitizers(run.ex.id)
+    run.sanitizing.go(run.text)
     return True
 
 
 def start_counters(run: Run, v: Verdict) -> bool:
-    """On a GPU, for a correct kernel whose speed is graded: Nsight Compute's run over one
-    launch, started now so that it overlaps the sanitizer and the speed run (its counted
-    launch holds the GPU alone, never beside a timed round); :func:`lesson_gate` reads it
-    where the speed gate is passed, else it is stopped unread."""
-    if v.correct and run.rt.name == "gpu" and run.speed and run.ex.speed_graded:
-        run.counting = counters.Counting(run.ex.id, run.text)
+    """On a GPU, where the exercise's speed is graded: Nsight Compute's run over one launch,
+    given the source now, so that it overlaps the checks, the sanitizer and the speed run
+    (its counted launch holds the GPU alone, never beside a timed round);
+    :func:`lesson_gate` reads it where the speed gate is passed, else it is stopped unread."""
+    if run.rt.name == "gpu" and run.speed and run.ex.speed_graded:
+        counting = run.ahead.take_counting() if run.ahead is not None else None
+        run.counting = counting or counters.Counting(run.ex.id)
+        run.counting.go(run.text)
     return True
 
 
 def sanitizer_verdict(run: Run, v: Verdict) -> bool:
-    """The sanitizer's findings, before anything is timed: a problem fails the kernel, and
-    what was done meanwhile for a kernel thought correct is taken back (the verdict is the
-    one the steps in turn would give)."""
+    """The sanitizer's findings, read after the speed run it ran beside: for a kernel
+    correct until the speed run, a problem fails it, and what was done since is taken
+    back (the speed run, the lesson, the emulator's traffic count): the verdict is the one
+    the steps in turn would give, the sanitizer judged before anything is timed."""
     if run.sanitizing is None:
         return True
-    tools, traffic_before, messages_before = run.sanitizing
-    run.sanitizing = None
-    if not v.correct:  # failed meanwhile (the emulator's schedules): the sanitizer would not
-        tools.stop()  # have run, so its findings are no part of the verdict
+    tools, run.sanitizing = run.sanitizing, None
+    kept, run.kept = run.kept, None
+    if kept is None:  # wrong before the speed run: the sanitizer would not have run, and
+        tools.stop()  # its findings are no part of the verdict
         return True
-    v.sanitizer = tools.results()
-    problems = [r["summary"] for r in v.sanitizer.values() if r.get("errors")]
+    found = tools.results()
+    v.timeline |= tools.marks
+    problems = [r["summary"] for r in found.values() if r.get("errors")]
     if problems:
+        seconds, timeline = v.step_seconds, v.timeline
+        v.__dict__.update(kept.__dict__)
+        v.step_seconds, v.timeline = seconds, timeline
         v.correct = False
-        v.traffic = traffic_before
-        del v.messages[messages_before:]
+        v.traffic = None
         v.messages.extend(problems)
+    v.sanitizer = found
     return True
 
 
@@ -372,11 +398,17 @@ def lesson_gate(run: Run, v: Verdict) -> None:
     t0 = time.perf_counter()
     try:
         # the counted launch holds the GPU's one profiler, not the whole ncu process
-        counting, run.counting = run.counting or counters.Counting(ex.id, run.text), None
-        v.counters = counters.figures(ex, counting.result())
+        counting, run.counting = run.counting, None
+        if counting is None:
+            counting = counters.Counting(ex.id)
+            counting.go(run.text)
+        try:
+            v.counters = counters.figures(ex, counting.result())
+        finally:
+            v.timeline |= counting.marks
     except (gpulock.GpuBusy, counters.CountersUnavailable) as exc:
         v.counters = {"error": str(exc)}
-    v.step_seconds["counters"] = round(time.perf_counter() - t0, 4)  # within "speed"
+    v.timeline["counters"] = round(time.perf_counter() - t0, 4)  # within "speed"
     if "error" in v.counters:
         v.speed_passed = False
         v.messages.append(f"speed: {v.speedup:.2f}x is over the gate, but the lesson was not "
@@ -397,10 +429,14 @@ def judge_lesson(ex: Exercise, v: Verdict) -> None:
 
 def speed(run: Run, v: Verdict) -> bool:
     """The speed gate, measured on a GPU; on the emulator speed and the lesson are not
-    measured (its analysis, run in the kernel's own process, is feedback, never points)."""
+    measured (its analysis, run in the kernel's own process, is feedback, never points).
+    While the sanitizer still runs, the verdict as it stands is kept first: a finding
+    returns to it (:func:`sanitizer_verdict`)."""
     ex, rt = run.ex, run.rt
     if not v.correct:
         return True
+    if run.sanitizing is not None:
+        run.kept = Verdict.from_dict(v.to_dict())
     v.messages.append(f"correct on {len(ex.shapes)} shapes with fresh random inputs")
     if not ex.speed_graded:
         v.messages.append("this step is graded for correctness only (no speed test)")
@@ -459,11 +495,18 @@ def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random
         v.correct = False
         v.messages.append(wrong_launch_message(ex, exc))
         return
+    except kernel_faults(rt) as exc:  # the candidate's: the grader's own run at this shape
+        v.correct = False
+        v.messages.append(f"the speed run's launch at {fmt_shape(ex.problem, shape)} failed: "
+                          f"{_one_line(exc, 600)} A kernel must be right at every size: "
+                          "check its bounds tests and the size of its shared arrays.")
+        return
     finally:
-        with gpulock.shared():  # the reference kernels' modules unload: GPU work
-            kernels.clear()
+        with gpulock.shared(), contextlib.suppress(*kernel_faults(rt)):  # the reference
+            kernels.clear()  # kernels' modules unload: GPU work (in vain once a launch failed)
     v.speed_measured = True
     v.speed_rounds_redone = t["candidate"].redone
+    v.timeline["speed_lock_wait"] = round(t["candidate"].waited_s, 4)
     v.candidate_ms = t["candidate"].median_ms
     v.baseline_ms = t["baseline"].median_ms
     v.speedup = v.baseline_ms / v.candidate_ms
@@ -515,18 +558,21 @@ ROWS_PER_LAUNCH = 8
 
 
 def launch_check(ex: Exercise, shape: tuple, rng: np.random.Generator) -> Any:
-    """The check of one timed launch's output (see :func:`tilelab.device.bench.time_checked`)."""
+    """The check of one timed launch's output (see :func:`tilelab.device.bench.time_checked`):
+    every element against the NaN poison, and :data:`ROWS_PER_LAUNCH` rows drawn at random
+    for each round against float64 (a round's kernels ran on the same inputs: its rows and
+    their reference are made once for all of them)."""
 
-    last: list[Any] = [None, {}]  # a round's inputs, and their float64 copies
+    last: list[Any] = [None, None]  # a round's inputs, and their sampled rows
 
     def check(inputs: dict[str, np.ndarray], got: np.ndarray) -> str | None:
         unwritten = int(np.count_nonzero(got.view(np.uint32) == POISON_BITS))
         if unwritten:
             return (f"{unwritten} of {got.size} elements of {ex.problem.output} were never "
                     "written (still the NaN poison filled in before this launch).")
-        if last[0] is not inputs:  # a round's kernels are checked on the same inputs
-            last[:] = [inputs, {}]
-        res = sampled_compare(ex, shape, inputs, got, rng, ROWS_PER_LAUNCH, wide=last[1])
+        if last[0] is not inputs:  # a new round
+            last[:] = [inputs, SampledRows(ex, shape, inputs, rng, ROWS_PER_LAUNCH)]
+        res = last[1].compare(got)
         return None if res.ok else f"on {ROWS_PER_LAUNCH} sampled rows, {res.message}"
 
     return check
@@ -546,36 +592,46 @@ def compile_speed_kernels() -> None:
                 rt.SourceModule(ref.source())
 
 
+class SampledRows:
+    """``rows`` output rows drawn at random (all of them when there are no more), their
+    inputs and their float64 reference: a matmul's rows of C are A's rows, a transpose's
+    rows of ``out`` are ``in``'s columns. :meth:`compare` checks an output's rows."""
+
+    def __init__(self, ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
+                 rng: np.random.Generator, rows: int = SAMPLED_ROWS) -> None:
+        self.ex = ex
+        n = ex.problem.output_shape(shape)[0]
+        self.pick: np.ndarray | None = None
+        sub, self.shape = inputs, shape
+        if n > rows:
+            self.pick = np.sort(rng.choice(n, rows, replace=False))
+            if ex.problem.name == "transpose":
+                sub, self.shape = {"in": inputs["in"][:, self.pick]}, (shape[0], rows)
+            else:
+                first = ex.problem.arg_order[0]  # A: its rows are C's rows
+                sub, self.shape = {**inputs, first: inputs[first][self.pick]}, (rows, *shape[1:])
+        self.sub = sub  # the reference and error scale from one float64 copy of each input
+        self.known = expectation(ex.problem, {k: a.astype(np.float64) for k, a in sub.items()})
+
+    def compare(self, got: np.ndarray) -> Any:
+        """``got``'s sampled rows against their reference (a :class:`ShapeResult`)."""
+        rows = got if self.pick is None else got[self.pick]
+        return compare(self.ex.problem, self.shape, self.sub, rows, self.ex.launch,
+                       known=self.known)
+
+
 def sampled_compare(ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
                     got: np.ndarray, rng: np.random.Generator,
-                    rows: int = SAMPLED_ROWS, wide: dict[str, np.ndarray] | None = None) -> Any:
+                    rows: int = SAMPLED_ROWS) -> Any:
     """Compare ``got`` with the float64 reference on ``rows`` output rows drawn at random
-    (all of them when there are no more): a matmul's rows of C are A's rows, a
-    transpose's rows of ``out`` are ``in``'s columns. ``wide``: float64 copies of whole
-    inputs, kept there for the next call on the same inputs (made once per timed round,
-    not once per kernel)."""
-    n = ex.problem.output_shape(shape)[0]
-    if n <= rows:
-        return compare(ex.problem, shape, inputs, got, ex.launch)
-    pick = np.sort(rng.choice(n, rows, replace=False))
-    if ex.problem.name == "transpose":
-        sub, sub_shape = {"in": inputs["in"][:, pick]}, (shape[0], rows)
-    else:
-        first = ex.problem.arg_order[0]  # A: its rows are C's rows
-        whole = {k: a for k, a in inputs.items() if k != first}
-        if wide is not None:
-            for k, a in whole.items():
-                if k not in wide:
-                    wide[k] = a.astype(np.float64)
-            whole = {k: wide[k] for k in whole}
-        sub, sub_shape = {first: inputs[first][pick], **whole}, (rows, *shape[1:])
-    return compare(ex.problem, sub_shape, sub, got[pick], ex.launch)
+    (:class:`SampledRows`)."""
+    return SampledRows(ex, shape, inputs, rng, rows).compare(got)
 
 
 #: The grader, in order.
 STEPS: tuple[Step, ...] = (
-    validate, compile_candidate, correctness, sanitizer, start_counters, schedules, analysis,
-    lesson_traffic, sanitizer_verdict, speed,
+    validate, compile_candidate, sanitizer, start_counters, correctness, schedules, analysis,
+    lesson_traffic, speed, sanitizer_verdict,
 )
 
 
@@ -586,14 +642,16 @@ def evaluate(
     speed: bool = True,
     sanitize: bool = True,
     gate: float | None = None,
+    ahead: Ahead | None = None,
 ) -> Verdict:
-    """Grade one kernel source for one exercise, in this process."""
+    """Grade one kernel source for one exercise, in this process (``ahead``: the GPU tools
+    the grading worker started before it, :mod:`tilelab.grading.ahead`)."""
     ex = exercises.get(exercise_id)
     if gate is not None:
         ex = ex.with_gate(gate, f"gate set by the instructor to {gate:g}x")
     rt = get_runtime(backend_name)
     v = Verdict.for_exercise(ex, rt.name, rt.device_name if rt.name == "gpu" else None)
-    run = Run(ex, rt, source, speed=speed, sanitize=sanitize)
+    run = Run(ex, rt, source, speed=speed, sanitize=sanitize, ahead=ahead)
     try:
         with gpulock.private() if rt.name == "gpu" else contextlib.nullcontext():
             for step in STEPS:
@@ -604,7 +662,7 @@ def evaluate(
                     break
     finally:
         if run.sanitizing is not None:  # a step failed while the sanitizer ran
-            run.sanitizing[0].stop()
+            run.sanitizing.stop()
         if run.counting is not None:  # not needed (slow, or wrong), or a step failed
             run.counting.stop()
     p = scoring.points(v)

@@ -3,25 +3,24 @@
 ``run_sanitizers`` starts ``compute-sanitizer --tool T python -m tilelab.grading.worker
 --launch-once ...`` for both tools at once (each launches the kernel once, at the small
 shape of :data:`SHAPES`) and reads each tool's error summary; :class:`Sanitizers` starts them
-and lets the grader do CPU work before it waits.
+(ahead of the grade, if asked: :mod:`tilelab.grading.sidecar`) and lets the grader go on
+before it waits.
 Where compute-sanitizer is not installed, it says so and checks nothing.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
 
 from tilelab.catalog import exercises
+from tilelab.grading.sidecar import Sidecar
 
 TOOLS = ("racecheck", "memcheck")
 OUTPUT_LIMIT = 1 << 20  # bytes of a tool's report read back
@@ -68,14 +67,16 @@ SHAPES: dict[str, tuple[int, ...]] = {"matmul": (18, 38, 40), "transpose": (18, 
 
 
 def command(exe: str, tool: str, exercise_id: str, source_path: str,
-            print_limit: int = 20, shape: tuple[int, ...] | None = None) -> list[str]:
+            print_limit: int = 20, shape: tuple[int, ...] | None = None,
+            wait: bool = False) -> list[str]:
     """The command line running ``tool`` over one launch of the kernel in ``source_path``
     as exercise ``exercise_id`` (at ``shape``, else the problem's ``sanitize_shape``), in
-    this interpreter."""
+    this interpreter (``wait``: the worker waits for go, :mod:`tilelab.grading.sidecar`)."""
     return [exe, "--tool", tool, "--print-limit", str(print_limit), sys.executable,
             "-m", "tilelab.grading.worker", "--launch-once", "--exercise", exercise_id,
             "--source", source_path,
-            *(["--shape", ",".join(map(str, shape))] if shape else [])]
+            *(["--shape", ",".join(map(str, shape))] if shape else []),
+            *(["--wait"] if wait else [])]
 
 
 WHOLE_TILE = 32  # an exercise whose every graded size is a multiple of it grades whole tiles
@@ -94,56 +95,64 @@ def grading_shape(exercise_id: str) -> tuple[int, ...]:
 
 class Sanitizers:
     """Both tools over one launch each, running at once in the background (the GPU and
-    the CPU have room for both; the grader counts the lesson's traffic meanwhile);
-    :meth:`results` waits for them. Nothing may be timed on the GPU until then."""
+    the CPU have room for both; the grader goes on meanwhile). They start at once, before
+    the grader has the source to give them: each starts CUDA, then waits for :meth:`go`
+    (:mod:`tilelab.grading.sidecar`); :meth:`results` waits for their findings."""
 
-    def __init__(self, exercise_id: str, source: str, timeout: float = 300,
+    def __init__(self, exercise_id: str, timeout: float = 300,
                  shape: tuple[int, ...] | None = None) -> None:
         self.timeout = timeout
-        self.procs: dict[str, subprocess.Popen] = {}
+        self.tools: dict[str, Sidecar] = {}
         self.skipped: dict[str, Any] | None = None
+        self.given = False
+        self.marks: dict[str, float] = {}  # "<tool>_<step>": seconds (see Sidecar.marks)
         self._tmp = tempfile.TemporaryDirectory(prefix="tilelab-sanitize-")
+        self.source = os.path.join(self._tmp.name, "kernel.cu")
         exe = find_sanitizer()
         if exe is None:
             self.skipped = {"skipped": {"errors": 0,
                                         "summary": "compute-sanitizer not installed; not run"}}
             return
-        src = os.path.join(self._tmp.name, "kernel.cu")
-        with open(src, "w", encoding="utf-8") as f:
-            f.write(source)
         for tool in TOOLS:
-            with open(os.path.join(self._tmp.name, f"{tool}.txt"), "wb") as out:
-                self.procs[tool] = subprocess.Popen(
-                    command(exe, tool, exercise_id, src,
-                            shape=shape or grading_shape(exercise_id)), stdin=subprocess.DEVNULL,
-                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.tools[tool] = Sidecar(
+                command(exe, tool, exercise_id, self.source,
+                        shape=shape or grading_shape(exercise_id), wait=True),
+                self._tmp.name, tool, wait=True, merge=True)
+
+    def go(self, source: str) -> None:
+        """Give both tools the (validated) source: each launches the kernel once."""
+        with open(self.source, "w", encoding="utf-8") as f:
+            f.write(source)
+        self.given = True
+        for sidecar in self.tools.values():
+            sidecar.go()
 
     def results(self) -> dict[str, Any]:
         """Each tool's finding (a tool past the time limit is killed: not judged)."""
         if self.skipped is not None:
             return self.skipped
+        if not self.given:
+            self.stop()
+            raise RuntimeError("the sanitizers were never given the source (go)")
         deadline = time.monotonic() + self.timeout
         results: dict[str, Any] = {}
         try:
-            for tool, proc in self.procs.items():
-                try:
-                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
+            for tool, sidecar in self.tools.items():
+                if not sidecar.wait(deadline - time.monotonic()):
                     results[tool] = {"tool": tool, "errors": 0,
                                      "summary": f"compute-sanitizer {tool} timed out; not judged"}
                     continue
-                with open(os.path.join(self._tmp.name, f"{tool}.txt"), "rb") as f:
-                    results[tool] = parse(tool, f.read(OUTPUT_LIMIT).decode("utf-8", "replace"))
+                results[tool] = parse(tool, sidecar.output(OUTPUT_LIMIT)[0])
+                self.marks |= {f"{tool}_{k}": t for k, t in sidecar.marks().items()}
+                self.marks[f"{tool}_ended"] = round(time.monotonic() - sidecar.started, 3)
         finally:
             self.stop()
         return results
 
     def stop(self) -> None:
         """End both tools (and what they started) and remove their folder."""
-        for proc in self.procs.values():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        for sidecar in self.tools.values():
+            sidecar.stop()
         self._tmp.cleanup()
 
 
@@ -151,4 +160,6 @@ def run_sanitizers(exercise_id: str, source: str, timeout: float = 300,
                    shape: tuple[int, ...] | None = None) -> dict[str, Any]:
     """racecheck and memcheck over one launch each of ``source`` (at ``shape``, else
     :func:`grading_shape`), run at once."""
-    return Sanitizers(exercise_id, source, timeout, shape).results()
+    tools = Sanitizers(exercise_id, timeout, shape)
+    tools.go(source)
+    return tools.results()

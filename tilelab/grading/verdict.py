@@ -53,6 +53,10 @@ class Verdict:
     max_points_speed: float = 0.0
     error: str | None = None  # the grader itself failed (not the kernel)
     step_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each step run
+    #: when things happened, in seconds: the grading worker's moments from its start
+    #: (``worker_*``), each GPU tool's from the tool's (``ncu_*``, ``racecheck_*``...), and
+    #: what a step spent waiting or counting within it (``speed_lock_wait``, ``counters``)
+    timeline: dict[str, float] = field(default_factory=dict)
     #: timed rounds of the speed run run again because the grader's CPU held up a launch
     #: (a busy machine: see tilelab.device.bench.time_checked)
     speed_rounds_redone: int | None = None

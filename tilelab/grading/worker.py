@@ -20,6 +20,7 @@ import json
 import os
 import resource
 import sys
+import time
 import traceback
 from collections.abc import Iterator
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 # of their own, and OpenBLAS's thread pool does not survive a fork made while it works
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
-from tilelab.grading import gpulock
+from tilelab.grading import gpulock, sidecar
 from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT
 
 
@@ -66,6 +67,9 @@ def parser() -> argparse.ArgumentParser:
                    help="with --launch-once, on a GPU a class run shares: how each launch "
                    "(with --counted, the counted one) takes the GPU's lock (alone: no other "
                    "task's work beside it)")
+    p.add_argument("--wait", action="store_true",
+                   help="with --launch-once: start CUDA, then wait for 'go' on standard input "
+                   "before reading the source (the grader's tools start ahead of the grade)")
     p.add_argument("--counted", type=int, default=-1,
                    help="with --launch-once: the launch (0-based, of all it makes) Nsight "
                    "Compute counts; it alone holds the GPU's one profiler and --lock's "
@@ -75,34 +79,61 @@ def parser() -> argparse.ArgumentParser:
 
 def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
                 launches: int = 1, shape: tuple[int, ...] = (),
-                lock: str = gpulock.SHARED, counted: int = -1) -> None:
+                lock: str = gpulock.SHARED, counted: int = -1, wait: bool = False) -> None:
     """One launch at ``shape``, else at the problem's ``sanitize_shape`` (what
     compute-sanitizer inspects); or, for Nsight Compute, the launches a graded run makes:
-    one at every graded shape, then ``launches`` at the exercise's speed shape, each on
-    inputs no other launch saw, drawn as the timed run draws them
-    (:class:`tilelab.device.bench.InputSets`; ncu counts one of the timed ones, drawn by the
+    one at every graded shape, then ``launches`` at the exercise's speed shape as the timed
+    run makes them (:func:`launch_plan`; ncu counts one of the timed ones, drawn by the
     grader). Each launch holds the GPU's lock as ``lock`` says, or, where ``counted`` names
     the launch ncu counts, that one holds this GPU's one profiler and ``lock``'s mode and the
     others share the GPU (several ncu processes then overlap but for their counted launches:
-    the driver serves one profiled launch at a time). Making inputs holds nothing."""
+    the driver serves one profiled launch at a time). Making inputs holds nothing. With
+    ``wait``, the source is read only once the grader says go on standard input
+    (:mod:`tilelab.grading.sidecar`); nothing is launched when it never does."""
     import numpy as np
 
     from tilelab.catalog import exercises
-    from tilelab.device.runtime import get_runtime
+    from tilelab.device.bench import DevicePools, Rotation, Timed
+    from tilelab.device.runtime import get_runtime, start_driver
     from tilelab.grading.correctness import launch
+    from tilelab.grading.diagnosis import POISON_BITS
     from tilelab.grading.pipeline import build
 
     ex = exercises.get(exercise_id)
+    sidecar.mark("imported")
+    start_driver()  # the tool's own start with it, before the GPU's lock: no GPU work
+    sidecar.mark("driver")
     rt = gpulock.start_cuda(lambda: get_runtime("gpu"))
+    once, sets = launch_plan(exercise_id, at, launches, shape, np.random.default_rng())
+    sidecar.mark("ready")
+    if wait and not sidecar.wait_for_go(sys.stdin):
+        return
+    sidecar.mark("go")
     with open(source_path, encoding="utf-8") as f:
         fn = build(rt, f.read()).get_function(ex.kernel)
-    for i, (s, inputs) in enumerate(
-            launch_inputs(exercise_id, at, launches, shape, np.random.default_rng())):
+    for i, (s, inputs) in enumerate(once):
         inputs = {k: np.ascontiguousarray(a) for k, a in inputs.items()}  # CPU copies first
         with launch_lock(i, counted, lock):
             launch(rt, fn, ex.problem, ex.launch, s, inputs)
         if i == counted:  # ncu has what it counts: later launches would tell it nothing
+            sidecar.mark("launched")
+            return
+    if sets is None:
+        sidecar.mark("launched")
+        return
+    with gpulock.shared():  # the pools and buffers, on the GPU once (freed at the exit)
+        pools = DevicePools(rt, sets)
+        rotation = Rotation(rt, Timed(fn, ex.launch), ex.problem, ex.speed_shape, sets[0],
+                            POISON_BITS)
+        rt.synchronize()
+    for j in range(len(sets)):
+        i = len(once) + j
+        with launch_lock(i, counted, lock):
+            rotation.prepare(j, pools)()
+            rt.synchronize()
+        if i == counted:
             break
+    sidecar.mark("launched")
 
 
 @contextlib.contextmanager
@@ -121,43 +152,62 @@ def launch_lock(i: int, counted: int, lock: str) -> Iterator[None]:
             yield
 
 
-def launch_inputs(exercise_id: str, at: str, launches: int, shape: tuple[int, ...],
-                  rng: Any) -> Iterator[tuple[tuple[int, ...], dict[str, Any]]]:
-    """The shape and inputs of each launch :func:`launch_once` makes, in order."""
+def launch_plan(exercise_id: str, at: str, launches: int, shape: tuple[int, ...],
+                rng: Any) -> tuple[list[tuple[tuple[int, ...], dict[str, Any]]], Any]:
+    """The launches :func:`launch_once` makes, in order: the shape and inputs of each
+    launch made once (at ``shape`` or the sanitize shape; or, at ``"speed"``, at every
+    graded shape), then, at ``"speed"``, the speed shape's :class:`InputSets` (one set per
+    launch, drawn as the timed run draws them; else None)."""
     from tilelab.catalog import exercises
     from tilelab.device.bench import InputSets
 
     ex = exercises.get(exercise_id)
     if shape or at == "sanitize":
         one = shape or ex.problem.sanitize_shape
-        yield one, ex.problem.make_inputs(one, rng)
-        return
-    for s in ex.shapes:
-        yield s, ex.problem.make_inputs(s, rng)
-    sets = InputSets(ex.problem.make_inputs, ex.speed_shape, rng, max(1, launches))
-    for i in range(len(sets)):
-        yield ex.speed_shape, sets[i]
+        return [(one, ex.problem.make_inputs(one, rng))], None
+    once = [(s, ex.problem.make_inputs(s, rng)) for s in ex.shapes]
+    return once, InputSets(ex.problem.make_inputs, ex.speed_shape, rng, max(1, launches))
 
 
 def grade(a: argparse.Namespace) -> dict:
-    """The verdict of ``a.source``, as JSON-ready data; the grader's own failure says so."""
+    """The verdict of ``a.source``, as JSON-ready data; the grader's own failure says so.
+    Its ``timeline`` also says when (seconds from here) the GPU's tools were started,
+    CUDA was ready, the grade began and ended."""
+    t0 = time.perf_counter()
     from tilelab.device import backend
-    from tilelab.device.runtime import get_runtime
-    from tilelab.grading.pipeline import evaluate
+    from tilelab.grading import ahead
     from tilelab.grading.verdict import Verdict
 
     with open(a.source, "rb") as f:
         source = f.read()
+    gpu = (a.backend or backend.active()) == "gpu"
+    tools: ahead.Ahead | None = None
+    marks: dict[str, float] = {}
     try:
-        if (a.backend or backend.active()) == "gpu":  # CUDA's start and end: GPU work
-            gpulock.start_cuda(lambda: get_runtime("gpu"))
-        verdict = evaluate(a.exercise, source, a.backend, speed=not a.no_speed,
-                           sanitize=not a.no_sanitize, gate=a.gate)
+        with gpulock.private() if gpu else contextlib.nullcontext():
+            if gpu:  # the tools first (they start slower), then CUDA's start: GPU work
+                tools = ahead.start(a.exercise, speed=not a.no_speed, sanitize=not a.no_sanitize)
+                marks["worker_tools_started"] = time.perf_counter() - t0
+            from tilelab.device.runtime import get_runtime, start_driver  # after the tools
+            from tilelab.grading.pipeline import evaluate
+
+            if gpu:
+                start_driver()
+                gpulock.start_cuda(lambda: get_runtime("gpu"))
+                marks["worker_cuda_ready"] = time.perf_counter() - t0
+            marks["worker_grade_began"] = time.perf_counter() - t0
+            verdict = evaluate(a.exercise, source, a.backend, speed=not a.no_speed,
+                               sanitize=not a.no_sanitize, gate=a.gate, ahead=tools)
     except Exception as exc:  # never crash silently
         verdict = Verdict(exercise=a.exercise, backend=a.backend or "?",
                           error=f"{type(exc).__name__}: {exc}")
         verdict.messages.append(f"internal grader error: {f'{type(exc).__name__}: {exc}'[:300]}")
         traceback.print_exc()
+    finally:
+        if tools is not None:  # not taken (a grade stopped early): ended here
+            tools.stop()
+    marks["worker_graded"] = time.perf_counter() - t0
+    verdict.timeline |= {k: round(t, 3) for k, t in marks.items()}
     return verdict.to_dict()
 
 
@@ -166,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.launch_once:
         launch_once(a.exercise, a.source, a.at, a.launches,
                     tuple(int(n) for n in a.shape.split(",")) if a.shape else (), a.lock,
-                    a.counted)
+                    a.counted, a.wait)
         return 0
     limit_resources(a.backend)
     if not a.out:
