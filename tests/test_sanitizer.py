@@ -112,7 +112,7 @@ def test_the_grader_takes_back_what_it_did_while_a_tool_found_a_problem(stand_in
     assert not v.speed_measured and v.speedup is None and v.speed_passed is None
     assert v.messages == ["correct at every shape", v.sanitizer["racecheck"]["summary"]]
     assert v.step_seconds == {"speed": 1.5}  # what the steps took is kept, the tools' too
-    assert {"racecheck_ended", "memcheck_ended"} <= set(v.timeline)
+    assert {"racecheck_read", "memcheck_read"} <= set(v.timeline)
     assert run.sanitizing is None and run.kept is None
 
 

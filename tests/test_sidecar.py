@@ -43,7 +43,7 @@ def stand_in_worker(tmp_path: Path) -> tuple[list[str], Path]:
 
 def test_a_waiting_tool_reads_the_source_only_once_told_go(tmp_path):
     argv, source = stand_in_worker(tmp_path)
-    tool = Sidecar(argv, tmp_path, "tool", wait=True)
+    tool = Sidecar(argv, tmp_path, "tool")
     try:
         deadline = time.monotonic() + 30
         while "started" not in tool.output()[0] and time.monotonic() < deadline:
@@ -53,8 +53,9 @@ def test_a_waiting_tool_reads_the_source_only_once_told_go(tmp_path):
         tool.go()
         assert tool.wait(30)
         assert "read: __global__ void k() {}" in tool.output()[0]
-        marks = tool.marks()  # when its worker got go, from the tool's start
-        assert set(marks) == {"go"} and 0.2 <= marks["go"] < 30
+        marks = tool.timeline("tool", tool.output())  # its worker got go, from its start
+        assert set(marks) == {"tool_go", "tool_read"}
+        assert 0.2 <= marks["tool_go"] <= marks["tool_read"] < 30
     finally:
         tool.stop()
 
@@ -62,7 +63,7 @@ def test_a_waiting_tool_reads_the_source_only_once_told_go(tmp_path):
 def test_a_tool_whose_grade_stops_first_never_reads_the_source(tmp_path):
     argv, source = stand_in_worker(tmp_path)
     source.write_text("refused by the grader")
-    tool = Sidecar(argv, tmp_path, "tool", wait=True)
+    tool = Sidecar(argv, tmp_path, "tool")
     try:
         assert tool.proc.stdin is not None
         tool.proc.stdin.close()  # the grader ended without a go

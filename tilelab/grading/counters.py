@@ -24,7 +24,6 @@ import secrets
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +179,7 @@ class Counting:
         self.sidecar: Sidecar | None = None
         self.problem: str | None = None
         self.given = False
-        self.marks: dict[str, float] = {}  # "ncu_<step>": seconds (see Sidecar.marks)
+        self.marks: dict[str, float] = {}  # "ncu_<step>": seconds (Sidecar.timeline)
         self._tmp = tempfile.TemporaryDirectory(prefix="tilelab-ncu-")
         self.source = os.path.join(self._tmp.name, "kernel.cu")
         ncu = find_ncu()
@@ -190,7 +189,7 @@ class Counting:
         try:
             self.sidecar = Sidecar(
                 command(ncu, exercises.get(exercise_id), self.source, draw(),
-                        gpulock.counted_mode(), wait=True), self._tmp.name, "ncu", wait=True)
+                        gpulock.counted_mode(), wait=True), self._tmp.name, "ncu")
         except OSError as exc:  # not executable, say: the lesson is not measured, and why
             self.problem = f"ncu ({ncu}) could not be started: {exc}"
 
@@ -213,8 +212,7 @@ class Counting:
             if not self.sidecar.wait(self.timeout):
                 raise CountersUnavailable(f"ncu took longer than {self.timeout:g} s")
             stdout, stderr = self.sidecar.output()
-            self.marks = {f"ncu_{k}": t for k, t in self.sidecar.marks().items()}
-            self.marks["ncu_ended"] = round(time.monotonic() - self.sidecar.started, 3)
+            self.marks = self.sidecar.timeline("ncu", [stdout, stderr])
         finally:
             self.stop()
         out = stdout + stderr

@@ -105,7 +105,7 @@ class Sanitizers:
         self.tools: dict[str, Sidecar] = {}
         self.skipped: dict[str, Any] | None = None
         self.given = False
-        self.marks: dict[str, float] = {}  # "<tool>_<step>": seconds (see Sidecar.marks)
+        self.marks: dict[str, float] = {}  # "<tool>_<step>": seconds (Sidecar.timeline)
         self._tmp = tempfile.TemporaryDirectory(prefix="tilelab-sanitize-")
         self.source = os.path.join(self._tmp.name, "kernel.cu")
         exe = find_sanitizer()
@@ -117,7 +117,7 @@ class Sanitizers:
             self.tools[tool] = Sidecar(
                 command(exe, tool, exercise_id, self.source,
                         shape=shape or grading_shape(exercise_id), wait=True),
-                self._tmp.name, tool, wait=True, merge=True)
+                self._tmp.name, tool, merge=True)
 
     def go(self, source: str) -> None:
         """Give both tools the (validated) source: each launches the kernel once."""
@@ -142,9 +142,9 @@ class Sanitizers:
                     results[tool] = {"tool": tool, "errors": 0,
                                      "summary": f"compute-sanitizer {tool} timed out; not judged"}
                     continue
-                results[tool] = parse(tool, sidecar.output(OUTPUT_LIMIT)[0])
-                self.marks |= {f"{tool}_{k}": t for k, t in sidecar.marks().items()}
-                self.marks[f"{tool}_ended"] = round(time.monotonic() - sidecar.started, 3)
+                text = sidecar.output(OUTPUT_LIMIT)[0]
+                results[tool] = parse(tool, text)
+                self.marks |= sidecar.timeline(tool, [text])
         finally:
             self.stop()
         return results

@@ -2,8 +2,8 @@
 Compute over ``python -m tilelab.grading.worker --launch-once``, in a process group of its
 own, its output in files of a folder of its own.
 
-Started ahead (``wait``), the worker starts CUDA and then waits for :meth:`Sidecar.go` on
-its standard input before it reads the kernel's source: the tool's own start, Python's and
+Started ahead of the grade, the worker starts CUDA and then waits for :meth:`Sidecar.go`
+on its standard input before it reads the kernel's source: the tool's own start, Python's and
 CUDA's overlap the grader's checks and compile, and no compiler sees a source before the
 grader has validated it (one that is refused, or does not compile, never gets it: the
 process is stopped instead). Read :meth:`Sidecar.output` once :meth:`Sidecar.wait` says it
@@ -30,17 +30,17 @@ _MARK = re.compile(r"^tilelab-worker (\w+) (\d+\.\d+)$", re.MULTILINE)
 
 
 class Sidecar:
-    """One tool process; ``argv`` runs it, its output goes to ``folder`` (stdout and
-    stderr apart, or in one file where ``merge``)."""
+    """One tool process, its worker waiting for :meth:`go`; ``argv`` runs it, its output
+    goes to ``folder`` (stdout and stderr apart, or in one file where ``merge``)."""
 
     def __init__(self, argv: list[str], folder: str | os.PathLike, name: str,
-                 wait: bool = False, merge: bool = False) -> None:
+                 merge: bool = False) -> None:
         self.files: list[IO[bytes]] = [
             open(Path(folder) / f"{name}.{part}", "w+b")  # noqa: SIM115 (closed in stop)
             for part in (("log",) if merge else ("stdout", "stderr"))]
         try:
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE if wait else subprocess.DEVNULL,
+                argv, stdin=subprocess.PIPE,
                 stdout=self.files[0], stderr=self.files[-1] if not merge else subprocess.STDOUT,
                 start_new_session=True)
         except OSError:
@@ -49,8 +49,7 @@ class Sidecar:
         self.started = time.monotonic()
 
     def go(self) -> None:
-        """Let a waiting worker read its source and launch (nothing if it was not waiting
-        or has ended)."""
+        """Let the worker read its source and launch (nothing once told, or ended)."""
         pipe = self.proc.stdin
         if pipe is None or pipe.closed:
             return
@@ -77,11 +76,14 @@ class Sidecar:
             texts.append(f.read(limit).decode("utf-8", "replace"))
         return texts
 
-    def marks(self) -> dict[str, float]:
-        """Seconds from this tool's start to each step its worker marked (:func:`mark`):
-        where a grade's time goes (they decide nothing)."""
-        return {event: round(float(at) - self.started, 3)
-                for text in self.output() for event, at in _MARK.findall(text)}
+    def timeline(self, name: str, texts: list[str]) -> dict[str, float]:
+        """Seconds from this tool's start to each step its worker marked in ``texts``, its
+        output (:func:`mark`), as ``<name>_<step>``, and to now as ``<name>_read`` (when
+        the grader read it): where a grade's time goes (they decide nothing)."""
+        out = {f"{name}_{event}": round(float(at) - self.started, 3)
+               for text in texts for event, at in _MARK.findall(text)}
+        out[f"{name}_read"] = round(time.monotonic() - self.started, 3)
+        return out
 
     def stop(self) -> None:
         """End the tool and everything it started; close its files."""
