@@ -127,7 +127,7 @@ def test_a_class_runs_cached_verdict_is_returned_only_for_the_same_source(tmp_pa
     hit = emu("naive", source)
     assert hit.correct and hit.messages[0] == "stored" and not hit.shapes  # not re-graded
     other = emu("naive", source + "\n// edited after the clean grade\n")
-    assert other.correct and len(other.shapes) == len(exercises.get("naive").shapes)
+    assert other.correct and len(other.shapes) == len(exercises.get("naive").shapes), other.messages
     assert "stored" not in other.messages
 
 

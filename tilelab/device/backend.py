@@ -6,7 +6,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import importlib.util
+import sys
 from pathlib import Path
 
 from tilelab import settings
@@ -37,21 +40,33 @@ def install_gpu_hint() -> str:
 
 @functools.cache
 def gpu_probe() -> tuple[bool, str]:
-    """Whether PyCUDA can see a CUDA GPU, and why not when it cannot."""
-    try:
-        import pycuda.driver as cuda
-    except ImportError:
+    """Whether PyCUDA is installed and the CUDA driver sees a GPU (the device's name), and
+    why not when it cannot. Asked of the driver itself, without loading PyCUDA (NumPy and
+    its driver module take longer to load than the driver takes to answer): a grade that
+    only chooses its backend here starts its worker that much sooner."""
+    if importlib.util.find_spec("pycuda") is None:
         return False, f"PyCUDA is not installed ({install_gpu_hint()})"
-    except Exception as exc:  # a broken install reports many things
-        return False, f"PyCUDA failed to import: {exc}"
+    return driver_device()
+
+
+def driver_device() -> tuple[bool, str]:
+    """Whether the CUDA driver (``libcuda``) sees a device, and its first device's name
+    (or why not)."""
     try:
-        cuda.init()
-        count = cuda.Device.count()
-    except Exception as exc:
+        lib = ctypes.CDLL("libcuda.so.1" if sys.platform != "win32" else "nvcuda.dll")
+    except OSError as exc:
         return False, f"no CUDA driver or device: {exc}"
-    if count == 0:
+    count, device = ctypes.c_int(0), ctypes.c_int(0)
+    name = ctypes.create_string_buffer(256)
+    for call, args in (("cuInit", (0,)), ("cuDeviceGetCount", (ctypes.byref(count),))):
+        if (rc := getattr(lib, call)(*args)) != 0:
+            return False, f"no CUDA driver or device: {call} failed (CUDA error {rc})"
+    if count.value == 0:
         return False, "the CUDA driver sees no device"
-    return True, cuda.Device(0).name()
+    if lib.cuDeviceGet(ctypes.byref(device), 0) != 0 or \
+            lib.cuDeviceGetName(name, len(name), device) != 0:
+        return False, "no CUDA driver or device: the driver could not name device 0"
+    return True, name.value.decode(errors="replace")
 
 
 def active() -> str:

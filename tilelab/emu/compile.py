@@ -327,6 +327,7 @@ LOAD_SECONDS = 10.0
 
 def _describe(path: Path) -> dict:
     confined = seccomp.require()
+    seccomp.prepare(confined)
 
     def child(fd: int, tag: bytes) -> None:
         seccomp.install_loading_filter(confined)  # a constructor in the source runs under it

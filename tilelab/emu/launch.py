@@ -20,7 +20,7 @@ import numpy as np
 from . import seccomp
 from .args import ArgPlan, BufferPlan
 from .compile import Library
-from .native import BufSpec, ChildResult, KernelDesc, LaunchSpec, run_forked
+from .native import REPORT_FD, BufSpec, ChildResult, KernelDesc, LaunchSpec, run_forked
 
 PAGE = mmap.PAGESIZE
 
@@ -83,11 +83,13 @@ def run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
                           len(globals_), global_buf)
         path = str(lib.path)
         confined = seccomp.require()  # refuses where no filter can be made
+        # both filters made here (once per process: cached), not again in every child
+        grid = seccomp.Program(seccomp.grid_filter((1, 2, REPORT_FD))) if confined else None
+        seccomp.prepare(confined)
 
         def child(fd: int, tag: bytes) -> None:
             spec.report_fd = fd
             spec.report_tag = tag
-            grid = seccomp.Program(seccomp.grid_filter((1, 2, fd))) if confined else None
             seccomp.install_loading_filter(confined)
             so = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
             if grid is not None:

@@ -192,6 +192,13 @@ class Function(FunctionAPI):
         return None
 
     @property
+    def stateless(self) -> bool:
+        """Whether launches of this kernel are independent of each other: its module holds
+        no device globals (``__device__`` or ``__constant__`` variables), which a launch
+        starts from as the one before left them."""
+        return not self.module.library.globals
+
+    @property
     def static_shared(self) -> int:
         res = self.resources()
         return res.shared if res else self.module.library.static_shared

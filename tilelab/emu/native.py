@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import secrets
 import selectors
 import signal
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -137,9 +139,19 @@ def untag(raw: bytes, tag: bytes) -> tuple[bytes, bool]:
     return b"", True
 
 
+#: Held while this process forks a child (:func:`run_forked`). Work that a fork made beside
+#: it would leave stuck holds it too: OpenBLAS's thread pool, for one, cannot survive a fork
+#: made while it works (its fork handler waits for the pool forever).
+FORK_LOCK = threading.Lock()
+
+#: The child's report pipe is always this descriptor (its stdout and stderr are 1 and 2), so
+#: that a system-call filter naming it can be made once, before any fork.
+REPORT_FD = 3
+
+
 def run_forked(child: Callable[[int, bytes], None], timeout: float,
                stdout_cap: int = 1 << 20) -> ChildResult:
-    """Fork; the child calls ``child(report_fd, tag)`` with its stdout on a pipe, then exits.
+    """Fork; the child calls ``child(REPORT_FD, tag)`` with its stdout on a pipe, then exits.
 
     The child writes one report line on ``report_fd``, headed by ``tag`` (see
     :func:`tagged`); anything else found on that pipe marks the result ``forged``. The
@@ -154,15 +166,19 @@ def run_forked(child: Callable[[int, bytes], None], timeout: float,
     parent = os.getpid()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (Jupyter)
-        pid = os.fork()
+        with FORK_LOCK:
+            pid = os.fork()
     if pid == 0:  # the child: never returns
         code = 70
         try:
             _detach(parent)
-            os.dup2(out_w, 1)
-            os.dup2(out_w, 2)  # glibc's own complaints join the captured output
-            _close_other_fds(rep_w)
-            child(rep_w, tag)
+            rep, out = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (rep_w, out_w))
+            os.dup2(out, 1)
+            os.dup2(out, 2)  # glibc's own complaints join the captured output
+            os.dup2(rep, REPORT_FD)
+            _close_other_fds(REPORT_FD)
+            rep_w = REPORT_FD
+            child(REPORT_FD, tag)
             code = 0
         except BaseException as exc:  # report anything, then exit without unwinding
             with contextlib.suppress(BaseException):

@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,7 +75,8 @@ def parse_report(text: str) -> dict[str, KernelResources]:
 
 
 class ResourceReport:
-    """ptxas's resources for a module's kernels, computed in the background."""
+    """ptxas's resources for a module's kernels, computed in the background (read by one
+    thread at a time: launches of one kernel may run on several)."""
 
     def __init__(self, source: str, defines: tuple[str, ...], no_extern_c: bool,
                  arch: str | None, cache: Path) -> None:
@@ -84,6 +86,7 @@ class ResourceReport:
         self.note = ""
         self._proc: subprocess.Popen | None = None
         self._tmp: tempfile.TemporaryDirectory | None = None
+        self._lock = threading.Lock()
         nvcc = _nvcc()
         if nvcc is None:
             self.note = ("nvcc was not found, so registers per thread and the launch limits "
@@ -114,8 +117,11 @@ class ResourceReport:
 
     def wait(self) -> dict[str, KernelResources]:
         """The per-kernel resources (empty when nvcc is missing or failed)."""
-        if self.kernels is not None:
-            return self.kernels
+        with self._lock:
+            return self.kernels if self.kernels is not None else self._collect()
+
+    def _collect(self) -> dict[str, KernelResources]:
+        assert self._proc is not None
         try:
             out, _ = self._proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:

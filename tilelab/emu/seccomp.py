@@ -233,6 +233,13 @@ def install(code: bytes) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
+def prepare(confined: bool = True) -> None:
+    """Make the loading filter in this process before forking (where :func:`require` said
+    filters can be made), so that no child spends its time making it again."""
+    if confined:
+        loading_filter()
+
+
 def install_loading_filter(confined: bool = True) -> None:
     """In the forked child, before the learner's library is loaded (where
     :func:`require` said filters can be made)."""

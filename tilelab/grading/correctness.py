@@ -7,7 +7,9 @@ element and its likely cause: never written, boundary, race, or indexing.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,9 +17,10 @@ import numpy as np
 
 from tilelab.catalog.problems import Launch, Problem, Shape
 from tilelab.device.runtime import Runtime
+from tilelab.emu.native import FORK_LOCK
 from tilelab.grading import gpulock
 from tilelab.grading.diagnosis import POISON_BITS, RTOL, Attempt, diagnose
-from tilelab.grading.limits import emu_launch_seconds
+from tilelab.grading.limits import emu_lanes, emu_launch_seconds
 
 __all__ = ["POISON_BITS", "RTOL", "ShapeResult", "check_function", "compare", "launch"]
 
@@ -170,13 +173,29 @@ def check_function(
 ) -> ShapeResult:
     """Check one compiled kernel at one shape with fresh random inputs (``quick``: see
     :func:`compare`)."""
-    inputs = problem.make_inputs(shape, rng)
+    return check_inputs(rt, fn, problem, launch_, shape, problem.make_inputs(shape, rng),
+                        repeat_on_error, quick)
+
+
+def check_inputs(rt: Runtime, fn: Any, problem: Problem, launch_: Launch, shape: Shape,
+                 inputs: dict[str, np.ndarray], repeat_on_error: bool = True,
+                 quick: bool = False) -> ShapeResult:
+    """:func:`check_function` on inputs drawn before."""
     got = launch(rt, fn, problem, launch_, shape, inputs)
-    result = compare(problem, shape, inputs, got, launch_, quick=quick)
+    with FORK_LOCK if rt.name == "emu" else contextlib.nullcontext():  # NumPy's BLAS works
+        result = compare(problem, shape, inputs, got, launch_, quick=quick)
     if not result.ok and repeat_on_error and rt.name == "gpu":
         again = launch(rt, fn, problem, launch_, shape, inputs)
         result = compare(problem, shape, inputs, got, launch_, again=again, quick=quick)
     return result
+
+
+def lanes(rt: Runtime, fn: Any) -> int:
+    """How many launches of ``fn`` a check may run at once: on the emulator, where each
+    launch is a process of its own, :func:`~tilelab.grading.limits.emu_lanes`, unless the
+    kernel's module keeps device globals (a launch then starts from what the one before
+    left there, as on a GPU); on a GPU, one."""
+    return emu_lanes() if rt.name == "emu" and getattr(fn, "stateless", False) else 1
 
 
 def check_shapes(
@@ -187,11 +206,42 @@ def check_shapes(
     shapes: Sequence[Shape],
     rng: np.random.Generator,
     quick: bool = False,
+    pool: ThreadPoolExecutor | None = None,
 ) -> Iterator[tuple[Shape, ShapeResult | Exception]]:
     """:func:`check_function` at each shape, in order: its result, or the exception its
-    launch raised. Once the caller stops reading, no further launch starts."""
+    launch raised. Once the caller stops reading, no further launch starts.
+
+    Given a ``pool`` of several threads (where :func:`lanes` allows launches at once),
+    every shape's inputs are drawn now, in shape order, and the launches queued on it in
+    that order; the results still come in shape order, and the queue is emptied when the
+    caller stops reading (launches under way end first). Else one launch at a time, each
+    when its result is asked for."""
+    if pool is None:
+        return _one_by_one(rt, fn, problem, launch_, shapes, rng, quick)
+    jobs = [(shape, pool.submit(check_inputs, rt, fn, problem, launch_, shape,
+                                problem.make_inputs(shape, rng), quick=quick))
+            for shape in shapes]
+    return _in_order(jobs)
+
+
+def _one_by_one(rt: Runtime, fn: Any, problem: Problem, launch_: Launch,
+                shapes: Sequence[Shape], rng: np.random.Generator,
+                quick: bool) -> Iterator[tuple[Shape, ShapeResult | Exception]]:
     for shape in shapes:
         try:
             yield shape, check_function(rt, fn, problem, launch_, shape, rng, quick=quick)
         except Exception as exc:
             yield shape, exc
+
+
+def _in_order(jobs: list[tuple[Shape, Future]]) -> Iterator[tuple[Shape, ShapeResult |
+                                                                      Exception]]:
+    try:
+        for shape, job in jobs:
+            try:
+                yield shape, job.result()
+            except Exception as exc:
+                yield shape, exc
+    finally:
+        for _, job in jobs:
+            job.cancel()  # only those not started

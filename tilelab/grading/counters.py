@@ -30,7 +30,7 @@ from typing import Any
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.catalog.exercises import Exercise
-from tilelab.device.bench import REPEAT, WARMUP
+from tilelab.device.rounds import REPEAT, WARMUP
 from tilelab.grading import gpulock
 from tilelab.grading.sidecar import Sidecar
 

@@ -262,6 +262,22 @@ EMU_LAUNCH_BASE_S = 5.0
 EMU_WORK_PER_S = 2e6  # flops (or bytes moved, for data movement) a second
 
 
+#: At most this many of a check's emulated launches run at once (see :func:`emu_lanes`).
+MAX_EMU_LANES = 4
+
+
+def emu_lanes() -> int:
+    """How many of a check's emulated launches may run at once, each a process of its own:
+    the CPU cores this process may use (its affinity, and ``OMP_NUM_THREADS`` where a
+    scheduler set it: Dask's nanny sets 1, one task to a core), at most
+    :data:`MAX_EMU_LANES`."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        (os.cpu_count() or 1)
+    with contextlib.suppress(ValueError):
+        cores = min(cores, int(os.environ.get("OMP_NUM_THREADS", "") or cores))
+    return max(1, min(cores, MAX_EMU_LANES))
+
+
 def emu_launch_seconds(problem: Problem, shape: Shape) -> float | None:
     """The time limit of one emulated launch at ``shape`` (None: ``$TILELAB_EMU_TIMEOUT``
     is set, and the emulator applies it)."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,7 @@ from tilelab.grading.correctness import (
     expectation,
     explain,
     fmt_shape,
+    lanes,
     launch,
 )
 from tilelab.grading.diagnosis import POISON_BITS, diagnose, launch_failure, telling
@@ -67,6 +69,7 @@ class Run:
     fn: Any = None
     launched: bool = True  # False once a launch failed (the kernel did not run to its end)
     report: Any = None  # the emulator's analysis, once run (for a diagnosis or the gates)
+    analysing: Future | None = None  # the emulator's analysis launch, run beside correctness
     sanitizing: Sanitizers | None = None  # the sanitizer's tools while they run
     counting: counters.Counting | None = None  # ncu while it runs (see `start_counters`)
     kept: Verdict | None = None  # the verdict as the speed run found it (see `speed`)
@@ -163,10 +166,26 @@ def correctness(run: Run, v: Verdict) -> bool:
     """Every graded shape, fresh random inputs, compared with float64; when some are wrong,
     one diagnosis from the most telling of them (:func:`diagnosed`). A failed launch stops
     here (the next steps still explain a kernel that ran)."""
+    width = lanes(run.rt, run.fn)
+    if width == 1:
+        return _correctness(run, v, None)
+    # the emulator's launches several at once, each a process of its own, the analysis
+    # launch queued after them (built meanwhile), since nearly every check needs it
+    with ThreadPoolExecutor(width, thread_name_prefix="tilelab-launch") as pool:
+        go_on = _correctness(run, v, pool)
+        if not run.launched:
+            run.analysing = None
+        return go_on
+
+
+def _correctness(run: Run, v: Verdict, pool: ThreadPoolExecutor | None) -> bool:
     ex, rt = run.ex, run.rt
     v.correct = True
     results = []
-    checked = check_shapes(rt, run.fn, ex.problem, ex.launch, ex.shapes, run.rng, quick=True)
+    checked = check_shapes(rt, run.fn, ex.problem, ex.launch, ex.shapes, run.rng, quick=True,
+                           pool=pool)
+    if pool is not None:
+        run.analysing = pool.submit(_analysis_launch, run, run.rng.spawn(1)[0])
     for shape, res in checked:
         if isinstance(res, Exception):
             if not isinstance(res, launch_errors(rt)):
@@ -178,6 +197,8 @@ def correctness(run: Run, v: Verdict) -> bool:
             v.shapes.append({"shape": list(shape), "ok": False, "message": str(exc)[:1500]})
             v.correct, run.launched = False, False
             checked.close()
+            if run.analysing is not None:
+                run.analysing.cancel()
             return True
         v.shapes.append(res.to_dict())
         results.append(res)
@@ -279,14 +300,12 @@ def analysis(run: Run, v: Verdict) -> bool:
 
 
 def _analyse(run: Run, v: Verdict) -> Any | None:
-    """The analysis report of one launch (kept in the verdict), or None when there is none."""
+    """The analysis report of one launch (kept in the verdict), or None when there is none;
+    launched here, or taken from the launch made beside the correctness checks."""
     ex, rt = run.ex, run.rt
-    fn = _analysis_function(run)
-    if fn is None:
-        return None
-    shape = ex.problem.analysis_shape
     try:  # the analysed build's output is checked too: the gate judges a checked build
-        checked = check_function(rt, fn, ex.problem, ex.launch, shape, run.rng)
+        fn, checked = run.analysing.result() if run.analysing is not None else \
+            _analysis_launch(run, run.rng)
     except launch_errors(rt) as exc:
         if "__shared__" in run.text:
             v.analysis = {"error": (str(exc) or repr(exc)).splitlines()[0][:300]}
@@ -294,16 +313,28 @@ def _analyse(run: Run, v: Verdict) -> Any | None:
             v.messages.append(f"analysis run failed: {_one_line(exc, 1500)}")
             v.correct = False
         return None
+    if fn is None:
+        return None
     report = fn.last_report.analysis
     v.touch = report.touch or None
     if "__shared__" in run.text:
-        at = fmt_shape(ex.problem, shape)
+        at = fmt_shape(ex.problem, ex.problem.analysis_shape)
         v.analysis = {"at": at, "summary": report.summary(), **report.to_dict()}
     if not checked.ok and v.correct:
         v.messages.append(f"the build analysed for races and bank conflicts computed a wrong "
                           f"result: {checked.message}")
         v.correct = False
     return report
+
+
+def _analysis_launch(run: Run, rng: np.random.Generator) -> tuple[Any, ShapeResult | None]:
+    """The analysis build's kernel and its checked launch at the analysis shape (None, None
+    where it cannot be built)."""
+    fn = _analysis_function(run)
+    if fn is None:
+        return None, None
+    shape = run.ex.problem.analysis_shape
+    return fn, check_function(run.rt, fn, run.ex.problem, run.ex.launch, shape, rng)
 
 
 def _analysis_function(run: Run) -> Any | None:

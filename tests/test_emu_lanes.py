@@ -1,0 +1,100 @@
+"""A check's emulated launches run several at once, each a process of its own: the
+results are those of one launch at a time, in shape order; a kernel whose module keeps
+device globals gets one lane; a check stopped early starts no further launch."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from tilelab import emu
+from tilelab.catalog import exercises
+from tilelab.catalog.reference import KERNELS
+from tilelab.device.runtime import get_runtime
+from tilelab.grading import correctness
+from tilelab.grading.limits import MAX_EMU_LANES, emu_lanes
+from tilelab.grading.pipeline import build
+
+NAIVE = exercises.get("naive")
+# right only where every row of C is below 64: wrong at some graded shapes, right at others
+ROWS_BELOW_64 = KERNELS["naive"].source().replace(
+    KERNELS["naive"].name + "(", NAIVE.kernel + "(").replace("if (", "if (row < 64 && ", 1)
+
+
+def naive_function(source: str) -> object:
+    return build(get_runtime("emu"), source).get_function(NAIVE.kernel)
+
+
+def test_lanes_follow_the_cores_this_process_may_use(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cores = os.sched_getaffinity(0)
+    assert emu_lanes() == max(1, min(len(cores), MAX_EMU_LANES))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # as Dask's nanny sets it: one task, one core
+    assert emu_lanes() == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "not a number")
+    assert emu_lanes() == max(1, min(len(cores), MAX_EMU_LANES))
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    os.sched_setaffinity(0, {min(cores)})
+    try:
+        assert emu_lanes() == 1
+    finally:
+        os.sched_setaffinity(0, cores)
+
+
+def test_a_module_with_device_globals_launches_one_at_a_time():
+    rt = get_runtime("emu")
+    counting = emu.SourceModule(
+        "__device__ int launches;\n"
+        "__global__ void k(float* out) { out[0] = (float)launches++; }").get_function("k")
+    plain = emu.SourceModule("__global__ void k(float* out) { out[0] = 1.0f; }").get_function("k")
+    assert not counting.stateless and correctness.lanes(rt, counting) == 1
+    assert plain.stateless and correctness.lanes(rt, plain) == emu_lanes()
+
+
+def test_launches_in_lanes_give_each_shape_its_own_result_in_order():
+    rt, fn = get_runtime("emu"), naive_function(ROWS_BELOW_64)
+    rng = np.random.default_rng(7)
+    alone = list(correctness.check_shapes(rt, fn, NAIVE.problem, NAIVE.launch, NAIVE.shapes,
+                                          rng, quick=True))
+    with ThreadPoolExecutor(3) as pool:
+        lanes = list(correctness.check_shapes(rt, fn, NAIVE.problem, NAIVE.launch,
+                                              NAIVE.shapes, rng, quick=True, pool=pool))
+    assert [s for s, _ in lanes] == [s for s, _ in alone] == list(NAIVE.shapes)
+    verdicts = [(r.ok, r.total) for _, r in lanes]
+    assert verdicts == [(r.ok, r.total) for _, r in alone]
+    assert {ok for ok, _ in verdicts} == {True, False}  # the test tells shapes apart
+    assert all(ok == (s[0] <= 64) for (s, _), (ok, _) in zip(lanes, verdicts, strict=True))
+
+
+class Counted:
+    """The emulated kernel, counting its launches."""
+
+    def __init__(self, fn: object) -> None:
+        self.fn, self.launches = fn, 0
+        self.stateless = True
+
+    def __call__(self, *args: object, **kw: object) -> object:
+        self.launches += 1
+        return self.fn(*args, **kw)
+
+
+def test_a_check_stopped_early_starts_no_further_launch():
+    rt, fn = get_runtime("emu"), Counted(naive_function(ROWS_BELOW_64))
+    with ThreadPoolExecutor(1) as pool:
+        checked = correctness.check_shapes(rt, fn, NAIVE.problem, NAIVE.launch, NAIVE.shapes,
+                                           np.random.default_rng(), quick=True, pool=pool)
+        next(checked)
+        checked.close()
+    assert 1 <= fn.launches <= 2 < len(NAIVE.shapes)  # the one read, at most one under way
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (ptxas's report)")
+def test_ptxas_report_is_collected_once_for_launches_on_several_threads():
+    report = emu.SourceModule(KERNELS["tiled32"].source()).resources
+    with ThreadPoolExecutor(4) as pool:
+        found = list(pool.map(lambda _: report.wait(), range(8)))
+    assert found[0] and all(f is found[0] for f in found)
