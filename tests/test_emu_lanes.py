@@ -4,8 +4,11 @@ device globals gets one lane; a check stopped early starts no further launch."""
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 import os
 import shutil
+import signal
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -15,6 +18,7 @@ from tilelab import emu
 from tilelab.catalog import exercises
 from tilelab.catalog.reference import KERNELS
 from tilelab.device.runtime import get_runtime
+from tilelab.emu import native
 from tilelab.grading import correctness
 from tilelab.grading.limits import MAX_EMU_LANES, emu_lanes
 from tilelab.grading.pipeline import build
@@ -98,3 +102,23 @@ def test_ptxas_report_is_collected_once_for_launches_on_several_threads():
     with ThreadPoolExecutor(4) as pool:
         found = list(pool.map(lambda _: report.wait(), range(8)))
     assert found[0] and all(f is found[0] for f in found)
+
+
+def test_a_launchs_child_sees_no_other_launchs_buffers():
+    """Launches run at once: a child forked while another launch's shared buffers exist
+    must not reach them (a kernel could otherwise rewrite another launch's output)."""
+
+    def writes_at(address: int):
+        def child(fd: int, tag: bytes) -> None:
+            ctypes.memmove(address, b"\x2a", 1)
+            os.write(fd, native.tagged(tag, b'{"status": "ok"}'))
+        return child
+
+    page = mmap.PAGESIZE
+    with native.shared_region(page) as (mine, at_mine), \
+            native.shared_region(page) as (other, at_other):
+        own = native.run_forked(writes_at(at_mine), timeout=10, region=at_mine)
+        theirs = native.run_forked(writes_at(at_other), timeout=10, region=at_mine)
+        assert own.status == 0 and own.report == b'{"status": "ok"}' and mine[0] == 42
+        assert theirs.signal == signal.SIGSEGV and other[0] == 0
+    assert not native._REGIONS  # each removed with its mapping

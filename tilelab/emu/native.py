@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import fcntl
 import json
+import mmap
 import os
 import secrets
 import selectors
@@ -13,7 +14,7 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 
@@ -144,14 +145,49 @@ def untag(raw: bytes, tag: bytes) -> tuple[bytes, bool]:
 #: made while it works (its fork handler waits for the pool forever).
 FORK_LOCK = threading.Lock()
 
+#: Address -> length of each child's shared mapping now in this process (see
+#: :func:`shared_region`); made, listed, removed and forked only under :data:`FORK_LOCK`.
+_REGIONS: dict[int, int] = {}
+
+
+@contextlib.contextmanager
+def shared_region(length: int) -> Iterator[tuple[mmap.mmap, int]]:
+    """An anonymous shared mapping of ``length`` bytes for one child's buffers, and its
+    address. Launches run at once, so other children are forked while it exists: each of
+    them unmaps it first thing (:func:`run_forked`), and sees no other launch's buffers.
+    Every view of it must be gone when the block ends."""
+    with FORK_LOCK:
+        region = mmap.mmap(-1, length)
+        anchor = ctypes.c_char.from_buffer(region)
+        base = ctypes.addressof(anchor)
+        _REGIONS[base] = length
+    try:
+        yield region, base
+    finally:
+        del anchor
+        with FORK_LOCK:
+            del _REGIONS[base]
+            region.close()
+
+
+def _unmap_regions(keep: int | None) -> None:
+    """In a child: unmap every child's shared mapping but ``keep``'s."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    for base, length in _REGIONS.items():
+        if base != keep and libc.munmap(base, length) != 0:
+            raise OSError(ctypes.get_errno(), "munmap of another launch's buffers failed")
+
+
 #: The child's report pipe is always this descriptor (its stdout and stderr are 1 and 2), so
 #: that a system-call filter naming it can be made once, before any fork.
 REPORT_FD = 3
 
 
 def run_forked(child: Callable[[int, bytes], None], timeout: float,
-               stdout_cap: int = 1 << 20) -> ChildResult:
+               stdout_cap: int = 1 << 20, region: int | None = None) -> ChildResult:
     """Fork; the child calls ``child(REPORT_FD, tag)`` with its stdout on a pipe, then exits.
+    Of the shared mappings :func:`shared_region` made, the child keeps only ``region``'s.
 
     The child writes one report line on ``report_fd``, headed by ``tag`` (see
     :func:`tagged`); anything else found on that pipe marks the result ``forged``. The
@@ -172,6 +208,7 @@ def run_forked(child: Callable[[int, bytes], None], timeout: float,
         code = 70
         try:
             _detach(parent)
+            _unmap_regions(region)
             rep, out = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (rep_w, out_w))
             os.dup2(out, 1)
             os.dup2(out, 2)  # glibc's own complaints join the captured output
