@@ -9,7 +9,7 @@ import mmap
 import os
 import shutil
 import signal
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -19,9 +19,10 @@ from tilelab.catalog import exercises
 from tilelab.catalog.reference import KERNELS
 from tilelab.device.runtime import get_runtime
 from tilelab.emu import native
-from tilelab.grading import correctness
+from tilelab.grading import correctness, pipeline
 from tilelab.grading.limits import MAX_EMU_LANES, emu_lanes
 from tilelab.grading.pipeline import build
+from tilelab.grading.verdict import Verdict
 
 NAIVE = exercises.get("naive")
 # right only where every row of C is below 64: wrong at some graded shapes, right at others
@@ -122,3 +123,18 @@ def test_a_launchs_child_sees_no_other_launchs_buffers():
         assert own.status == 0 and own.report == b'{"status": "ok"}' and mine[0] == 42
         assert theirs.signal == signal.SIGSEGV and other[0] == 0
     assert not native._REGIONS  # each removed with its mapping
+
+
+def test_a_kernel_whose_analysed_build_cannot_be_made_loses_its_correctness():
+    """The analysed build is what rules races out: where it cannot be made (while the
+    candidate built), the kernel is not graded correct, and the verdict says why."""
+    ex = exercises.get("tiled")
+    text = ex.reference.source().replace(ex.reference.name + "(", ex.kernel + "(")
+    run = pipeline.Run(ex, get_runtime("emu"), text, text=text)
+    run.fn = naive_function(ROWS_BELOW_64)  # any compiled kernel: not launched here
+    run.analysing = Future()
+    run.analysing.set_result((None, "its module did not load"))
+    v = Verdict(ex.id, "emu", correct=True)
+    assert pipeline._analyse(run, v) is None
+    assert not v.correct and "no race can be ruled out: its module did not load" in v.messages[-1]
+    assert "could not be made" in v.analysis["error"]

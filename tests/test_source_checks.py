@@ -273,6 +273,13 @@ OUTSIDE = {
     "a file-scope object with a constructor": (
         "struct Forge { int v; Forge() { v = 1; } };\nForge forge;\n" + NAIVE_BODY,
         "file-scope object of a struct type"),
+    "a file-scope object of a typedef of such a struct": (
+        "struct Boot { int v; Boot(int n) { v = n; } };\ntypedef Boot Alias;\nAlias boot = 8;\n"
+        + NAIVE_BODY, "file-scope object of a struct type"),
+    "a file-scope object of an alias of an alias of such a struct": (
+        "struct Boot { int v; Boot(int n) { v = n; } };\ntypedef Boot Once;\n"
+        "typedef Once Twice;\nTwice boot = 8;\n" + NAIVE_BODY,
+        "file-scope object of a struct type"),
     "a lambda run at load": ("static int x = [] { return 1; }();\n" + NAIVE_BODY,
                              "file-scope"),
     "asm": (_with("float acc = 0.0f;", 'float acc; asm("mov.f32 %0, 0f00000000;" : "=f"(acc));'),

@@ -313,7 +313,13 @@ def _analyse(run: Run, v: Verdict) -> Any | None:
             v.messages.append(f"analysis run failed: {_one_line(exc, 1500)}")
             v.correct = False
         return None
-    if fn is None:
+    if fn is None:  # the candidate built, its analysed build did not: no race is ruled out
+        if "__shared__" in run.text:
+            v.analysis = {"error": f"the analysed build could not be made: {checked}"[:300]}
+        if v.correct:
+            v.messages.append("the build analysed for races and bank conflicts could not be "
+                              f"made, so no race can be ruled out: {checked}")
+            v.correct = False
         return None
     report = fn.last_report.analysis
     v.touch = report.touch or None
@@ -327,21 +333,15 @@ def _analyse(run: Run, v: Verdict) -> Any | None:
     return report
 
 
-def _analysis_launch(run: Run, rng: np.random.Generator) -> tuple[Any, ShapeResult | None]:
-    """The analysis build's kernel and its checked launch at the analysis shape (None, None
-    where it cannot be built)."""
-    fn = _analysis_function(run)
+def _analysis_launch(run: Run, rng: np.random.Generator) -> tuple[Any, Any]:
+    """The analysis build's kernel and its checked launch at the analysis shape; where that
+    build cannot be made, None and why."""
+    built = Verdict(run.ex.id, run.rt.name)
+    fn = compile_kernel(run.rt, run.text, run.ex.kernel, built, analysis=True)
     if fn is None:
-        return None, None
+        return None, " ".join(built.messages)[:1500] or "it did not build"
     shape = run.ex.problem.analysis_shape
     return fn, check_function(run.rt, fn, run.ex.problem, run.ex.launch, shape, rng)
-
-
-def _analysis_function(run: Run) -> Any | None:
-    """The analysis build's kernel (where it cannot be built, the verdict says why, as the
-    candidate's build does)."""
-    return compile_kernel(run.rt, run.text, run.ex.kernel, Verdict(run.ex.id, run.rt.name),
-                          analysis=True)
 
 
 def sanitizer(run: Run, v: Verdict) -> bool:

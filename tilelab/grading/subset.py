@@ -436,9 +436,31 @@ def _check_file_scope(masked: str, toks: list[Token]) -> None:
             start = i + 1
 
 
+#: Words of a typedef or alias declaration that name no new type.
+_TYPE_WORDS = frozenset((
+    "typedef", "using", "template", "typename", "struct", "class", "union", "enum", "const",
+    "volatile", "unsigned", "signed", "int", "long", "short", "char", "float", "double", "void",
+    "bool", "auto", "__device__", "__host__"))
+
+
 def _own_types(toks: list[Token]) -> set[str]:
-    return {toks[i + 1].text for i, t in enumerate(toks[:-1])
-            if t.text in ("struct", "class", "union") and _is_name(toks[i + 1].text)}
+    """The source's own struct, class and union types, and every name that aliases one
+    (``typedef``, ``using``: an object of an alias runs the constructor as well)."""
+    own = {toks[i + 1].text for i, t in enumerate(toks[:-1])
+           if t.text in ("struct", "class", "union") and _is_name(toks[i + 1].text)}
+    aliases = []
+    for i, t in enumerate(toks):
+        if t.text in ("typedef", "using"):
+            end = next((j for j in range(i, len(toks)) if toks[j].text == ";"), len(toks))
+            aliases.append([u.text for u in toks[i + 1:end] if _is_name(u.text)])
+    grown = True
+    while grown:  # an alias of an alias too
+        grown = False
+        for names in aliases:
+            if own & set(names) and not set(names) - _TYPE_WORDS <= own:
+                own |= set(names) - _TYPE_WORDS
+                grown = True
+    return own
 
 
 def _is_function_body(toks: list[Token], start: int, brace: int) -> bool:
