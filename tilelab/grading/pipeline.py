@@ -172,10 +172,7 @@ def correctness(run: Run, v: Verdict) -> bool:
     # the emulator's launches several at once, each a process of its own, the analysis
     # launch queued after them (built meanwhile), since nearly every check needs it
     with ThreadPoolExecutor(width, thread_name_prefix="tilelab-launch") as pool:
-        go_on = _correctness(run, v, pool)
-        if not run.launched:
-            run.analysing = None
-        return go_on
+        return _correctness(run, v, pool)
 
 
 def _correctness(run: Run, v: Verdict, pool: ThreadPoolExecutor | None) -> bool:
@@ -197,8 +194,9 @@ def _correctness(run: Run, v: Verdict, pool: ThreadPoolExecutor | None) -> bool:
             v.shapes.append({"shape": list(shape), "ok": False, "message": str(exc)[:1500]})
             v.correct, run.launched = False, False
             checked.close()
-            if run.analysing is not None:
+            if run.analysing is not None:  # not needed: no later step analyses this kernel
                 run.analysing.cancel()
+                run.analysing = None
             return True
         v.shapes.append(res.to_dict())
         results.append(res)
