@@ -9,6 +9,9 @@ import mmap
 import os
 import shutil
 import signal
+import subprocess
+import sys
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -138,3 +141,53 @@ def test_a_kernel_whose_analysed_build_cannot_be_made_loses_its_correctness():
     assert pipeline._analyse(run, v) is None
     assert not v.correct and "no race can be ruled out: its module did not load" in v.messages[-1]
     assert "could not be made" in v.analysis["error"]
+
+
+FORKS_BESIDE_BLAS = """
+import sys, threading, time
+import numpy as np
+from tilelab.emu import native
+
+def ok(fd, tag):
+    native.os.write(fd, native.tagged(tag, b'{"status": "ok"}'))
+
+a, b = np.ones((300, 400)), np.ones((400, 200))
+a @ b
+forks, products, stop = [0], 0, time.monotonic() + float(sys.argv[1])
+def launches():
+    while time.monotonic() < stop:
+        assert native.run_forked(ok, timeout=30).report == b'{"status": "ok"}'
+        forks[0] += 1
+lane = threading.Thread(target=launches)
+lane.start()
+while time.monotonic() < stop:  # the grader's own BLAS (a diagnosis, say) meanwhile
+    a @ b
+    products += 1
+lane.join()
+print(forks[0], products)
+"""
+
+
+def test_launches_fork_safely_while_another_thread_is_in_numpys_blas():
+    """A fork made while OpenBLAS's thread pool works never returned (the whole check hung,
+    past every time limit): a process that forks launches keeps BLAS on one thread."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2"}  # a pool, even on one core
+    proc = subprocess.run([sys.executable, "-c", FORKS_BESIDE_BLAS, "4"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    forks, products = map(int, proc.stdout.split())
+    assert forks >= 3 and products >= 3, proc.stdout  # both ran, side by side
+
+
+def test_a_child_that_closes_its_pipes_and_stays_is_killed_at_its_time():
+    """The parent waits for the child's end within the time, not only for its pipes."""
+
+    def lingers(fd: int, tag: bytes) -> None:
+        for each in (1, 2, fd):
+            os.close(each)
+        time.sleep(60)
+
+    t0 = time.monotonic()
+    done = native.run_forked(lingers, timeout=1.0)
+    assert done.timed_out and done.signal == signal.SIGKILL
+    assert time.monotonic() - t0 < 10

@@ -17,6 +17,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from threadpoolctl import threadpool_limits
+
 
 class ParamDesc(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int) for n in (
@@ -140,10 +142,24 @@ def untag(raw: bytes, tag: bytes) -> tuple[bytes, bool]:
     return b"", True
 
 
-#: Held while this process forks a child (:func:`run_forked`). Work that a fork made beside
-#: it would leave stuck holds it too: OpenBLAS's thread pool, for one, cannot survive a fork
-#: made while it works (its fork handler waits for the pool forever).
+#: Held while this process forks a child (:func:`run_forked`), and while it makes, lists or
+#: removes the children's shared mappings (:func:`shared_region`).
 FORK_LOCK = threading.Lock()
+
+
+def one_blas_thread() -> None:
+    """Keep NumPy's BLAS on the calling thread, for this process's life. A fork made while
+    OpenBLAS's thread pool works never returns (its fork handler waits for the pool, and
+    the thread that called BLAS waits forever), and any thread of this process may be in
+    BLAS when another forks a launch: the grader's own diagnosis, say, beside a launch of
+    the next shape. Done when this module loads, so before any thread can be in BLAS with
+    a pool while another forks."""
+    _BLAS_LIMITS.append(threadpool_limits(limits=1, user_api="blas"))
+
+
+_BLAS_LIMITS: list = []  # the limit set by one_blas_thread, kept for the process's life
+one_blas_thread()
+
 
 #: Address -> length of each child's shared mapping now in this process (see
 #: :func:`shared_region`); made, listed, removed and forked only under :data:`FORK_LOCK`.
@@ -196,14 +212,17 @@ def run_forked(child: Callable[[int, bytes], None], timeout: float,
     whatever the child does.
     """
     tag = new_tag()
-    rep_r, rep_w = os.pipe()
-    out_r, out_w = os.pipe()
     t0 = time.monotonic()
     parent = os.getpid()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (Jupyter)
-        with FORK_LOCK:
+        with FORK_LOCK:  # no other launch's child inherits this one's pipes
+            rep_r, rep_w = os.pipe()
+            out_r, out_w = os.pipe()
             pid = os.fork()
+            if pid:
+                os.close(rep_w)
+                os.close(out_w)
     if pid == 0:  # the child: never returns
         code = 70
         try:
@@ -225,25 +244,35 @@ def run_forked(child: Callable[[int, bytes], None], timeout: float,
             os._exit(code)
     with contextlib.suppress(OSError):  # the child got there first (or already exited)
         os.setpgid(pid, pid)
-    os.close(rep_w)
-    os.close(out_w)
     report, out = bytearray(), bytearray()
     truncated = timed_out = False
     sel = selectors.DefaultSelector()
     sel.register(rep_r, selectors.EVENT_READ)
     sel.register(out_r, selectors.EVENT_READ)
-    open_fds = 2
+    # the child's end is awaited within the time too, even once it has closed both pipes
+    # (-1: no pidfd here, before Linux 5.3, or the child has ended)
+    pidfd = -1
+    with contextlib.suppress(OSError):
+        pidfd = os.pidfd_open(pid)
+    if pidfd >= 0:
+        sel.register(pidfd, selectors.EVENT_READ)
+    pipes = 2
     try:
-        while open_fds:
+        while pipes or pidfd >= 0:
             left = t0 + timeout - time.monotonic()
             if left <= 0:
                 timed_out = True
                 break
             for key, _ in sel.select(left):
+                if key.fd == pidfd:
+                    sel.unregister(pidfd)
+                    os.close(pidfd)
+                    pidfd = -1
+                    continue
                 data = os.read(key.fd, 1 << 16)
                 if not data:
                     sel.unregister(key.fd)
-                    open_fds -= 1
+                    pipes -= 1
                 elif key.fd == rep_r:
                     report += data
                 else:
@@ -251,11 +280,12 @@ def run_forked(child: Callable[[int, bytes], None], timeout: float,
                     truncated = truncated or len(data) > room
                     out += data[:max(room, 0)]
     finally:
-        if timed_out or open_fds:
+        if timed_out or pipes or pidfd >= 0:
             _kill_group(pid)
         sel.close()
-        os.close(rep_r)
-        os.close(out_r)
+        for fd in (rep_r, out_r, pidfd):
+            if fd >= 0:
+                os.close(fd)
         _, wstatus = os.waitpid(pid, 0)
     seconds = time.monotonic() - t0
     status = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None

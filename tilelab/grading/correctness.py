@@ -7,7 +7,6 @@ element and its likely cause: never written, boundary, race, or indexing.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,7 +16,6 @@ import numpy as np
 
 from tilelab.catalog.problems import Launch, Problem, Shape
 from tilelab.device.runtime import Runtime
-from tilelab.emu.native import FORK_LOCK
 from tilelab.grading import gpulock
 from tilelab.grading.diagnosis import POISON_BITS, RTOL, Attempt, diagnose
 from tilelab.grading.limits import emu_lanes, emu_launch_seconds
@@ -182,8 +180,7 @@ def check_inputs(rt: Runtime, fn: Any, problem: Problem, launch_: Launch, shape:
                  quick: bool = False) -> ShapeResult:
     """:func:`check_function` on inputs drawn before."""
     got = launch(rt, fn, problem, launch_, shape, inputs)
-    with FORK_LOCK if rt.name == "emu" else contextlib.nullcontext():  # NumPy's BLAS works
-        result = compare(problem, shape, inputs, got, launch_, quick=quick)
+    result = compare(problem, shape, inputs, got, launch_, quick=quick)
     if not result.ok and repeat_on_error and rt.name == "gpu":
         again = launch(rt, fn, problem, launch_, shape, inputs)
         result = compare(problem, shape, inputs, got, launch_, again=again, quick=quick)
