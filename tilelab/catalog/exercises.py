@@ -18,8 +18,12 @@ from tilelab.catalog.reference import KERNELS, KernelRef
 GRADING_GPU = "NVIDIA H100 80GB HBM3"
 
 # The last shapes reach well past every bound a kernel could hard-code: K of 17 tiles of 32
-# (a K loop that stops early), M past 1024 and 200 (a `row % 200`, an early return for a
-# large M), N past 1024; all rectangular, none a multiple of a tile.
+# (a K loop that stops early), with M past K's remainder in every tile of up to 128 (a load
+# guarded by the wrong index reads past A's end in the last rows) and N short of it; M past
+# 1024 and 200 (a `row % 200`, an early return for a large M), N past 1024; all
+# rectangular, none a multiple of a tile. No larger than that asks: the emulator's check
+# waits for its largest launch (205 x 162 keeps 333 x 290's remainders modulo 128 at a
+# third of its work).
 MATMUL_SHAPES: tuple[Shape, ...] = (
     (1, 1, 1),
     (37, 53, 29),
@@ -27,7 +31,7 @@ MATMUL_SHAPES: tuple[Shape, ...] = (
     (100, 30, 70),
     (33, 129, 65),
     (128, 96, 160),
-    (333, 290, 517),
+    (205, 162, 517),
     (1030, 33, 40),
     (36, 1050, 44),
 )

@@ -209,16 +209,21 @@ def check_shapes(
     launch raised. Once the caller stops reading, no further launch starts.
 
     Given a ``pool`` of several threads (where :func:`lanes` allows launches at once),
-    every shape's inputs are drawn now, in shape order, and the launches queued on it in
-    that order; the results still come in shape order, and the queue is emptied when the
-    caller stops reading (launches under way end first). Else one launch at a time, each
+    every shape's inputs are drawn now, in shape order, and the launches queued on it: the
+    first shape's (the smallest, where a broken kernel fails soonest), then the others
+    largest first (the check waits for its longest launch); the results still come in
+    shape order, and the queue is emptied when the caller stops reading (launches under
+    way end first). Else one launch at a time, each
     when its result is asked for."""
     if pool is None:
         return _one_by_one(rt, fn, problem, launch_, shapes, rng, quick)
-    jobs = [(shape, pool.submit(check_inputs, rt, fn, problem, launch_, shape,
-                                problem.make_inputs(shape, rng), quick=quick))
-            for shape in shapes]
-    return _in_order(jobs)
+    inputs = [problem.make_inputs(shape, rng) for shape in shapes]
+    jobs: list[Future | None] = [None] * len(shapes)
+    work = [max(problem.flops(s), problem.bytes_moved(s)) for s in shapes]
+    for i in [0, *sorted(range(1, len(shapes)), key=lambda i: -work[i])]:
+        jobs[i] = pool.submit(check_inputs, rt, fn, problem, launch_, shapes[i], inputs[i],
+                              quick=quick)
+    return _in_order(list(zip(shapes, jobs, strict=True)))
 
 
 def _one_by_one(rt: Runtime, fn: Any, problem: Problem, launch_: Launch,
