@@ -95,6 +95,27 @@ def test_segfault_is_reported_and_process_survives(faulty):
     assert (x == 3).all()
 
 
+OVERFLOW = r"""
+__global__ void deep(float* out)
+{
+    volatile float big[17000];   // 68 KB: past a thread's 64 KiB stack, into its guard
+    big[16999 - threadIdx.x % 7] = 1.0f;
+    big[0] = 2.0f;
+    out[threadIdx.x] = big[0] + big[16999 - threadIdx.x % 7];
+}
+"""
+
+
+def test_a_thread_past_its_stack_is_told_so_in_a_block_of_1024():
+    """Each emulated thread's stack ends at a guard region: a local array a little too
+    large is a stack overflow of that thread, in the largest block too, never a silent
+    write into the stack of the thread below it."""
+    deep = cuda.SourceModule(OVERFLOW).get_function("deep")
+    with pytest.raises(cuda.KernelCrash, match=r"Stack overflow in kernel 'deep'.*thread "
+                       r"\(\d+,0,0\).*64 KiB of stack"):
+        deep(cuda.Out(np.zeros(1024, np.float32)), block=(1024, 1, 1))
+
+
 def test_endless_loop_times_out(faulty, monkeypatch):
     x = np.zeros(2, np.float32)
     with pytest.raises(cuda.KernelTimeout, match=r"did not finish within 0\.5 s"):

@@ -132,6 +132,7 @@ struct Fiber {
 };
 
 const size_t kStack = 64 * 1024, kStackGuard = 64 * 1024;
+const int kMadvGuardInstall = 102;  // MADV_GUARD_INSTALL, where <sys/mman.h> lacks it
 Fiber* g_fibers;
 int g_nfib;
 Fiber* g_cur;
@@ -715,7 +716,10 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
   for (int i = 0; i < g_nfib; ++i) {
     Fiber& F = g_fibers[i];
     F.guard = stacks + slot * i;
-    mprotect(F.guard, kStackGuard, PROT_NONE);
+    // A guard region as page-table markers (Linux 6.13 on): no mapping of its own, where a
+    // PROT_NONE one per thread took about 10 ms a launch of 1024 threads; else PROT_NONE.
+    if (madvise(F.guard, kStackGuard, kMadvGuardInstall) != 0)
+      mprotect(F.guard, kStackGuard, PROT_NONE);
     F.top = F.guard + slot;
     F.linear = (unsigned)i;
     F.tid = uint3{i % blockDim.x, (i / blockDim.x) % blockDim.y, i / (blockDim.x * blockDim.y)};
