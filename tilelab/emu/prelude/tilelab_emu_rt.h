@@ -132,6 +132,7 @@ struct Fiber {
 };
 
 const size_t kStack = 64 * 1024, kStackGuard = 64 * 1024;
+const size_t kStackColors = 4096;  // room for the tops' offsets (a page)
 const int kMadvGuardInstall = 102;  // MADV_GUARD_INSTALL, where <sys/mman.h> lacks it
 Fiber* g_fibers;
 int g_nfib;
@@ -709,7 +710,11 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
   gridDim = dim3(s->grid[0], s->grid[1], s->grid[2]);
   g_nfib = (int)(blockDim.x * blockDim.y * blockDim.z);
   g_fibers = (Fiber*)calloc(g_nfib, sizeof(Fiber));
-  size_t slot = kStack + kStackGuard;
+  // A page more than the stack and its guard (stacks one 132 KiB apart), and each stack's
+  // top a different 64 bytes into that page: without both, every thread's top of stack
+  // fell in the same cache sets, and each switch between threads missed the caches. Each
+  // thread still has at least kStack below its top.
+  size_t slot = kStack + kStackGuard + kStackColors;
   char* stacks = (char*)mmap(nullptr, slot * g_nfib, PROT_READ | PROT_WRITE,
                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (stacks == MAP_FAILED) setup_error("could not map thread stacks");
@@ -720,7 +725,7 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
     // PROT_NONE one per thread took about 10 ms a launch of 1024 threads; else PROT_NONE.
     if (madvise(F.guard, kStackGuard, kMadvGuardInstall) != 0)
       mprotect(F.guard, kStackGuard, PROT_NONE);
-    F.top = F.guard + slot;
+    F.top = F.guard + slot - (i % (kStackColors / 64)) * 64;
     F.linear = (unsigned)i;
     F.tid = uint3{i % blockDim.x, (i / blockDim.x) % blockDim.y, i / (blockDim.x * blockDim.y)};
   }
