@@ -92,6 +92,11 @@ class Problem:
         sizes = self.sizes(shape)
         return [bufs[a] if a in bufs else np.int32(sizes[a]) for a in self.arg_order]
 
+    def work(self, shape: Shape) -> float:
+        """The larger of the flops and the bytes moved at ``shape``: what an emulated
+        launch's time grows with."""
+        return max(self.flops(shape), self.bytes_moved(shape))
+
     def error_bound(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """Per-element scale of an acceptable float32 error (|A|·|B| for a product)."""
         if self.bound is not None:

@@ -147,18 +147,13 @@ def untag(raw: bytes, tag: bytes) -> tuple[bytes, bool]:
 FORK_LOCK = threading.Lock()
 
 
-def one_blas_thread() -> None:
-    """Keep NumPy's BLAS on the calling thread, for this process's life. A fork made while
-    OpenBLAS's thread pool works never returns (its fork handler waits for the pool, and
-    the thread that called BLAS waits forever), and any thread of this process may be in
-    BLAS when another forks a launch: the grader's own diagnosis, say, beside a launch of
-    the next shape. Done when this module loads, so before any thread can be in BLAS with
-    a pool while another forks."""
-    _BLAS_LIMITS.append(threadpool_limits(limits=1, user_api="blas"))
-
-
-_BLAS_LIMITS: list = []  # the limit set by one_blas_thread, kept for the process's life
-one_blas_thread()
+# NumPy's BLAS on the calling thread, for this process's life. A fork made while OpenBLAS's
+# thread pool works never returns (its fork handler waits for the pool, and the thread that
+# called BLAS waits forever), and any thread of this process may be in BLAS when another
+# forks a launch: the grader's own diagnosis, say, beside a launch of the next shape. Set
+# when this module loads, so before any thread can be in BLAS with a pool while another
+# forks (the limit holds until restored, which nothing does).
+threadpool_limits(limits=1, user_api="blas")
 
 
 #: Address -> length of each child's shared mapping now in this process (see

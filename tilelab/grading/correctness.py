@@ -213,14 +213,12 @@ def check_shapes(
     first shape's (the smallest, where a broken kernel fails soonest), then the others
     largest first (the check waits for its longest launch); the results still come in
     shape order, and the queue is emptied when the caller stops reading (launches under
-    way end first). Else one launch at a time, each
-    when its result is asked for."""
+    way end first). Else one launch at a time, each when its result is asked for."""
     if pool is None:
         return _one_by_one(rt, fn, problem, launch_, shapes, rng, quick)
     inputs = [problem.make_inputs(shape, rng) for shape in shapes]
     jobs: list[Future | None] = [None] * len(shapes)
-    work = [max(problem.flops(s), problem.bytes_moved(s)) for s in shapes]
-    for i in [0, *sorted(range(1, len(shapes)), key=lambda i: -work[i])]:
+    for i in [0, *sorted(range(1, len(shapes)), key=lambda i: -problem.work(shapes[i]))]:
         jobs[i] = pool.submit(check_inputs, rt, fn, problem, launch_, shapes[i], inputs[i],
                               quick=quick)
     return _in_order(list(zip(shapes, jobs, strict=True)))

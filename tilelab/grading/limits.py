@@ -283,5 +283,4 @@ def emu_launch_seconds(problem: Problem, shape: Shape) -> float | None:
     is set, and the emulator applies it)."""
     if os.environ.get("TILELAB_EMU_TIMEOUT", "").strip():
         return None
-    work = max(problem.flops(shape), problem.bytes_moved(shape))
-    return round(EMU_LAUNCH_BASE_S + work / EMU_WORK_PER_S, 1)
+    return round(EMU_LAUNCH_BASE_S + problem.work(shape) / EMU_WORK_PER_S, 1)
