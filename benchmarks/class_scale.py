@@ -143,12 +143,31 @@ def step_seconds(docs: list[dict], timings: list[dict]) -> dict[str, float]:
     return {k: round(statistics.median(v), 3) for k, v in steps.items() if v}
 
 
+def timeline_seconds(docs: list[dict]) -> dict[str, float]:
+    """Median seconds from a kernel's grade's start to each moment of its ``timeline``
+    (its tools' steps; ``speed_lock_wait``: what its speed run waited for the GPU's lock),
+    over the run's verdicts that have one."""
+    marks: dict[str, list[float]] = {}
+    for doc in docs:
+        for v in doc.get("verdicts", []):
+            for name, sec in v.get("timeline", {}).items():
+                marks.setdefault(name, []).append(sec)
+    return {k: round(statistics.median(v), 3) for k, v in sorted(marks.items())}
+
+
 def redone(docs: list[dict]) -> dict[str, int]:
     """Speed runs measured, and their timed rounds run again (a grader held up on a busy
     CPU between its start event and its launch: see tilelab.device.bench.time_checked)."""
     runs = [v["speed_rounds_redone"] for d in docs for v in d.get("verdicts", [])
             if v.get("speed_rounds_redone") is not None]
     return {"speed_runs": len(runs), "rounds": sum(runs)}
+
+
+def in_tasks(timings: list[dict]) -> float:
+    """Seconds from the first task's start to the last one's end: the run without the
+    cluster's start and stop and the CSV export, which a class of any size pays once."""
+    return (max(t["started"] + t["seconds"] for t in timings)
+            - min(t["started"] for t in timings)) if timings else 0.0
 
 
 def by_worker(timings: list[dict]) -> dict[str, list[float]]:
@@ -242,6 +261,8 @@ def main() -> int:
                 "task_seconds": round(own := sum(t["seconds"] for t in summary["timings"]), 2),
                 # tasks running at once, on average: the cluster's side of the speedup
                 "in_flight": round(own / timing["wall_seconds"], 2),
+                "in_tasks_seconds": round(span := in_tasks(summary["timings"]), 1),
+                "per_minute_in_tasks": round(summary["graded"] / span * 60, 2) if span else 0,
                 "load_average": [round(load0, 1), round(os.getloadavg()[0], 1)],
                 "cluster_start_seconds": summary.get("cluster_start_seconds", 0.0),
                 "cpu_seconds": round(cpu, 1),
@@ -250,6 +271,7 @@ def main() -> int:
                 "notes": notes(docs),
                 "timings": summary["timings"],
                 "step_seconds": step_seconds(docs, summary["timings"]),
+                "timeline_seconds": timeline_seconds(docs),
                 "speed_rounds_redone": redone(docs),
             })
             r = runs[-1]
@@ -262,9 +284,14 @@ def main() -> int:
                   f"used {r['cpu_seconds']:.0f} CPU s ({r['cores_busy']:.2f} cores busy)")
             points = sorted(sum(x for e in g.values() for x in e.values())
                             for g in r["grades"].values())
+            print(f"  from the first task's start to the last one's end {span:.1f} s = "
+                  f"{r['per_minute_in_tasks']:.1f} submissions/min (without the cluster's "
+                  "start and stop, paid once a run)")
             print(f"  {per_worker(r['timings'])}; points per submission "
                   f"{dict(collections.Counter(points))}")
             print(f"  {busy(r['timings'], r['grading_seconds'], r['cluster_start_seconds'])}")
+            print("  timeline (median s): " + ", ".join(
+                f"{k} {v:.2f}" for k, v in r["timeline_seconds"].items()))
             if a.gpu:
                 print(f"  timed rounds run again because a grader's CPU held up a launch: "
                       f"{r['speed_rounds_redone']['rounds']} in "
@@ -308,14 +335,17 @@ def main() -> int:
           f"efficiency) = {hours:.1f} h")
     if a.gpu:  # one GPU's throughput at each setting, and what a course costs with it
         print(f"{'tasks per GPU':>13} | {'submissions/min per GPU':>23} | {'vs 1 task':>9} | "
-              f"{'grades identical':>16} | 1,000 learners x 5 kernels: one GPU, 8 GPUs")
+              f"{'in tasks /min':>13} | {'grades identical':>16} | 1,000 learners x 5 "
+              "kernels: one GPU, 8 GPUs")
         for r in runs:
             r["per_gpu_per_minute"] = per_gpu_minute = r["submissions_per_minute"] / r["workers"]
-            r["hours_1000x5_one_gpu"] = round(5000 / per_gpu_minute / 60, 2)
-            r["hours_1000x5_eight_gpus"] = round(5000 / per_gpu_minute / 60 / 8, 2)
+            # a course's hours at the rate in tasks: its cluster starts and stops once
+            r["per_gpu_per_minute_in_tasks"] = steady = r["per_minute_in_tasks"] / r["workers"]
+            r["hours_1000x5_one_gpu"] = round(5000 / steady / 60, 2)
+            r["hours_1000x5_eight_gpus"] = round(5000 / steady / 60 / 8, 2)
             first = base["submissions_per_minute"] / base["workers"]
             print(f"{r['tasks_per_gpu']:>13} | {per_gpu_minute:>23.1f} | "
-                  f"{per_gpu_minute / first:>8.2f}x | "
+                  f"{per_gpu_minute / first:>8.2f}x | {steady:>13.1f} | "
                   f"{'yes' if r['grades_identical'] else 'NO':>16} | "
                   f"{r['hours_1000x5_one_gpu']:.1f} h, {r['hours_1000x5_eight_gpus']:.2f} h")
     if a.json:

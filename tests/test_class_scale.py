@@ -86,6 +86,19 @@ def test_rounds_run_again_are_counted_over_the_speed_runs_measured():
     assert class_scale.redone(docs) == {"speed_runs": 2, "rounds": 2}
 
 
+def test_the_tasks_span_from_the_first_start_to_the_last_end():
+    timings = [{"started": 100.0, "seconds": 5.0}, {"started": 101.0, "seconds": 9.5},
+               {"started": 104.0, "seconds": 2.0}]
+    assert class_scale.in_tasks(timings) == 10.5 and class_scale.in_tasks([]) == 0.0
+
+
+def test_each_timeline_moment_is_the_median_over_the_verdicts_that_have_it():
+    docs = [{"verdicts": [{"timeline": {"speed_lock_wait": 0.5, "ncu_go": 2.0}}, {}]},
+            {"verdicts": [{"timeline": {"speed_lock_wait": 1.5}}]},
+            {"verdicts": [{"timeline": {"speed_lock_wait": 0.1}}]}]
+    assert class_scale.timeline_seconds(docs) == {"ncu_go": 2.0, "speed_lock_wait": 0.5}
+
+
 def test_counts_read_twice_are_compared_by_their_relative_spread():
     """Two readings of one launch alone differ a little on a GPU (shared-memory wavefronts by
     tenths of a percent on an H100): the comparison under load is relative, and a count that

@@ -309,10 +309,21 @@ def test_cudas_start_and_teardown_hold_the_lock_and_the_grading_between_does_not
         pass
 
 
-def test_a_speed_runs_timed_rounds_are_alone_and_its_checks_hold_nothing(lock):
-    """The graded speed run on the emulator with a real lock: each round's launches run
-    with the GPU's lock held exclusive, copies with it held, the float64 checks with it
-    free (probed on a descriptor of its own, as another task would)."""
+@pytest.mark.parametrize("hold_seconds,hold_bytes,order", [
+    (60.0, 1 << 30, ["candidate", "baseline"] * 3 + ["check", "check"] * 3),
+    (0.0, 1 << 30, ["candidate", "baseline", "check", "check"] * 3),
+    (60.0, 1, ["candidate", "baseline", "check", "check"] * 3),
+])
+def test_a_speed_runs_timed_rounds_are_alone_and_its_checks_hold_nothing(
+        lock, monkeypatch, hold_seconds, hold_bytes, order):
+    """The graded speed run on the emulator with a real lock: its rounds' launches run
+    with the GPU's lock held exclusive, as many rounds in one hold as its time and the
+    outputs it may keep allow (one wait for the GPU per hold, not per round); the float64
+    checks of a hold's outputs come after it, with the lock free (probed on a descriptor
+    of its own, as another task would)."""
+    from tilelab.device import bench
+
+    monkeypatch.setattr(bench, "HOLD_BYTES", hold_bytes)
     import numpy as np
 
     from tilelab.catalog import exercises
@@ -356,9 +367,10 @@ def test_a_speed_runs_timed_rounds_are_alone_and_its_checks_hold_nothing(lock):
                           ex.baseline.launch),
     }
     t = time_checked(rt, kernels, ex.problem, shape, rng, check, POISON_BITS, warmup=1,
-                     repeat=2, gpu_work=mine.shared, alone=mine.exclusive)
+                     repeat=2, gpu_work=mine.shared, alone=mine.exclusive,
+                     hold_seconds=hold_seconds)
     assert len(t["candidate"].samples_ms) == 2
-    assert seen == ["candidate", "baseline", "check", "check"] * 3
+    assert seen == order
     assert mine.mode == 0 and probe(fcntl.LOCK_EX)
 
 

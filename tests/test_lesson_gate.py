@@ -333,3 +333,14 @@ def test_an_ncu_that_cannot_be_started_leaves_the_lesson_not_measured(tmp_path, 
     v = gpu_verdict(ex.id, ex.gate + 1)
     lesson_gate(Run(ex, None, ex.reference.source(), text=ex.reference.source()), v)
     assert not v.speed_passed and "could not be started" in v.counters["error"]
+
+
+@pytest.mark.parametrize("equal,expected", [(True, "shared"), (False, "alone")])
+def test_the_counters_load_data_file_names_the_setting_its_rows_support(equal, expected):
+    """The data file's description says which TILELAB_COUNTERS_LOCK its rows support (the
+    setting a class run reads from them), worked out from the rows."""
+    rows = [{"exercise": e, "kernel": k, "equal": equal or e != "tiled", "load_launches": 9}
+            for e, k in counters_load.CASES]
+    text = counters_load.description(rows, 64.0)
+    assert f"Setting this supports: {expected}. Took 64 s." in text
+    assert counters_load.setting(rows) == expected

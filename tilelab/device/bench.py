@@ -292,6 +292,14 @@ Check = Callable[[dict[str, np.ndarray], np.ndarray], "str | None"]
 Region = Callable[[], contextlib.AbstractContextManager[Any]]
 
 
+#: seconds one hold of the GPU alone may take before its timed rounds give the GPU back
+#: (then wait for it again): a few rounds' launches and copies, so that other tasks' work
+#: waits a fraction of a second, and each hold costs one wait for the GPU to empty
+HOLD_SECONDS = 0.5
+#: bytes of outputs a hold may read back before their checks (made with the GPU given back)
+HOLD_BYTES = 256 << 20
+
+
 def time_checked(
     rt: Runtime,
     kernels: dict[str, Timed],
@@ -305,6 +313,7 @@ def time_checked(
     gpu_work: Region = contextlib.nullcontext,
     alone: Region = contextlib.nullcontext,
     redo_after_ms: float | None = None,
+    hold_seconds: float = HOLD_SECONDS,
 ) -> dict[str, Timing]:
     """Time kernels interleaved so that no timed launch can replay an earlier one.
 
@@ -312,16 +321,18 @@ def time_checked(
     (:class:`InputSets`), buffers at other addresses than the launch before
     (:class:`Rotation`) and an output freshly filled with ``poison``; all of that, and the
     L2 flush on a GPU, happens before the start event. After each launch its whole output
-    is read back and ``check``-ed against that launch's inputs; a wrong one raises
+    is read back, and ``check``-ed against that launch's inputs; a wrong one raises
     :class:`WrongLaunch`. Kernel launch ``i`` of each kernel sees the same inputs, so they
     are compared on the same work. Runs on the emulator too (no flush; its times mean
     nothing), which is how the rotation and checks are tested without a GPU.
 
-    On a GPU shared by several grading tasks, ``alone`` (a context manager) holds round
-    ``i``'s flushes and timed launches, one of each kernel, with no other task's work on
-    the GPU; ``gpu_work`` holds the untimed GPU work (buffers, copies in and out, each
-    region finished on the GPU before it ends); making the inputs and checking the outputs
-    against float64 hold neither.
+    On a GPU shared by several grading tasks, ``alone`` (a context manager) holds a run of
+    rounds (each round: one launch of each kernel with its copies, flush and events) with
+    no other task's work on the GPU, for up to ``hold_seconds`` and :data:`HOLD_BYTES` of
+    outputs read back; the outputs are checked against float64 once the GPU is given back.
+    Every hold waits for the other tasks' GPU work to end, so a hold per run of rounds, not
+    per round, is what lets several tasks share a GPU; the timed launches are as alone as
+    before. ``gpu_work`` holds the untimed GPU work outside them (buffers made and freed).
 
     ``redo_after_ms``: a timed round in which this process took longer than that to queue
     a launch after its start event (held up by the CPU's other work: the GPU's time would
@@ -343,32 +354,36 @@ def time_checked(
             gpu["events"] = rt.driver.Event(), rt.driver.Event()
         pools, rotations, flusher = gpu["pools"], gpu["rotations"], gpu["flush"]
         start, end = gpu["events"]
+        per_round = sum(4 * r.words for r in rotations.values())
+        most = max(1, HOLD_BYTES // max(per_round, 1))
         i = timed = redone = 0
         while timed < repeat:
-            with gpu_work():
-                runs = {key: rot.prepare(i, pools) for key, rot in rotations.items()}
-                rt.synchronize()  # the copies done before the region ends
-            ms = {}
+            held: list[tuple[int, dict[str, np.ndarray]]] = []  # rounds to check
             with alone():
-                for key, run in runs.items():
-                    ms[key] = timed_launch(run, start, end, flusher)
-            with gpu_work():
-                outputs = {key: rot.output() for key, rot in rotations.items()}
-            inputs = sets[i]
-            for key in rotations:
-                why = check(inputs, outputs[key])
-                if why is not None:
-                    raise WrongLaunch(key, i, warmup + repeat + redone, why)
-            if i >= warmup:
-                late = redo_after_ms is not None and max(
-                    held for _, held in ms.values()) > redo_after_ms
-                if late and redone < spare:
-                    redone += 1
-                else:
-                    timed += 1
-                    for key, (sample, _) in ms.items():
-                        timings[key].samples_ms.append(sample)
-            i += 1
+                began = time.perf_counter()
+                while timed < repeat and (not held or (
+                        len(held) < most and time.perf_counter() - began < hold_seconds)):
+                    runs = {key: rot.prepare(i, pools) for key, rot in rotations.items()}
+                    ms = {key: timed_launch(run, start, end, flusher)
+                          for key, run in runs.items()}
+                    held.append((i, {key: rot.output().copy()
+                                     for key, rot in rotations.items()}))
+                    if i >= warmup:
+                        late = redo_after_ms is not None and max(
+                            took for _, took in ms.values()) > redo_after_ms
+                        if late and redone < spare:
+                            redone += 1
+                        else:
+                            timed += 1
+                            for key, (sample, _) in ms.items():
+                                timings[key].samples_ms.append(sample)
+                    i += 1
+            for j, outputs in held:
+                inputs = sets[j]
+                for key, got in outputs.items():
+                    why = check(inputs, got)
+                    if why is not None:
+                        raise WrongLaunch(key, j, warmup + repeat + redone, why)
     finally:
         runs = pools = rotations = flusher = start = end = None  # type: ignore[assignment]
         if gpu:  # the device buffers and events, freed as GPU work

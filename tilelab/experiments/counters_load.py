@@ -138,8 +138,14 @@ def run(rt: Any, out: Path) -> Path:
     t0 = time.monotonic()
     with settings.environ({gpulock.ENV: None}):  # nothing keeps the two apart here
         rows = [case(e, k) for e, k in CASES]
-    return write(
-        out, "counters_load", "The lesson gate's counts, alone and beside a busy process",
+    return write(out, "counters_load", "The lesson gate's counts, alone and beside a busy "
+                 "process", description(rows, time.monotonic() - t0), COLUMNS, rows,
+                 method="ncu --clock-control none, the grader's metrics")
+
+
+def description(rows: list[dict[str, Any]], seconds: float) -> str:
+    """The data file's description: what was read, and the setting ``rows`` support."""
+    return (
         "Each kernel counted by the grader's Nsight Compute command (one timed launch at the "
         "exercise's speed shape) with the GPU to itself, then while a second process "
         "launched the tiled product at 1024 x 1024 x 1024 back to back on the same GPU "
@@ -147,10 +153,7 @@ def run(rt: Any, out: Path) -> Path:
         f"reads was within {TOLERANCE:.0%} of the first reading alone, or within what a "
         "second reading alone differed by (alone_spread and load_spread: the largest "
         "relative difference of any count, alone twice and alone against loaded). Setting "
-        "this supports: {setting(rows)}. "
-        f"Took {time.monotonic() - t0:.0f} s.",
-        COLUMNS, rows, method="ncu --clock-control none, the grader's metrics",
-    )
+        f"this supports: {setting(rows)}. Took {seconds:.0f} s.")
 
 
 def setting(rows: list[dict[str, Any]] | tuple[dict[str, Any], ...]) -> str:

@@ -33,7 +33,8 @@ NEAR = 0.05
 STUDENTS_ENV = "TILELAB_GPU_SHARING_STUDENTS"
 TASKS_ENV = "TILELAB_GPU_SHARING_TASKS"
 COLUMNS = {"tasks_per_gpu": "", "submissions": "", "submissions_per_minute": "/min",
-           "speedup": "x", "grades_identical": "", "hours_one_gpu": "h",
+           "speedup": "x", "per_minute_in_tasks": "/min", "grades_identical": "",
+           "hours_one_gpu": "h",
            "hours_eight_gpus": "h", "recommended": "", "counters_lock": ""}
 
 
@@ -44,6 +45,7 @@ def rows_from(doc: dict[str, Any], counters_lock: str) -> list[dict[str, Any]]:
     rows = [{"tasks_per_gpu": r["tasks_per_gpu"], "submissions": r["submissions"],
              "submissions_per_minute": round(r["per_gpu_per_minute"], 2),
              "speedup": round(r["per_gpu_per_minute"] / first, 2),
+             "per_minute_in_tasks": round(r.get("per_gpu_per_minute_in_tasks", 0.0), 2),
              "grades_identical": bool(r["grades_identical"]),
              "hours_one_gpu": r["hours_1000x5_one_gpu"],
              "hours_eight_gpus": r["hours_1000x5_eight_gpus"],
@@ -83,8 +85,10 @@ def run(rt: Any, out: Path) -> Path:
         f"cluster with {', '.join(map(str, tasks))} tasks at once sharing the GPU's lock "
         "(untimed GPU work shared, each round of timed launches alone; counted launches "
         "as counters_lock says). grades_identical: every submission's points equal the "
-        "one-task run's. "
-        "hours: 1,000 learners x 5 kernels at that rate on one GPU, and on eight GPUs with "
+        "one-task run's. per_minute_in_tasks: the rate from the first task's start to the "
+        "last one's end (without the cluster's start and stop, which a class of any size "
+        "pays once). "
+        "hours: 1,000 learners x 5 kernels at the rate in tasks on one GPU, and on eight GPUs with "
         "as many CPU cores each as this machine. recommended: the fewest tasks within "
         f"{NEAR:.0%} of the best rate with every grade identical. "
         f"{os.cpu_count()} CPU cores. Took {time.monotonic() - t0:.0f} s.",
