@@ -201,3 +201,49 @@ def test_the_supervising_launcher_ends_the_whole_cgroup_when_its_budget_is_spent
     finally:
         cg.close()
     assert not any(os.path.exists(f) for f in cg.folders)
+
+
+def test_a_checks_launches_share_one_time_budget_below_the_sum_of_their_limits():
+    """Each emulated launch has its own limit, a base plus its work; the check's launches
+    together have one base plus all their work: a kernel that waits out most of each
+    launch's limit cannot stretch a check to their sum."""
+    from tilelab.catalog import exercises
+
+    for ex in exercises.EXERCISES.values():
+        own = [limits.emu_launch_seconds(ex.problem, s) for s in ex.shapes]
+        together = limits.emu_check_seconds(ex.problem, ex.shapes)
+        assert max(own) <= together < sum(own) or len(own) == 1, (ex.id, own, together)
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_a_kernel_slow_at_every_shape_is_stopped_when_the_checks_budget_is_spent(lanes):
+    """A launch that outlasts what is left of the check's budget is stopped there, and no
+    later launch starts; each says it was the budget, not its own limit (which is 5 s or
+    more at every shape)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    from tilelab.catalog import exercises
+    from tilelab.device.runtime import get_runtime
+    from tilelab.emu.errors import KernelTimeout
+    from tilelab.grading.correctness import check_shapes
+
+    ex = exercises.get("tiled")
+    src = ex.reference.source().replace(ex.reference.name + "(", ex.kernel + "(")
+    body = src.index("{", src.index(ex.kernel + "(")) + 1
+    src = src[:body] + "\n    volatile int spin = 1; while (spin) { }" + src[body:]
+    rt = get_runtime("emu")
+    fn = rt.SourceModule(src).get_function(ex.kernel)
+    pool = ThreadPoolExecutor(lanes) if lanes > 1 else None
+    try:
+        results = list(check_shapes(rt, fn, ex.problem, ex.launch, ex.shapes[:4],
+                                    np.random.default_rng(3), quick=True, pool=pool,
+                                    budget_s=1.0))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    assert len(results) == 4
+    for _, res in results:
+        assert isinstance(res, KernelTimeout) and type(res).__name__ == "CheckOverBudget", res
+        assert "launches together did not finish within 1 s" in str(res), res

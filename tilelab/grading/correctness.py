@@ -7,6 +7,7 @@ element and its likely cause: never written, boundary, race, or indexing.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -16,9 +17,10 @@ import numpy as np
 
 from tilelab.catalog.problems import Launch, Problem, Shape
 from tilelab.device.runtime import Runtime
+from tilelab.emu.errors import KernelTimeout
 from tilelab.grading import gpulock
 from tilelab.grading.diagnosis import POISON_BITS, RTOL, Attempt, diagnose
-from tilelab.grading.limits import emu_lanes, emu_launch_seconds
+from tilelab.grading.limits import emu_check_seconds, emu_lanes, emu_launch_seconds
 
 __all__ = ["POISON_BITS", "RTOL", "ShapeResult", "check_function", "compare", "launch"]
 
@@ -26,6 +28,35 @@ __all__ = ["POISON_BITS", "RTOL", "ShapeResult", "check_function", "compare", "l
 def poisoned(shape: tuple[int, ...]) -> np.ndarray:
     """A float32 array filled with the marked NaN."""
     return np.full(shape, POISON_BITS, dtype=np.uint32).view(np.float32)
+
+
+class CheckOverBudget(KernelTimeout):
+    """A launch stopped, or not started, because the check's launches together had spent
+    their :class:`Budget` (each within its own limit)."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The time a check's emulated launches have together (:func:`emu_check_seconds`):
+    ``seconds`` in all, ending at ``ends`` (``time.monotonic()``)."""
+
+    seconds: float
+    ends: float
+
+    @classmethod
+    def starting_now(cls, seconds: float) -> Budget:
+        return cls(seconds, time.monotonic() + seconds)
+
+    def error(self, problem: Problem, shape: Shape) -> Exception:
+        """The error of a launch the budget stopped, or did not let start."""
+        return CheckOverBudget(
+            f"the check's launches together did not finish within {self.seconds:g} s, the "
+            f"time the grader allows all of them (the launch at "
+            f"{fmt_shape(problem, shape)} was stopped there). Each launch alone stayed "
+            "within its own limit, so the kernel is very slow at every shape: look for a "
+            "loop that runs far longer than the work needs (a delay or a spin), or, if the "
+            "kernel is merely slow, set TILELAB_EMU_TIMEOUT (seconds per launch) for your "
+            "own checks.")
 
 
 @dataclass
@@ -55,27 +86,40 @@ def launch(
     launch_: Launch,
     shape: Shape,
     inputs: dict[str, np.ndarray],
+    budget: Budget | None = None,
 ) -> np.ndarray:
     """Run ``fn`` once on these inputs with a poisoned output; return the output. On the
-    emulator the launch's time limit scales with the work (:func:`emu_launch_seconds`); on
+    emulator the launch's time limit scales with the work (:func:`emu_launch_seconds`),
+    cut to what is left of a check's ``budget`` where one is given; on
     a GPU a class run shares, the copies and the launch hold its lock shared, and its
     buffers are freed before it is let go (:mod:`tilelab.grading.gpulock`)."""
     if rt.name != "gpu":
-        return _launch(rt, fn, problem, launch_, shape, inputs)
+        return _launch(rt, fn, problem, launch_, shape, inputs, budget)
     with gpulock.shared():
         return _launch(rt, fn, problem, launch_, shape, inputs)
 
 
 def _launch(rt: Runtime, fn: Any, problem: Problem, launch_: Launch, shape: Shape,
-            inputs: dict[str, np.ndarray]) -> np.ndarray:
+            inputs: dict[str, np.ndarray], budget: Budget | None = None) -> np.ndarray:
     sizes = problem.sizes(shape)
+    limit = emu_launch_seconds(problem, shape) if rt.name == "emu" else None
+    cut = False
+    if limit is not None and budget is not None:  # the check's time left, if less
+        left = budget.ends - time.monotonic()
+        if left <= 0:
+            raise budget.error(problem, shape)
+        limit, cut = min(limit, left), left < limit
     out = poisoned(problem.output_shape(shape))
     bufs = {name: rt.to_device(arr) for name, arr in inputs.items()}
     bufs[problem.output] = rt.to_device(out)
     args = problem.arguments(bufs, shape)
-    limit = emu_launch_seconds(problem, shape) if rt.name == "emu" else None
-    fn(*args, block=launch_.block, grid=launch_.grid(sizes),
-       **({"timeout": limit} if limit else {}))
+    try:
+        fn(*args, block=launch_.block, grid=launch_.grid(sizes),
+           **({"timeout": limit} if limit else {}))
+    except Exception as exc:
+        if cut and budget is not None and isinstance(exc, KernelTimeout):
+            raise budget.error(problem, shape) from None
+        raise
     rt.synchronize()
     return rt.from_device(bufs[problem.output], out.shape, np.float32)
 
@@ -168,18 +212,19 @@ def check_function(
     rng: np.random.Generator,
     repeat_on_error: bool = True,
     quick: bool = False,
+    budget: Budget | None = None,
 ) -> ShapeResult:
     """Check one compiled kernel at one shape with fresh random inputs (``quick``: see
-    :func:`compare`)."""
+    :func:`compare`; ``budget``: see :func:`launch`)."""
     return check_inputs(rt, fn, problem, launch_, shape, problem.make_inputs(shape, rng),
-                        repeat_on_error, quick)
+                        repeat_on_error, quick, budget)
 
 
 def check_inputs(rt: Runtime, fn: Any, problem: Problem, launch_: Launch, shape: Shape,
                  inputs: dict[str, np.ndarray], repeat_on_error: bool = True,
-                 quick: bool = False) -> ShapeResult:
+                 quick: bool = False, budget: Budget | None = None) -> ShapeResult:
     """:func:`check_function` on inputs drawn before."""
-    got = launch(rt, fn, problem, launch_, shape, inputs)
+    got = launch(rt, fn, problem, launch_, shape, inputs, budget)
     result = compare(problem, shape, inputs, got, launch_, quick=quick)
     if not result.ok and repeat_on_error and rt.name == "gpu":
         again = launch(rt, fn, problem, launch_, shape, inputs)
@@ -204,6 +249,7 @@ def check_shapes(
     rng: np.random.Generator,
     quick: bool = False,
     pool: ThreadPoolExecutor | None = None,
+    budget_s: float | None = None,
 ) -> Iterator[tuple[Shape, ShapeResult | Exception]]:
     """:func:`check_function` at each shape, in order: its result, or the exception its
     launch raised. Once the caller stops reading, no further launch starts.
@@ -213,23 +259,31 @@ def check_shapes(
     first shape's (the smallest, where a broken kernel fails soonest), then the others
     largest first (the check waits for its longest launch); the results still come in
     shape order, and the queue is emptied when the caller stops reading (launches under
-    way end first). Else one launch at a time, each when its result is asked for."""
+    way end first). Else one launch at a time, each when its result is asked for.
+
+    On the emulator the launches have, together, ``budget_s`` seconds from now (by default
+    :func:`~tilelab.grading.limits.emu_check_seconds`): the launch it stops, and every one
+    not yet started, fails with a KernelTimeout that says so."""
+    seconds = budget_s if budget_s is not None else (
+        emu_check_seconds(problem, shapes) if rt.name == "emu" else None)
+    budget = Budget.starting_now(seconds) if seconds is not None else None
     if pool is None:
-        return _one_by_one(rt, fn, problem, launch_, shapes, rng, quick)
+        return _one_by_one(rt, fn, problem, launch_, shapes, rng, quick, budget)
     inputs = [problem.make_inputs(shape, rng) for shape in shapes]
     jobs: list[Future | None] = [None] * len(shapes)
     for i in [0, *sorted(range(1, len(shapes)), key=lambda i: -problem.work(shapes[i]))]:
         jobs[i] = pool.submit(check_inputs, rt, fn, problem, launch_, shapes[i], inputs[i],
-                              quick=quick)
+                              quick=quick, budget=budget)
     return _in_order(list(zip(shapes, jobs, strict=True)))
 
 
 def _one_by_one(rt: Runtime, fn: Any, problem: Problem, launch_: Launch,
-                shapes: Sequence[Shape], rng: np.random.Generator,
-                quick: bool) -> Iterator[tuple[Shape, ShapeResult | Exception]]:
+                shapes: Sequence[Shape], rng: np.random.Generator, quick: bool,
+                budget: Budget | None) -> Iterator[tuple[Shape, ShapeResult | Exception]]:
     for shape in shapes:
         try:
-            yield shape, check_function(rt, fn, problem, launch_, shape, rng, quick=quick)
+            yield shape, check_function(rt, fn, problem, launch_, shape, rng, quick=quick,
+                                        budget=budget)
         except Exception as exc:
             yield shape, exc
 

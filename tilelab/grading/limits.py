@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -260,6 +261,21 @@ def _memory(folder: str, limit: int, version: str) -> bool:
 #: seconds, a slow correct kernel at the largest shape is not.
 EMU_LAUNCH_BASE_S = 5.0
 EMU_WORK_PER_S = 2e6  # flops (or bytes moved, for data movement) a second
+#: The least a check's launches have together (:func:`emu_check_seconds`): some twenty
+#: times what the slowest exercise's reference check takes on an idle 2-core machine
+EMU_CHECK_MIN_S = 20.0
+
+
+def emu_check_seconds(problem: Problem, shapes: Sequence[Shape]) -> float | None:
+    """The time budget of a check's emulated launches together, from the first one's start:
+    one base and every shape's work at the slowest rate (each launch's own limit,
+    :func:`emu_launch_seconds`, gives every launch the base: a kernel that waits out most
+    of each limit could stretch a check to their sum), and at least :data:`EMU_CHECK_MIN_S`.
+    None where ``$TILELAB_EMU_TIMEOUT`` is set, as for one launch."""
+    if os.environ.get("TILELAB_EMU_TIMEOUT", "").strip():
+        return None
+    work = sum(problem.work(s) for s in shapes)
+    return round(max(EMU_CHECK_MIN_S, EMU_LAUNCH_BASE_S + work / EMU_WORK_PER_S), 1)
 
 
 #: At most this many of a check's emulated launches run at once (see :func:`emu_lanes`).
