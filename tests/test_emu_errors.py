@@ -414,3 +414,26 @@ def test_nvcc_refuses_the_same_cpp_inside_extern_c(fixture):
     from pycuda.driver import CompileError
     with pytest.raises(CompileError, match="linkage"):
         compiler.SourceModule((SUBMISSIONS / f"{fixture}.cu").read_text())
+
+
+def test_a_kernel_that_makes_the_compiler_work_for_long_is_stopped_at_its_compile_budget(
+        monkeypatch):
+    """Compile-time evaluation (a constexpr loop behind a static_assert: about 7 s of g++
+    each) counts against the seconds g++ may spend on one source, every build and pass
+    together; past them the source is refused with a message that says why."""
+    from tilelab.emu import compile as emu_compile
+
+    monkeypatch.setattr(emu_compile, "COMPILE_SECONDS", 1.0)
+    monkeypatch.setenv("TILELAB_EMU_NVCC", "0")
+    src = (
+        f"// budget test {id(monkeypatch)}\n"
+        + "__device__ constexpr unsigned spin(unsigned n, unsigned k) { unsigned s = k;"
+        " for (unsigned i = 0; i < n; i++) for (unsigned j = 0; j < 200000; j++) s += j ^ i;"
+        " return s; }\n"
+        "__global__ void k(float* x) {\n"
+        "    static_assert(spin(7, 1) != 1u, \"x\");\n"
+        "    x[threadIdx.x] = 1.0f;\n}\n")
+    with pytest.raises(cuda.CompileError, match=r"g\+\+ spent more than 1 s compiling"):
+        cuda.SourceModule(src)
+    with pytest.raises(cuda.CompileError, match="more than 1 s"):  # its time is spent
+        cuda.SourceModule(src)

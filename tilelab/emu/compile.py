@@ -16,6 +16,8 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +32,45 @@ FLAGS = (
     "-fno-threadsafe-statics", "-fno-strict-aliasing", "-fno-math-errno", "-fno-weak",
     "-fstack-clash-protection", "-Wfloat-conversion", "-Wl,-z,defs",
 )
+
+
+#: Seconds g++ may spend on one source, every build and pass of it in this process
+#: together (a course kernel's builds take a second or two): without it, compile-time
+#: evaluation (constexpr, static_assert) could hold a check for minutes
+COMPILE_SECONDS = 60.0
+_COMPILED: dict[str, float] = {}  # a source's digest -> seconds g++ spent on it
+_COMPILED_LOCK = threading.Lock()
+
+
+def _too_long() -> CompileError:
+    return CompileError(
+        f"g++ spent more than {COMPILE_SECONDS:g} s compiling this kernel (a course kernel "
+        "compiles in a second or two): something makes the compiler work hard, such as "
+        "long constexpr or static_assert evaluations or deep templates. Simplify it.")
+
+
+def _run_gxx(argv: list[str], tmp: str, charge: str | None) -> subprocess.CompletedProcess:
+    """``argv`` (g++) in ``tmp``; where ``charge`` names a source, within what is left of
+    :data:`COMPILE_SECONDS` for it, and its time added to it (a CompileError past it)."""
+    limit = 300.0
+    if charge is not None:
+        with _COMPILED_LOCK:
+            limit = COMPILE_SECONDS - _COMPILED.get(charge, 0.0)
+        if limit <= 0:
+            raise _too_long()
+    t0 = time.monotonic()
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=limit, check=False,
+                              cwd=tmp, env={**os.environ, "LC_ALL": "C"})
+    except subprocess.TimeoutExpired:
+        if charge is None:
+            raise CompileError("g++ took more than 5 minutes on this kernel; simplify it.") \
+                from None
+        raise _too_long() from None
+    finally:
+        if charge is not None:
+            with _COMPILED_LOCK:
+                _COMPILED[charge] = _COMPILED.get(charge, 0.0) + time.monotonic() - t0
 
 
 @dataclass(frozen=True)
@@ -137,16 +178,13 @@ def _digest(parts: list) -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:40]
 
 
-def _gxx(cxx: str, flags: list[str], code: str, tmp: str
+def _gxx(cxx: str, flags: list[str], code: str, tmp: str, charge: str | None = None
          ) -> tuple[subprocess.CompletedProcess, set[str], str]:
-    """Compile ``code`` to ``tmp/lib.so``: the process, the headers read, the other stderr."""
+    """Compile ``code`` to ``tmp/lib.so``: the process, the headers read, the other stderr
+    (``charge``: see :func:`_run_gxx`)."""
     (Path(tmp) / "kernel.cpp").write_text(code)
-    try:
-        proc = subprocess.run([cxx, *flags, "-H", "-I", str(PRELUDE_DIR), "kernel.cpp",
-                               "-o", "lib.so"], capture_output=True, text=True, timeout=300,
-                              check=False, cwd=tmp, env={**os.environ, "LC_ALL": "C"})
-    except subprocess.TimeoutExpired as exc:
-        raise CompileError("g++ took more than 5 minutes on this kernel; simplify it.") from exc
+    proc = _run_gxx([cxx, *flags, "-H", "-I", str(PRELUDE_DIR), "kernel.cpp", "-o", "lib.so"],
+                    tmp, charge)
     headers, rest, guards = set(), [], False
     for line in proc.stderr.splitlines():
         m = re.match(r"^[.!x]+ (.+)$", line)  # -H: one line per file read
@@ -281,17 +319,18 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
             return Library(so, tuple(info["kernels"]), info["static_shared"],
                            tuple(info.get("globals", ())))
     so, meta = root / f"{key}.so", root / f"{key}.json"
+    charge = hashlib.sha256((source or code).encode()).hexdigest()
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         out = Path(tmp) / "lib.so"
-        proc, headers, stderr = _gxx(cxx, flags, code, tmp)
+        proc, headers, stderr = _gxx(cxx, flags, code, tmp, charge)
         foreign = sorted(h for h in headers if not needs.allows_header(h))
         if foreign:  # never show what g++ said: it may quote the file
             raise CompileError(f"kernel.cu includes {foreign[0][:120]}, which is not allowed in "
                                "kernels run by the CPU emulator. Remove the #include.")
         if proc.returncode == 0 and casts.has_implicit_int_conversions(stderr):
             # convert as a GPU does where a floating value becomes an integer unwritten
-            code = casts.rewrite_implicit(code, _diagnostics(cxx, flags, code, tmp))
-            proc, headers, stderr = _gxx(cxx, flags, code, tmp)
+            code = casts.rewrite_implicit(code, _diagnostics(cxx, flags, code, tmp, charge))
+            proc, headers, stderr = _gxx(cxx, flags, code, tmp, charge)
         if proc.returncode != 0:
             if found := hostcalls.poisoned_names(stderr):
                 raise hostcalls.host_call_error(found, source, found)
@@ -307,17 +346,17 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
                    tuple(info.get("globals", ())))
 
 
-def _diagnostics(cxx: str, flags: list[str], code: str, tmp: str) -> list[dict]:
-    """g++'s warnings on ``code`` as JSON (with source ranges); [] if unreadable."""
+def _diagnostics(cxx: str, flags: list[str], code: str, tmp: str,
+                 charge: str | None = None) -> list[dict]:
+    """g++'s warnings on ``code`` as JSON (with source ranges); [] if unreadable
+    (``charge``: see :func:`_run_gxx`)."""
     (Path(tmp) / "kernel.cpp").write_text(code)
     check = [f for f in flags if f != "-shared" and not f.startswith("-Wl,")]
+    proc = _run_gxx([cxx, *check, "-fsyntax-only", "-fdiagnostics-format=json", "-I",
+                     str(PRELUDE_DIR), "kernel.cpp"], tmp, charge)
     try:
-        proc = subprocess.run([cxx, *check, "-fsyntax-only", "-fdiagnostics-format=json", "-I",
-                               str(PRELUDE_DIR), "kernel.cpp"], capture_output=True, text=True,
-                              timeout=300, check=False, cwd=tmp,
-                              env={**os.environ, "LC_ALL": "C"})
         found = json.loads(proc.stderr or "[]")
-    except (subprocess.TimeoutExpired, ValueError):
+    except ValueError:
         return []
     return found if isinstance(found, list) else []
 #: Seconds a compiled module may take to load (its global constructors run then): a

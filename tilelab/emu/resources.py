@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .compile import base_caches
+from .compile import COMPILE_SECONDS, base_caches
 
 DEFAULT_ARCH = "sm_90"
 REGS_PER_BLOCK = 65536  # sm_70 and later
@@ -123,11 +123,13 @@ class ResourceReport:
     def _collect(self) -> dict[str, KernelResources]:
         assert self._proc is not None
         try:
-            out, _ = self._proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
+            out, _ = self._proc.communicate(timeout=COMPILE_SECONDS)
+        except subprocess.TimeoutExpired:  # beside g++, which has as long for the source
             self._proc.kill()
+            self._proc.communicate()
             out = ""
-            self.note = "nvcc took more than 2 minutes; launch limits are not checked"
+            self.note = (f"nvcc took more than {COMPILE_SECONDS:g} s; launch limits are not "
+                         "checked")
         kernels = parse_report(out)
         self.errors = "\n".join(ln for ln in out.splitlines() if "error" in ln)
         self.kernels = kernels
