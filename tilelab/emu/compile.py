@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,12 +33,10 @@ FLAGS = (
 )
 
 
-#: Seconds g++ may spend on one source, every build and pass of it in this process
-#: together (a course kernel's builds take a second or two): without it, compile-time
-#: evaluation (constexpr, static_assert) could hold a check for minutes
-COMPILE_SECONDS = 60.0
-_COMPILED: dict[str, float] = {}  # a source's digest -> seconds g++ spent on it
-_COMPILED_LOCK = threading.Lock()
+#: Seconds g++ may spend on one build, all its passes together (a course kernel's build
+#: takes a second or two; a check makes two, the graded and the analysis build): without
+#: it, compile-time evaluation (constexpr, static_assert) could hold a check for minutes
+COMPILE_SECONDS = 30.0
 
 
 def _too_long() -> CompileError:
@@ -49,28 +46,20 @@ def _too_long() -> CompileError:
         "long constexpr or static_assert evaluations or deep templates. Simplify it.")
 
 
-def _run_gxx(argv: list[str], tmp: str, charge: str | None) -> subprocess.CompletedProcess:
-    """``argv`` (g++) in ``tmp``; where ``charge`` names a source, within what is left of
-    :data:`COMPILE_SECONDS` for it, and its time added to it (a CompileError past it)."""
-    limit = 300.0
-    if charge is not None:
-        with _COMPILED_LOCK:
-            limit = COMPILE_SECONDS - _COMPILED.get(charge, 0.0)
-        if limit <= 0:
-            raise _too_long()
-    t0 = time.monotonic()
+def _run_gxx(argv: list[str], tmp: str, ends: float | None) -> subprocess.CompletedProcess:
+    """``argv`` (g++) in ``tmp``; where ``ends`` is given (``time.monotonic()``), done by
+    then, else a CompileError (see :data:`COMPILE_SECONDS`)."""
+    limit = 300.0 if ends is None else ends - time.monotonic()
+    if limit <= 0:
+        raise _too_long()
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=limit, check=False,
                               cwd=tmp, env={**os.environ, "LC_ALL": "C"})
     except subprocess.TimeoutExpired:
-        if charge is None:
+        if ends is None:
             raise CompileError("g++ took more than 5 minutes on this kernel; simplify it.") \
                 from None
         raise _too_long() from None
-    finally:
-        if charge is not None:
-            with _COMPILED_LOCK:
-                _COMPILED[charge] = _COMPILED.get(charge, 0.0) + time.monotonic() - t0
 
 
 @dataclass(frozen=True)
@@ -178,13 +167,13 @@ def _digest(parts: list) -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:40]
 
 
-def _gxx(cxx: str, flags: list[str], code: str, tmp: str, charge: str | None = None
+def _gxx(cxx: str, flags: list[str], code: str, tmp: str, ends: float | None = None
          ) -> tuple[subprocess.CompletedProcess, set[str], str]:
     """Compile ``code`` to ``tmp/lib.so``: the process, the headers read, the other stderr
-    (``charge``: see :func:`_run_gxx`)."""
+    (``ends``: see :func:`_run_gxx`)."""
     (Path(tmp) / "kernel.cpp").write_text(code)
     proc = _run_gxx([cxx, *flags, "-H", "-I", str(PRELUDE_DIR), "kernel.cpp", "-o", "lib.so"],
-                    tmp, charge)
+                    tmp, ends)
     headers, rest, guards = set(), [], False
     for line in proc.stderr.splitlines():
         m = re.match(r"^[.!x]+ (.+)$", line)  # -H: one line per file read
@@ -319,18 +308,18 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
             return Library(so, tuple(info["kernels"]), info["static_shared"],
                            tuple(info.get("globals", ())))
     so, meta = root / f"{key}.so", root / f"{key}.json"
-    charge = hashlib.sha256((source or code).encode()).hexdigest()
+    ends = time.monotonic() + COMPILE_SECONDS  # every pass of this build together
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         out = Path(tmp) / "lib.so"
-        proc, headers, stderr = _gxx(cxx, flags, code, tmp, charge)
+        proc, headers, stderr = _gxx(cxx, flags, code, tmp, ends)
         foreign = sorted(h for h in headers if not needs.allows_header(h))
         if foreign:  # never show what g++ said: it may quote the file
             raise CompileError(f"kernel.cu includes {foreign[0][:120]}, which is not allowed in "
                                "kernels run by the CPU emulator. Remove the #include.")
         if proc.returncode == 0 and casts.has_implicit_int_conversions(stderr):
             # convert as a GPU does where a floating value becomes an integer unwritten
-            code = casts.rewrite_implicit(code, _diagnostics(cxx, flags, code, tmp, charge))
-            proc, headers, stderr = _gxx(cxx, flags, code, tmp, charge)
+            code = casts.rewrite_implicit(code, _diagnostics(cxx, flags, code, tmp, ends))
+            proc, headers, stderr = _gxx(cxx, flags, code, tmp, ends)
         if proc.returncode != 0:
             if found := hostcalls.poisoned_names(stderr):
                 raise hostcalls.host_call_error(found, source, found)
@@ -347,13 +336,13 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
 
 
 def _diagnostics(cxx: str, flags: list[str], code: str, tmp: str,
-                 charge: str | None = None) -> list[dict]:
+                 ends: float | None = None) -> list[dict]:
     """g++'s warnings on ``code`` as JSON (with source ranges); [] if unreadable
-    (``charge``: see :func:`_run_gxx`)."""
+    (``ends``: see :func:`_run_gxx`)."""
     (Path(tmp) / "kernel.cpp").write_text(code)
     check = [f for f in flags if f != "-shared" and not f.startswith("-Wl,")]
     proc = _run_gxx([cxx, *check, "-fsyntax-only", "-fdiagnostics-format=json", "-I",
-                     str(PRELUDE_DIR), "kernel.cpp"], tmp, charge)
+                     str(PRELUDE_DIR), "kernel.cpp"], tmp, ends)
     try:
         found = json.loads(proc.stderr or "[]")
     except ValueError:
