@@ -44,6 +44,7 @@ def test_the_emulators_time_limit_grows_with_the_work(monkeypatch):
     assert small <= 6 and large > 4 * small
     monkeypatch.setenv("TILELAB_EMU_TIMEOUT", "100")  # the instructor's setting wins
     assert limits.emu_launch_seconds(p, (1, 1, 1)) is None
+    assert limits.emu_check_seconds(p, [(1, 1, 1), (333, 290, 517)]) is None  # and the budget
 
 
 ENDLESS = """

@@ -266,13 +266,19 @@ EMU_WORK_PER_S = 2e6  # flops (or bytes moved, for data movement) a second
 EMU_CHECK_MIN_S = 20.0
 
 
+def _emu_timeout_set() -> bool:
+    """Whether ``$TILELAB_EMU_TIMEOUT`` is set: the emulator then limits every launch to it,
+    and the grader's own limits stand aside."""
+    return bool(os.environ.get("TILELAB_EMU_TIMEOUT", "").strip())
+
+
 def emu_check_seconds(problem: Problem, shapes: Sequence[Shape]) -> float | None:
     """The time budget of a check's emulated launches together, from the first one's start:
     one base and every shape's work at the slowest rate (each launch's own limit,
     :func:`emu_launch_seconds`, gives every launch the base: a kernel that waits out most
     of each limit could stretch a check to their sum), and at least :data:`EMU_CHECK_MIN_S`.
     None where ``$TILELAB_EMU_TIMEOUT`` is set, as for one launch."""
-    if os.environ.get("TILELAB_EMU_TIMEOUT", "").strip():
+    if _emu_timeout_set():
         return None
     work = sum(problem.work(s) for s in shapes)
     return round(max(EMU_CHECK_MIN_S, EMU_LAUNCH_BASE_S + work / EMU_WORK_PER_S), 1)
@@ -297,6 +303,6 @@ def emu_lanes() -> int:
 def emu_launch_seconds(problem: Problem, shape: Shape) -> float | None:
     """The time limit of one emulated launch at ``shape`` (None: ``$TILELAB_EMU_TIMEOUT``
     is set, and the emulator applies it)."""
-    if os.environ.get("TILELAB_EMU_TIMEOUT", "").strip():
+    if _emu_timeout_set():
         return None
     return round(EMU_LAUNCH_BASE_S + problem.work(shape) / EMU_WORK_PER_S, 1)
