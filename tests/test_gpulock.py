@@ -323,6 +323,7 @@ def test_a_speed_runs_timed_rounds_are_alone_and_its_checks_hold_nothing(
     of its own, as another task would)."""
     from tilelab.device import bench
 
+    monkeypatch.setattr(bench, "HOLD_SECONDS", hold_seconds)
     monkeypatch.setattr(bench, "HOLD_BYTES", hold_bytes)
     import numpy as np
 
@@ -367,8 +368,7 @@ def test_a_speed_runs_timed_rounds_are_alone_and_its_checks_hold_nothing(
                           ex.baseline.launch),
     }
     t = time_checked(rt, kernels, ex.problem, shape, rng, check, POISON_BITS, warmup=1,
-                     repeat=2, gpu_work=mine.shared, alone=mine.exclusive,
-                     hold_seconds=hold_seconds)
+                     repeat=2, gpu_work=mine.shared, alone=mine.exclusive)
     assert len(t["candidate"].samples_ms) == 2
     assert seen == order
     assert mine.mode == 0 and probe(fcntl.LOCK_EX)

@@ -313,7 +313,6 @@ def time_checked(
     gpu_work: Region = contextlib.nullcontext,
     alone: Region = contextlib.nullcontext,
     redo_after_ms: float | None = None,
-    hold_seconds: float = HOLD_SECONDS,
 ) -> dict[str, Timing]:
     """Time kernels interleaved so that no timed launch can replay an earlier one.
 
@@ -328,7 +327,7 @@ def time_checked(
 
     On a GPU shared by several grading tasks, ``alone`` (a context manager) holds a run of
     rounds (each round: one launch of each kernel with its copies, flush and events) with
-    no other task's work on the GPU, for up to ``hold_seconds`` and :data:`HOLD_BYTES` of
+    no other task's work on the GPU, for up to :data:`HOLD_SECONDS` and :data:`HOLD_BYTES` of
     outputs read back; the outputs are checked against float64 once the GPU is given back.
     Every hold waits for the other tasks' GPU work to end, so a hold per run of rounds, not
     per round, is what lets several tasks share a GPU; the timed launches are as alone as
@@ -362,7 +361,7 @@ def time_checked(
             with alone():
                 began = time.perf_counter()
                 while timed < repeat and (not held or (
-                        len(held) < most and time.perf_counter() - began < hold_seconds)):
+                        len(held) < most and time.perf_counter() - began < HOLD_SECONDS)):
                     runs = {key: rot.prepare(i, pools) for key, rot in rotations.items()}
                     ms = {key: timed_launch(run, start, end, flusher)
                           for key, run in runs.items()}
