@@ -19,7 +19,10 @@
 # measure speed and read counters), countersload
 # (tilelab bench counters_load: the lesson gate's counts alone and beside a process that
 # keeps the GPU busy; where all are equal, the later steps of this run count with
-# TILELAB_COUNTERS_LOCK=shared, else alone), pergpu (tilelab bench gpu_sharing: class_scale
+# TILELAB_COUNTERS_LOCK=shared, else alone), startload (tilelab bench start_load: the
+# grader's speed run alone and beside other processes' CUDA starts and ends, plain and
+# under each GPU tool; where all are equal, the later steps of this run start CUDA with
+# TILELAB_START_LOCK=none, else shared), pergpu (tilelab bench gpu_sharing: class_scale
 # on one GPU with 1, 2, 4 and 8 tasks at once, PERGPU_STUDENTS learners, 4 by default:
 # submissions per minute, grades identical, the cost of 1,000 learners x 5 kernels on one
 # GPU and on 8 -> OUT_DIR/data/gpu_sharing.json), sharedgpu (tilelab bench shared_gpu:
@@ -39,7 +42,7 @@
 # A summary table is printed last.
 set -uo pipefail
 known="tests sandbox hostile class corpus bench road sweep calibrate cluster scale checktimes \
-locktests countersload pergpu sharedgpu notebooks"
+locktests countersload startload pergpu sharedgpu notebooks"
 out="${1:?usage: gpu_session.sh OUT_DIR [STEP ...]}"
 if [[ " $known " == *" $out "* ]]; then  # a step where the folder goes: nothing is run
   echo "gpu_session.sh: the first argument is the output folder, not a step ($out);" \
@@ -102,12 +105,28 @@ for s in $steps; do
              "$out/data/counters_load.json") && export TILELAB_COUNTERS_LOCK
          echo "counted launches from here on: TILELAB_COUNTERS_LOCK=$TILELAB_COUNTERS_LOCK"
        fi ;;
+    startload) run_step startload "${STARTLOAD_LIMIT:-240}" "$py" -m tilelab.cli bench \
+             start_load --out "$out/data"
+       if [ -f "$out/data/start_load.json" ]; then
+         "$py" -c "import json,sys; [print(r['kind'], '| equal' if r['equal'] else \
+             '| DIFFERENT ' + r['differing'], '| shift', r['shift'], '% | alone spread', \
+             r['alone_spread'], '% |', r['starts'], 'starts', r['error']) \
+             for r in json.load(open(sys.argv[1]))['rows']]" "$out/data/start_load.json"
+         TILELAB_START_LOCK=$("$py" -m tilelab.experiments.start_load setting \
+             "$out/data/start_load.json") && export TILELAB_START_LOCK
+         echo "CUDA starts from here on: TILELAB_START_LOCK=$TILELAB_START_LOCK"
+       fi ;;
     pergpu) export TILELAB_GPU_SHARING_STUDENTS="${PERGPU_STUDENTS:-4}"
        if [ -z "${TILELAB_COUNTERS_LOCK:-}" ] && [ -f "$out/data/counters_load.json" ]; then
          TILELAB_COUNTERS_LOCK=$("$py" -m tilelab.experiments.counters_load setting \
              "$out/data/counters_load.json") && export TILELAB_COUNTERS_LOCK
        fi
-       echo "counted launches: TILELAB_COUNTERS_LOCK=${TILELAB_COUNTERS_LOCK:-alone}"
+       if [ -z "${TILELAB_START_LOCK:-}" ] && [ -f "$out/data/start_load.json" ]; then
+         TILELAB_START_LOCK=$("$py" -m tilelab.experiments.start_load setting \
+             "$out/data/start_load.json") && export TILELAB_START_LOCK
+       fi
+       echo "counted launches: TILELAB_COUNTERS_LOCK=${TILELAB_COUNTERS_LOCK:-alone}," \
+            "CUDA starts: TILELAB_START_LOCK=${TILELAB_START_LOCK:-shared}"
        run_step pergpu "${PERGPU_LIMIT:-330}" "$py" -m tilelab.cli bench gpu_sharing \
              --out "$out/data"
        grep -A6 "tasks per GPU |" "$out/pergpu.log"

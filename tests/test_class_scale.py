@@ -66,9 +66,10 @@ def test_the_recommended_sharing_is_the_fewest_tasks_near_the_best_with_grades_i
                          for k, rate, same in runs]}
 
     rows = gpu_sharing.rows_from(doc((1, 7.5, True), (2, 14.0, True), (4, 29.0, True),
-                                     (8, 30.0, True)), "shared")
+                                     (8, 30.0, True)), "shared", "none")
     assert [r["tasks_per_gpu"] for r in rows if r["recommended"]] == [4]  # within 5 % of 8's
     assert rows[2]["speedup"] == 3.87 and rows[0]["counters_lock"] == "shared"
+    assert rows[0]["start_lock"] == "none"
     rows = gpu_sharing.rows_from(doc((1, 7.5, True), (2, 14.0, True), (4, 29.0, False),
                                      (8, 20.0, True)), "alone")
     assert [r["tasks_per_gpu"] for r in rows if r["recommended"]] == [8]  # never a grade changed
@@ -78,6 +79,29 @@ def test_the_recommended_sharing_is_the_fewest_tasks_near_the_best_with_grades_i
     assert counters_load.setting([equal, {**equal, "equal": False}]) == "alone"
     assert counters_load.setting([equal, {**equal, "load_launches": 0}]) == "alone"
     assert counters_load.setting([]) == "alone"
+
+
+def test_starts_take_no_lock_only_where_every_kind_left_the_speed_run_as_it_was():
+    """start_load's rows: a kind is equal where every figure beside the starts is within
+    1 % of the first reading alone, or within the two alone readings' own difference; the
+    file supports ``none`` only where every kind was measured equal with starts made."""
+    from tilelab.experiments import start_load
+
+    alone = {"speedup": 2.0, "candidate_ms": 1.0, "baseline_ms": 2.0}
+    again = {"speedup": 2.002, "candidate_ms": 1.001, "baseline_ms": 2.0}
+    same = start_load.compare("cuda", alone, again, {**alone, "candidate_ms": 1.004}, 9)
+    assert same["equal"] and same["shift"] == pytest.approx(0.4)
+    slower = start_load.compare("ncu", alone, again, {**alone, "baseline_ms": 2.1}, 9)
+    assert not slower["equal"] and slower["differing"] == "baseline_ms"
+    noisy = {"speedup": 2.1, "candidate_ms": 1.0, "baseline_ms": 2.1}  # alone moved 5 %
+    assert start_load.compare("ncu", alone, noisy, {**alone, "baseline_ms": 2.06}, 9)["equal"]
+    assert not start_load.compare("cuda", alone, again, alone, 0)["equal"]  # no start made
+    rows = [start_load.compare(k, alone, again, alone, 9) for k in start_load.KINDS]
+    assert start_load.setting(rows) == "none"
+    assert start_load.setting(rows[:-1]) == "shared"  # a kind not measured
+    assert start_load.setting([*rows[:-1], slower]) == "shared"
+    assert start_load.setting([]) == "shared"
+    assert "TILELAB_START_LOCK=none" in start_load.description(rows, 40.0)
 
 
 def test_rounds_run_again_are_counted_over_the_speed_runs_measured():

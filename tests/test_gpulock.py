@@ -200,6 +200,55 @@ def test_a_grading_worker_holds_nothing_while_it_compiles_and_checks(lock, tmp_p
     timed.wait(timeout=60)
 
 
+@pytest.mark.parametrize("key", ["reference", "wrong_result"])
+def test_a_gpu_checks_every_shape_in_one_hold_and_compares_holding_nothing(
+        lock, monkeypatch, key):
+    """The correctness launches of a GPU check (run here on the emulator, with a real lock):
+    every shape's copies and launch in one shared hold, not one per shape (each hold waits
+    behind a timed round awaiting the GPU); the float64 comparisons after it, with the lock
+    free (another task's timed round takes the GPU at each); a wrong shape launched again to
+    see whether it is repeatable. The results are the shape-by-shape check's."""
+    import numpy as np
+
+    from tilelab.catalog import exercises
+    from tilelab.device.runtime import get_runtime
+    from tilelab.grading import correctness
+
+    monkeypatch.setenv(gpulock.ENV, str(lock))
+    ex = exercises.get("naive")
+    rt = get_runtime("emu")
+    wrong_result = Path(__file__).parent / "fixtures" / "submissions" / "naive-wrong_result.cu"
+    source = ex.reference.source() if key == "reference" else wrong_result.read_text()
+    fn = rt.SourceModule(source).get_function(ex.kernel)
+    events: list[str] = []
+    take, compare = gpulock.GpuLock.hold_shared, correctness.compare
+
+    def spied_take(self):
+        events.append("hold")
+        take(self)
+
+    def spied_compare(*a, **k):
+        probe = gpulock.GpuLock(lock, wait=0.2)  # another task's timed round gets the GPU
+        with probe.exclusive():
+            events.append("compare")
+        probe.close()
+        return compare(*a, **k)
+
+    monkeypatch.setattr(gpulock.GpuLock, "hold_shared", spied_take)
+    monkeypatch.setattr(correctness, "compare", spied_compare)
+    held = list(correctness._held_once(rt, fn, ex.problem, ex.launch, ex.shapes,
+                                       np.random.default_rng(7), quick=True))
+    monkeypatch.setattr(correctness, "compare", compare)
+    one_by_one = list(correctness._one_by_one(rt, fn, ex.problem, ex.launch, ex.shapes,
+                                              np.random.default_rng(7), True, None))
+    assert [(s, r.ok, r.wrong) for s, r in held] == [(s, r.ok, r.wrong) for s, r in one_by_one]
+    wrong = sum(not r.ok for _, r in held)
+    assert (wrong > 0) == (key != "reference")
+    # one hold for every shape's launch; each comparison after it (a wrong shape's twice:
+    # its launch again, which on a GPU holds the lock once more, is compared too)
+    assert events == ["hold"] + ["compare"] * (len(ex.shapes) + wrong)
+
+
 def test_regions_nest_within_one_process(lock):
     mine = gpulock.GpuLock(lock, wait=0.3)
     with mine.exclusive():
@@ -299,14 +348,26 @@ print("grading", held(), flush=True)
 """
 
 
-def test_cudas_start_and_teardown_hold_the_lock_and_the_grading_between_does_not(lock):
+@pytest.mark.parametrize("setting,during", [(None, "held"), ("shared", "held"),
+                                            ("none", "free")])
+def test_cudas_start_and_teardown_hold_the_lock_as_the_setting_says(lock, setting, during):
+    """By default (and with TILELAB_START_LOCK=shared) a process's CUDA start and its
+    teardown hold the GPU's lock shared and the grading between holds nothing; with
+    ``none`` neither does (and the sandbox is told the same)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), gpulock.ENV: str(lock)}
+    env.pop(settings.START_LOCK.name, None)
+    if setting is not None:
+        env[settings.START_LOCK.name] = setting
     out = subprocess.run([sys.executable, "-c", START, str(lock)], env=env, timeout=120,
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split("\n")[:3] == ["start held", "grading free", "teardown held"]
+    assert out.stdout.split("\n")[:3] == [f"start {during}", "grading free",
+                                          f"teardown {during}"]
     with gpulock.GpuLock(lock, wait=5).exclusive():  # and the process's end freed it
         pass
+    with settings.environ({gpulock.ENV: str(lock), **settings.START_LOCK.set_to(setting)}):
+        told = gpulock.sandbox_binds()[1][settings.START_LOCK.name]
+    assert told == (setting or "shared")
 
 
 @pytest.mark.parametrize("hold_seconds,hold_bytes,order", [
@@ -413,6 +474,34 @@ def mode_free(lock: Path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("setting", ["shared", "none"])
+def test_a_workers_real_cuda_start_waits_for_a_timed_round_only_as_the_setting_says(
+        lock, tmp_path, monkeypatch, setting):
+    """The grading worker started ahead of a grade (as ``tilelab bench start_load`` churns
+    it) starts CUDA for real while another task holds the GPU alone: with the default it
+    waits, making no start; with TILELAB_START_LOCK=none it starts and ends meanwhile."""
+    from tilelab.experiments import start_load
+
+    monkeypatch.setenv(gpulock.ENV, str(lock))
+    monkeypatch.setenv(settings.START_LOCK.name, setting)
+    p = holder(lock, "exclusive", tmp_path / "a")  # a timed round in flight
+    worker = subprocess.Popen(start_load.command("cuda", str(tmp_path / "kernel.cu")),
+                              stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        worker.wait(timeout=15)  # a CUDA start takes a second or two
+        ended = True
+    except subprocess.TimeoutExpired:
+        ended = False
+    (tmp_path / "go").touch()
+    p.wait(timeout=60)
+    _, err = worker.communicate(timeout=120)  # freed: the waiting one starts and ends too
+    assert worker.returncode == 0, err
+    assert "tilelab-worker ready" in err
+    assert ended == (setting == "none")
 
 
 def test_a_class_runs_notebook_leaves_a_shared_gpu_sandboxed_or_not(lock, monkeypatch):

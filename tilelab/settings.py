@@ -132,10 +132,16 @@ COUNTERS_LOCK: Variable[str] = Variable(
     "how the launches Nsight Compute counts take a shared GPU's lock: alone (as a timed "
     "round), or shared with other tasks' untimed work where `tilelab bench counters_load` "
     "showed the counts equal under load on this GPU; one counted launch per GPU either way")
+START_LOCK: Variable[str] = Variable(
+    "TILELAB_START_LOCK", "shared", _choice("shared", "none"), "one of shared, none",
+    "whether a grading process's CUDA start and teardown take a shared GPU's lock: shared "
+    "(a timed round waits for them), or none where `tilelab bench start_load` showed that "
+    "other processes' starts and ends leave timed launches as they are on this GPU")
 
 ALL: tuple[Variable, ...] = (BACKEND, GRADE_TIMEOUT, CELL_TIMEOUT, AWARD_SPEED_WITHOUT_GPU,
                              LESSON_WITHOUT_COUNTERS, CLASS_GRADING, VERDICT_CACHE, SANDBOXED,
-                             BOOK_DATA, BOOK_STRICT, GPU_LOCK, COUNTERS_LOCK)
+                             BOOK_DATA, BOOK_STRICT, GPU_LOCK, COUNTERS_LOCK,
+                             START_LOCK)
 EMULATOR_VARIABLES = ("TILELAB_EMU_TIMEOUT", "TILELAB_EMU_CXX", "TILELAB_CACHE",
                       "TILELAB_CACHE_BASE")
 

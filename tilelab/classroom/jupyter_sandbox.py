@@ -98,7 +98,8 @@ class SandboxedKernelManager(AsyncKernelManager):
         cwd = args.get("cwd") or os.getcwd()
         outer = args.get("env") or os.environ
         env = {k: v for k, v in outer.items() if k.startswith("TILELAB_")}
-        for name in (settings.GPU_LOCK.name, settings.COUNTERS_LOCK.name):
+        for name in (settings.GPU_LOCK.name, settings.COUNTERS_LOCK.name,
+                     settings.START_LOCK.name):
             env.pop(name, None)  # the lock is the grader's, never the notebook's
         if self.shares_gpu:
             env[settings.BACKEND.name] = "emu"

@@ -35,6 +35,7 @@ EXPERIMENTS: dict[str, bool] = {
     "sgemm_ptxas": False,
     "shared_gpu": True,
     "counters_load": True,
+    "start_load": True,
     "gpu_sharing": True,
 }
 ALL = tuple(EXPERIMENTS)

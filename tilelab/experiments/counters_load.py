@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from tilelab.catalog import exercises
 from tilelab.catalog.variants import VARIANTS
 from tilelab.device.bench import prepared_launch
 from tilelab.device.runtime import get_runtime
-from tilelab.experiments.datafile import read, write
+from tilelab.experiments.datafile import print_setting, write
 from tilelab.grading import counters, gpulock
 
 #: (exercise, variant): a kernel for each lesson the counters grade (an uncoalesced walk,
@@ -156,7 +157,7 @@ def description(rows: list[dict[str, Any]], seconds: float) -> str:
         f"this supports: {setting(rows)}. Took {seconds:.0f} s.")
 
 
-def setting(rows: list[dict[str, Any]] | tuple[dict[str, Any], ...]) -> str:
+def setting(rows: Sequence[dict[str, Any]]) -> str:
     """``shared`` where every case was read both ways, with the busy process running, and
     equal; ``alone`` otherwise."""
     ok = bool(rows) and all(r["equal"] and r["load_launches"] > 0 for r in rows)
@@ -167,12 +168,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["load"] and len(argv) == 3:
         load(float(argv[1]), Path(argv[2]))
         return 0
-    if argv[:1] == ["setting"] and len(argv) == 2:
-        print(setting(read(Path(argv[1])).rows))
-        return 0
-    print("usage: python -m tilelab.experiments.counters_load setting DATA_FILE",
-          file=sys.stderr)
-    return 2
+    return print_setting(argv, "tilelab.experiments.counters_load", setting)
 
 
 if __name__ == "__main__":

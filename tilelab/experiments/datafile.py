@@ -8,6 +8,8 @@ A data file is an object with ``experiment``, ``title``, ``description``,
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,3 +78,14 @@ def read(path: Path) -> DataFile:
         columns={str(k): str(v or "") for k, v in (raw.get("columns") or {}).items()},
         rows=tuple(rows),
     )
+
+
+def print_setting(argv: list[str], module: str,
+                  setting: Callable[[Sequence[dict[str, Any]]], str]) -> int:
+    """An experiment's ``python -m MODULE setting DATA_FILE``: print the setting the data
+    file's rows support (a usage line, and 2, for anything else)."""
+    if argv[:1] == ["setting"] and len(argv) == 2:
+        print(setting(read(Path(argv[1])).rows))
+        return 0
+    print(f"usage: python -m {module} setting DATA_FILE", file=sys.stderr)
+    return 2

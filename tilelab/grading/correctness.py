@@ -263,10 +263,14 @@ def check_shapes(
 
     On the emulator the launches have, together, ``budget_s`` seconds from now (by default
     :func:`~tilelab.grading.limits.emu_check_seconds`): the launch it stops, and every one
-    not yet started, fails with a KernelTimeout that says so."""
+    not yet started, fails with a KernelTimeout that says so. On a GPU every shape's inputs
+    are drawn first, then all the launches run in one shared hold of a class run's GPU lock
+    (:func:`_held_once`)."""
     seconds = budget_s if budget_s is not None else (
         emu_check_seconds(problem, shapes) if rt.name == "emu" else None)
     budget = Budget.starting_now(seconds) if seconds is not None else None
+    if rt.name == "gpu":
+        return _held_once(rt, fn, problem, launch_, shapes, rng, quick)
     if pool is None:
         return _one_by_one(rt, fn, problem, launch_, shapes, rng, quick, budget)
     inputs = [problem.make_inputs(shape, rng) for shape in shapes]
@@ -286,6 +290,38 @@ def _one_by_one(rt: Runtime, fn: Any, problem: Problem, launch_: Launch,
                                         budget=budget)
         except Exception as exc:
             yield shape, exc
+
+
+def _held_once(rt: Runtime, fn: Any, problem: Problem, launch_: Launch,
+               shapes: Sequence[Shape], rng: np.random.Generator,
+               quick: bool) -> Iterator[tuple[Shape, ShapeResult | Exception]]:
+    """On a GPU: the inputs of every shape drawn in shape order, then each shape's copies,
+    launch and copy back in one shared hold of the GPU's lock (each hold waits behind any
+    timed round awaiting the GPU: one wait, not one per shape), up to the first launch
+    that fails; then the float64 comparisons, holding nothing, and where a shape is wrong
+    its launch again (:func:`check_inputs`)."""
+    inputs = [problem.make_inputs(shape, rng) for shape in shapes]
+    outputs: list[np.ndarray | Exception] = []
+    with gpulock.shared():
+        for shape, given in zip(shapes, inputs, strict=True):
+            try:
+                outputs.append(launch(rt, fn, problem, launch_, shape, given))
+            except Exception as exc:
+                outputs.append(exc)
+                break
+    for shape, given, got in zip(shapes, inputs, outputs, strict=False):
+        if isinstance(got, Exception):
+            yield shape, got
+            return
+        result = compare(problem, shape, given, got, launch_, quick=quick)
+        if not result.ok:
+            try:
+                again = launch(rt, fn, problem, launch_, shape, given)
+            except Exception as exc:
+                yield shape, exc
+                return
+            result = compare(problem, shape, given, got, launch_, again=again, quick=quick)
+        yield shape, result
 
 
 def _in_order(jobs: list[tuple[Shape, Future]]) -> Iterator[tuple[Shape, ShapeResult |

@@ -8,8 +8,9 @@ holding three files, locked with ``flock``:
 
 - ``gpu``, a readers-writer lock. **Shared** (:func:`shared`) around each piece of work
   that puts something on the GPU and is not timed: a CUDA context's start and its teardown
-  at the process's end, a module's load, a correctness launch with its copies, the
-  sanitizer's launch, a speed run's buffers and copies. Compiling, making inputs, comparing
+  at the process's end (unless ``TILELAB_START_LOCK=none``, :func:`start_mode`), a
+  module's load, a correctness launch with its copies, the sanitizer's launch, a speed
+  run's buffers and copies. Compiling, making inputs, comparing
   with float64 and the emulator's runs hold nothing. **Exclusive** (:func:`exclusive`)
   around one round of a speed run's timed launches (each kernel's L2 flush, start event,
   launch, end event): it waits until no other task has work on the GPU, and new work waits
@@ -72,6 +73,8 @@ WAIT_LIMIT = 600.0
 HOLD_LIMIT = 120
 #: The two ways a counted launch may take the lock (``TILELAB_COUNTERS_LOCK``).
 ALONE, SHARED = "alone", "shared"
+#: A CUDA start that takes no lock (``TILELAB_START_LOCK``; the other way is :data:`SHARED`).
+NONE = "none"
 _POLL = 0.002
 T = TypeVar("T")
 
@@ -262,15 +265,23 @@ def region(mode: str) -> contextlib.AbstractContextManager[None]:
     return exclusive() if mode == ALONE else shared()
 
 
+def start_mode() -> str:
+    """How a process's CUDA start and teardown take the lock: :data:`SHARED` or
+    :data:`NONE` (``TILELAB_START_LOCK``)."""
+    return settings.START_LOCK.get()
+
+
 def start_cuda(start: Callable[[], T]) -> T:
     """``start()`` (the process's CUDA start, e.g. ``get_runtime("gpu")``) under the shared
     lock; and from the first of the process's :mod:`atexit` handlers on, the lock shared
     again until the process ends (its descriptors close last), so that the teardown
     ``start`` registered (PyCUDA's ``autoinit``) and the buffers and modules freed as the
     interpreter ends are under it too: a context's start and end allocate and free GPU
-    memory. Where no lock is named, only ``start()``."""
+    memory. Where no lock is named, or :func:`start_mode` is :data:`NONE` (``tilelab bench
+    start_load`` found that other processes' starts and ends leave a timed launch as it
+    is), only ``start()``: a timed round then waits for no process's start or end."""
     lock = worker_lock()
-    if lock is None:
+    if lock is None or start_mode() == NONE:
         return start()
     with lock.shared():
         result = start()
@@ -307,4 +318,5 @@ def sandbox_binds() -> tuple[list[tuple[str, str]], dict[str, str]]:
         return [], {}
     for name in FILES:  # the sandbox sees them read-only: they must exist first
         os.close(_open(path / name))
-    return [(str(path), INSIDE)], {ENV: INSIDE, settings.COUNTERS_LOCK.name: counted_mode()}
+    return [(str(path), INSIDE)], {ENV: INSIDE, settings.COUNTERS_LOCK.name: counted_mode(),
+                                   settings.START_LOCK.name: start_mode()}

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import resource
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 # one BLAS thread (before numpy loads): this process's emulated launches fork on threads
@@ -86,9 +87,10 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
     run makes them (:func:`launch_plan`; ncu counts one of the timed ones, drawn by the
     grader). Each launch holds the GPU's lock as ``lock`` says, or, where ``counted`` names
     the launch ncu counts, that one holds this GPU's one profiler and ``lock``'s mode and the
-    others share the GPU (several ncu processes then overlap but for their counted launches:
-    the driver serves one profiled launch at a time). Making inputs holds nothing. With
-    ``wait``, the source is read only once the grader says go on standard input
+    launches before it share the GPU, in one hold (several ncu processes then overlap but
+    for their counted launches: the driver serves one profiled launch at a time). Making
+    inputs holds nothing. With ``wait``, the source is read only once the grader says go on
+    standard input
     (:mod:`tilelab.grading.sidecar`); nothing is launched when it never does."""
     import numpy as np
 
@@ -111,29 +113,40 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
     sidecar.mark("go")
     with open(source_path, encoding="utf-8") as f:
         fn = build(rt, f.read()).get_function(ex.kernel)
-    for i, (s, inputs) in enumerate(once):
-        inputs = {k: np.ascontiguousarray(a) for k, a in inputs.items()}  # CPU copies first
-        with launch_lock(i, counted, lock):
-            launch(rt, fn, ex.problem, ex.launch, s, inputs)
-        if i == counted:  # ncu has what it counts: later launches would tell it nothing
-            sidecar.mark("launched")
+
+    def launches() -> Iterator[Callable[[], None]]:
+        for s, inputs in once:
+            given = {k: np.ascontiguousarray(a) for k, a in inputs.items()}  # CPU copies first
+            yield functools.partial(launch, rt, fn, ex.problem, ex.launch, s, given)
+        if sets is None:
             return
-    if sets is None:
-        sidecar.mark("launched")
-        return
-    with gpulock.shared():  # the pools and buffers, on the GPU once (freed at the exit)
-        pools = DevicePools(rt, sets)
-        rotation = Rotation(rt, Timed(fn, ex.launch), ex.problem, ex.speed_shape, sets[0],
-                            POISON_BITS)
-        rt.synchronize()
-    for j in range(len(sets)):
-        i = len(once) + j
-        with launch_lock(i, counted, lock):
-            rotation.prepare(j, pools)()
+        with gpulock.shared():  # the pools and buffers, on the GPU once (freed at the exit)
+            pools = DevicePools(rt, sets)
+            rotation = Rotation(rt, Timed(fn, ex.launch), ex.problem, ex.speed_shape,
+                                sets[0], POISON_BITS)
             rt.synchronize()
+        for j in range(len(sets)):
+            yield functools.partial(_launch_rotated, rt, rotation, pools, j)
+
+    plan, i = launches(), 0
+    if counted > 0:  # ncu's launches before the counted one: one shared hold, not one each
+        with gpulock.shared():  # (each hold waits behind a timed round awaiting the GPU)
+            for _, run in zip(range(counted), plan):  # noqa: B905 (plan may be longer)
+                run()
+                i += 1
+    for run in plan:  # the counted launch (ncu has what it counts: no later one), or
+        with launch_lock(i, counted, lock):  # with none counted, each as --lock says
+            run()
         if i == counted:
             break
+        i += 1
     sidecar.mark("launched")
+
+
+def _launch_rotated(rt: Any, rotation: Any, pools: Any, j: int) -> None:
+    """Launch ``j`` of a speed run's rotation, on inputs no other launch saw."""
+    rotation.prepare(j, pools)()
+    rt.synchronize()
 
 
 @contextlib.contextmanager
