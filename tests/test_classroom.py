@@ -319,12 +319,13 @@ def test_a_patched_grader_in_the_notebook_earns_nothing(graded_emu):
 
 @pytest.fixture(scope="module")
 def graded_award(tmp_path_factory):
-    """alice's class run without a GPU, speed points awarded by the instructor."""
+    """alice's first assignment (a correctness-only step and a speed-graded one) in a class
+    run without a GPU, speed points awarded by the instructor."""
     root = tmp_path_factory.mktemp("award") / "course"
     build_course(root)
     summary = classroom.grade_class(
-        root, students=["alice"], backend="emu", award_speed_without_gpu=True, progress=False,
-        sandboxed=SANDBOXED,
+        root, assignments=["01-naive"], students=["alice"], backend="emu",
+        award_speed_without_gpu=True, progress=False, sandboxed=SANDBOXED,
     )
     return root, summary
 
@@ -332,9 +333,11 @@ def graded_award(tmp_path_factory):
 @pytest.mark.slow
 def test_award_speed_without_gpu_when_asked(graded_award):
     root, summary = graded_award
-    assert summary["failures"] == []
+    assert summary["failures"] == [] and summary["graded"] == 1
+    steps = [exercises.get(e) for e in exercises.ASSIGNMENTS["01-naive"]]
+    assert {e.speed_graded for e in steps} == {True, False}  # both kinds of step
     assert points_in_gradebook(root)["alice"] == {
-        e.id: (e.points_correct, e.points_speed) for e in exercises.EXERCISES.values()}
+        e.id: (e.points_correct, e.points_speed) for e in steps}
 
 
 @pytest.mark.slow

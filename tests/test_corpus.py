@@ -587,7 +587,7 @@ def corpus(tmp_path_factory):
     mp.setenv("TILELAB_EMU_TIMEOUT", "20")
     try:
         summary = classroom.grade_class(
-            root, backend="emu", progress=False, cell_timeout=15, gates=GATES
+            root, backend="emu", progress=False, cell_timeout=10, gates=GATES
         )
         summary["kernel_only"] = {}
         for case in KERNEL_ONLY:

@@ -7,7 +7,9 @@ shared-memory access, which word each lane of its first warp-wide request touche
 buffer and direction, the learner's kernel on the left, the course's reference on the
 right, one colour per phase (tiled kernels load a tile pair per phase); and, for the
 shared-memory access with the most conflicts, the 32 lanes of a warp over the 32 banks.
-Nothing here runs a learner's code: their trace comes back in the verdict.
+Nothing here runs a learner's code: their trace comes back in the verdict. Matplotlib is
+imported only once a picture is drawn: a notebook imports this module at its first cell,
+and matplotlib alone took a second of that.
 """
 
 from __future__ import annotations
@@ -18,10 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib import colormaps
-from matplotlib.colors import ListedColormap
-from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
 from PIL import Image
 
 from tilelab.catalog import exercises
@@ -68,6 +66,8 @@ def phase_colours(n: int) -> list[Any]:
     """One colour per phase: distinct ones for a few, a gradient for many."""
     if n <= len(PHASE_COLOURS):
         return PHASE_COLOURS[:n]
+    from matplotlib import colormaps
+
     return [colormaps["viridis"](i / (n - 1)) for i in range(n)]
 
 
@@ -128,6 +128,10 @@ def draw(ex: Exercise, mine: dict[str, Any] | None, reference: dict[str, Any],
     """The PNG: what one block of each kernel read and wrote, phase by phase, and the
     lanes of a warp over the banks for the shared access with the most conflicts.
     ``mine`` None: the reference alone (the picture a step's page shows)."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
     columns = [("reference", reference)] if mine is None else [("your kernel", mine),
                                                                 ("reference", reference)]
     mine = reference if mine is None else mine
