@@ -3,9 +3,10 @@
 :func:`on_dask` hands :func:`tilelab.classroom.run.grade_class` an executor that sends each
 task (:func:`tilelab.classroom.task.grade`) to a local cluster or the running cluster at a
 scheduler's address, and yields each result as it arrives. No more tasks are in flight
-than the cluster has workers, so a worker that dies was running exactly one task: Dask
-runs that task again on another worker, and a task whose worker dies twice gets 0 points
-with a message saying so.
+than the cluster has workers, and the scheduler never runs a task again itself
+(:data:`tilelab.cluster.start.SCHEDULER_ALLOWED_FAILURES`), so a worker that dies was
+running exactly one task: this executor runs that task again once a worker is free, and a
+task whose worker dies twice gets 0 points with a message saying so.
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ class OnDask:
                                tasks_per_gpu=self.tasks_per_gpu) as client:
             about["workers"] = len(client.nthreads())
             about["cluster_start_seconds"] = round(time.monotonic() - opened, 2)
+            # worker deaths behind one KilledWorker: 1 where the scheduler reruns nothing
             deaths = start.allowed_failures(client) + 1
+            died: dict[tuple[str, str], int] = {}  # (assignment, student) -> deaths so far
             course_future = client.submit(_identity, course, key="tilelab-course", pure=False)
             pending = list(reversed(todo))
             futures: dict[Any, task.Submission] = {}
@@ -63,9 +66,10 @@ class OnDask:
             def submit_more(ac: Any) -> None:
                 while pending and len(futures) < max(1, len(client.nthreads())):
                     sub = pending.pop()
+                    run = died.get((sub.assignment, sub.student), 0)
                     fut = client.submit(
                         grade_on_worker, course_future, sub,
-                        key=("tilelab-grade", sub.assignment, sub.student), pure=False,
+                        key=("tilelab-grade", sub.assignment, sub.student, run), pure=False,
                     )
                     futures[fut] = sub
                     ac.add(fut)
@@ -79,7 +83,14 @@ class OnDask:
                 try:
                     result = fut.result()
                 except KilledWorker:
-                    result = task.zero_result(course, sub, "worker", KILLED.format(n=deaths))
+                    n = died[(sub.assignment, sub.student)] = (
+                        died.get((sub.assignment, sub.student), 0) + deaths)
+                    if n <= start.ALLOWED_FAILURES:  # again, next, once a worker is free
+                        fut.release()
+                        pending.append(sub)
+                        submit_more(ac)
+                        continue
+                    result = task.zero_result(course, sub, "worker", KILLED.format(n=n))
                 except Exception as exc:  # the grader's own failure: 0 points, say why, go on
                     result = task.zero_result(
                         course, sub, "internal",

@@ -4,8 +4,9 @@ One task at a time on each worker, and on a GPU machine one worker per GPU: a sp
 verdict compares two kernels' times on one GPU, and a second grader on the same GPU
 would take SMs, memory bandwidth and L2 from the kernel being timed (the instructors'
 page says more). A worker that dies in the middle of a task (killed, out of memory) costs
-nothing: the scheduler runs the task again elsewhere. A task whose worker dies
-:data:`ALLOWED_FAILURES` + 1 times is the submission's doing: it gets 0 points.
+nothing: the class run's executor runs the task again on a free worker
+(:mod:`tilelab.cluster.run`). A task whose worker dies :data:`ALLOWED_FAILURES` + 1 times
+is the submission's doing: it gets 0 points.
 """
 
 from __future__ import annotations
@@ -20,13 +21,18 @@ from distributed import Client, LocalCluster
 
 from tilelab.grading import gpu_nodes, gpulock, scratch
 
-#: Worker deaths a task may cause and still be run again (Dask's ``allowed-failures``).
+#: Worker deaths a task may cause and still be run again (by the executor, on a free worker).
 ALLOWED_FAILURES = 1
+#: Dask's own ``allowed-failures`` on the clusters tilelab starts: the scheduler never runs a
+#: task again itself. It would hand the task to any live worker, also one busy with another
+#: task, and when that worker died too the waiting task would be blamed for a death it had
+#: no part in (an honest submission's "worker died 2 times").
+SCHEDULER_ALLOWED_FAILURES = 0
 #: Seconds to wait for the first worker of a cluster given by its scheduler's address.
 WORKER_WAIT = 300
 
 CONFIG = {
-    "distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
+    "distributed.scheduler.allowed-failures": SCHEDULER_ALLOWED_FAILURES,
     # Hand a worker a new task only when it is free: a task queued behind another on a
     # worker that dies would be blamed for a death it had no part in.
     "distributed.scheduler.worker-saturation": 1.0,
