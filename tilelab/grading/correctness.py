@@ -225,8 +225,18 @@ def check_inputs(rt: Runtime, fn: Any, problem: Problem, launch_: Launch, shape:
                  quick: bool = False, budget: Budget | None = None) -> ShapeResult:
     """:func:`check_function` on inputs drawn before."""
     got = launch(rt, fn, problem, launch_, shape, inputs, budget)
+    return _judged(rt, fn, problem, launch_, shape, inputs, got,
+                   repeat_on_error and rt.name == "gpu", quick)
+
+
+def _judged(rt: Runtime, fn: Any, problem: Problem, launch_: Launch, shape: Shape,
+            inputs: dict[str, np.ndarray], got: np.ndarray, again_if_wrong: bool,
+            quick: bool) -> ShapeResult:
+    """``got``, one launch's output on ``inputs``, compared with float64; where it is wrong
+    and ``again_if_wrong``, the kernel launched once more on the same inputs, so that the
+    diagnosis can tell a race (the two outputs differ) from a steady mistake."""
     result = compare(problem, shape, inputs, got, launch_, quick=quick)
-    if not result.ok and repeat_on_error and rt.name == "gpu":
+    if not result.ok and again_if_wrong:
         again = launch(rt, fn, problem, launch_, shape, inputs)
         result = compare(problem, shape, inputs, got, launch_, again=again, quick=quick)
     return result
@@ -299,7 +309,7 @@ def _held_once(rt: Runtime, fn: Any, problem: Problem, launch_: Launch,
     launch and copy back in one shared hold of the GPU's lock (each hold waits behind any
     timed round awaiting the GPU: one wait, not one per shape), up to the first launch
     that fails; then the float64 comparisons, holding nothing, and where a shape is wrong
-    its launch again (:func:`check_inputs`)."""
+    its launch again (:func:`_judged`)."""
     inputs = [problem.make_inputs(shape, rng) for shape in shapes]
     outputs: list[np.ndarray | Exception] = []
     with gpulock.shared():
@@ -313,14 +323,11 @@ def _held_once(rt: Runtime, fn: Any, problem: Problem, launch_: Launch,
         if isinstance(got, Exception):
             yield shape, got
             return
-        result = compare(problem, shape, given, got, launch_, quick=quick)
-        if not result.ok:
-            try:
-                again = launch(rt, fn, problem, launch_, shape, given)
-            except Exception as exc:
-                yield shape, exc
-                return
-            result = compare(problem, shape, given, got, launch_, again=again, quick=quick)
+        try:
+            result = _judged(rt, fn, problem, launch_, shape, given, got, True, quick)
+        except Exception as exc:  # its launch again failed
+            yield shape, exc
+            return
         yield shape, result
 
 
