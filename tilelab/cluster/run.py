@@ -83,8 +83,8 @@ class OnDask:
                 try:
                     result = fut.result()
                 except KilledWorker:
-                    n = died[(sub.assignment, sub.student)] = (
-                        died.get((sub.assignment, sub.student), 0) + deaths)
+                    who = (sub.assignment, sub.student)
+                    n = died[who] = died.get(who, 0) + deaths
                     if n <= start.ALLOWED_FAILURES:  # again, next, once a worker is free
                         fut.release()
                         pending.append(sub)
