@@ -9,12 +9,15 @@ benchmark prints submissions per minute, the speedup over the first count, each 
 first task (it builds the worker's caches) and later ones, the cluster's start and each
 worker's time in tasks and idle, how much slower a task is beside other workers, the
 median seconds of each grading step beside the first count's (which steps slow down
-when workers share a machine), whether every grade is identical, and from the measured
+when workers share a machine), whether every grade is identical (each submission's points
+equal those the first run gave the same submitted file: ``--base-students`` gives the
+first run a smaller class holding every kind of file, so that a big class measures the
+shared runs without a long one-task run), and from the measured
 time per kernel what a course of 1,000 learners x 5 kernels costs on 8 GPUs (one worker
 each).
 
-    python benchmarks/class_scale.py [--students 30] [--workers 1 2] [--gpu] [--dask]
-                                     [--tasks-per-gpu 1 2 4 8]
+    python benchmarks/class_scale.py [--students 30] [--base-students 10] [--workers 1 2]
+                                     [--gpu] [--dask] [--tasks-per-gpu 1 2 4 8]
 
 Without ``--gpu`` the workers grade on the CPU emulator; with it each worker gets a GPU of
 its own (``--workers 1 2`` needs two GPUs), and ``--tasks-per-gpu K`` gives each GPU K
@@ -27,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
+import itertools
 import json
 import os
 import resource
@@ -58,8 +63,9 @@ KINDS = {  # kind -> exercise -> a fixture's stem, "solution", or a whole cell
 }
 
 
-def build_class(root: Path, students: int) -> int:
-    """A copy of the course with ``students`` learners' submissions; returns how many."""
+def build_class(root: Path, students: int) -> dict[str, str]:
+    """A copy of the course with ``students`` learners' submissions: each one's
+    ``student/assignment`` and the SHA-256 of its submitted notebook."""
     import test_classroom as tc
 
     from tilelab.catalog import exercises
@@ -83,7 +89,7 @@ def build_class(root: Path, students: int) -> int:
             nb = tc.submission(a, {exercise_id: cell})
             files[(f"s{i:03d}", a)] = json.dumps(nb).encode()
     tc.write_submissions(root, files)
-    return len(files)
+    return {f"{s}/{a}": hashlib.sha256(data).hexdigest() for (s, a), data in files.items()}
 
 
 def cpu_seconds() -> float:
@@ -112,15 +118,24 @@ def notes(docs: list[dict]) -> dict[str, str]:
         m[:300] for v in d.get("verdicts", []) for m in v.get("messages", [])) for d in docs}
 
 
-def differences(base: dict, run: dict) -> list[str]:
-    """Each submission graded differently in ``run`` than in ``base``: its points in both
-    and what each run's grader said of it."""
+def differences(base: dict, run: dict, contents: dict[str, str]) -> list[str]:
+    """Each submission of ``run`` whose points differ from those the base run gave the
+    same submitted file (``contents``: each submission's digest; the first of the base's
+    submissions of that file, so the base run compared with itself finds identical files
+    it graded two ways), with its points in both and what each run's grader said."""
+    first: dict[str, str] = {}
+    for key in sorted(base["keys"]):
+        first.setdefault(contents[key], key)
     out = []
-    for key in sorted(set(base["grades"]) | set(run["grades"])):
-        if base["grades"].get(key) != run["grades"].get(key):
-            out.append(f"  {key}: {base['grades'].get(key)} in {base['label']}, "
-                       f"{run['grades'].get(key)} in {run['label']}\n"
-                       f"    {base['label']}: {base['notes'].get(key, '(no verdict)')}\n"
+    for key in sorted(run["keys"]):
+        ref = first.get(contents[key])
+        if ref is None:
+            out.append(f"  {key}: a file the base run ({base['label']}) did not grade")
+        elif base["grades"].get(ref) != run["grades"].get(key):
+            out.append(f"  {key}: {run['grades'].get(key)} in {run['label']}, "
+                       f"{base['grades'].get(ref)} for {ref} (the same file) in "
+                       f"{base['label']}\n"
+                       f"    {base['label']}: {base['notes'].get(ref, '(no verdict)')}\n"
                        f"    {run['label']}: {run['notes'].get(key, '(no verdict)')}")
     return out
 
@@ -172,10 +187,7 @@ def in_tasks(timings: list[dict]) -> float:
 
 def by_worker(timings: list[dict]) -> dict[str, list[float]]:
     """Each worker's task seconds, in the order the results arrived."""
-    by: dict[str, list[float]] = {}
-    for t in timings:
-        by.setdefault(t["worker"], []).append(t["seconds"])
-    return by
+    return {w: [t["seconds"] for t in tasks] for w, tasks in _by_worker_tasks(timings).items()}
 
 
 def busy(timings: list[dict], grading: float, start: float) -> str:
@@ -186,6 +198,32 @@ def busy(timings: list[dict], grading: float, start: float) -> str:
     return (f"cluster start {start:.1f} s; per worker: in tasks "
             f"{', '.join(f'{x:.1f}' for x in spent)} s, idle "
             f"{', '.join(f'{grading - start - x:.1f}' for x in spent)} s")
+
+
+def gaps(timings: list[dict]) -> str:
+    """Where the workers' idle time went, from the first task's start to the last one's
+    end, summed over the workers: before each one's first task, between its tasks (the
+    executor's dispatch), after its last one (the others' tail)."""
+    if not timings:
+        return "no tasks"
+    first = min(t["started"] for t in timings)
+    last = max(t["started"] + t["seconds"] for t in timings)
+    lead = between = tail = 0.0
+    for tasks in _by_worker_tasks(timings).values():
+        tasks.sort(key=lambda t: t["started"])
+        lead += tasks[0]["started"] - first
+        between += sum(b["started"] - (a["started"] + a["seconds"])
+                       for a, b in itertools.pairwise(tasks))
+        tail += last - (tasks[-1]["started"] + tasks[-1]["seconds"])
+    return (f"idle in tasks' span, all workers: {lead:.1f} s before the first task, "
+            f"{between:.1f} s between tasks, {tail:.1f} s after the last")
+
+
+def _by_worker_tasks(timings: list[dict]) -> dict[str, list[dict]]:
+    by: dict[str, list[dict]] = {}
+    for t in timings:
+        by.setdefault(t["worker"], []).append(t)
+    return by
 
 
 def per_worker(timings: list[dict]) -> str:
@@ -211,6 +249,10 @@ def slots(run: dict) -> int:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--students", type=int, default=30, help="learners (2 submissions each)")
+    p.add_argument("--base-students", type=int, default=None,
+                   help="learners of the first run only (default --students; at least "
+                        f"{len(KINDS)}, so that it grades every kind of file): a big class "
+                        "for the shared runs without its long one-task run")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     p.add_argument("--gpu", action="store_true", help="one worker per GPU, speed measured")
     p.add_argument("--tasks-per-gpu", type=int, nargs="+", default=[1],
@@ -223,6 +265,9 @@ def main() -> int:
     a = p.parse_args()
     if any(n > 1 for n in a.tasks_per_gpu) and not a.gpu:
         p.error("--tasks-per-gpu above 1 needs --gpu")
+    base_students = a.students if a.base_students is None else a.base_students
+    if base_students != a.students and not len(KINDS) <= base_students < a.students:
+        p.error(f"--base-students must be from {len(KINDS)} to --students")
 
     from tilelab.classroom import grade_class
     from tilelab.classroom.inline import inline
@@ -231,14 +276,19 @@ def main() -> int:
     backend = "gpu" if a.gpu else "emu"
     runs = []
     with tempfile.TemporaryDirectory(prefix="tilelab-class-scale-") as tmp:
-        template = Path(tmp) / "class"
-        n = build_class(template, a.students)
+        contents = build_class(template := Path(tmp) / "class", a.students)
+        n = len(contents)
+        small = Path(tmp) / "base-class"  # the first base_students learners of the class
+        keys = {True: list(build_class(small, base_students) if base_students < a.students
+                           else contents), False: list(contents)}
         print(f"class: {n} submissions ({a.students} learners x 2 assignments; right, wrong, "
-              f"slow, broken, hostile), backend {backend}, {os.cpu_count()} CPU cores, "
+              f"slow, broken, hostile), {len(keys[True])} in the first run, backend "
+              f"{backend}, {os.cpu_count()} CPU cores, "
               f"load average {os.getloadavg()[0]:.1f}")
         for workers, per_gpu in [(w, k) for w in a.workers for k in a.tasks_per_gpu]:
             root = Path(tmp) / f"w{workers}-t{per_gpu}"
-            shutil.copytree(template, root)
+            first = not runs
+            shutil.copytree(small if first and base_students < a.students else template, root)
             load0 = os.getloadavg()[0]
             cpu0 = cpu_seconds()
             t0 = time.monotonic()
@@ -267,6 +317,7 @@ def main() -> int:
                 "cluster_start_seconds": summary.get("cluster_start_seconds", 0.0),
                 "cpu_seconds": round(cpu, 1),
                 "cores_busy": round(cpu / wall, 2),
+                "keys": keys[first],
                 "grades": grades(docs := verdict_docs(root)),
                 "notes": notes(docs),
                 "timings": summary["timings"],
@@ -290,6 +341,7 @@ def main() -> int:
             print(f"  {per_worker(r['timings'])}; points per submission "
                   f"{dict(collections.Counter(points))}")
             print(f"  {busy(r['timings'], r['grading_seconds'], r['cluster_start_seconds'])}")
+            print(f"  {gaps(r['timings'])}")
             print("  timeline (median s): " + ", ".join(
                 f"{k} {v:.2f}" for k, v in r["timeline_seconds"].items()))
             if a.gpu:
@@ -319,9 +371,10 @@ def main() -> int:
                            for k, v in r["step_seconds"].items() if base["step_seconds"].get(k))
         print(f"median step seconds, {r['label']} vs {base['label']}: {ratios}")
     for r in runs:
-        r["grades_identical"] = r["grades"] == base["grades"]
-        if not r["grades_identical"]:
-            print(f"graded differently in {r['label']}:", *differences(base, r), sep="\n")
+        differ = differences(base, r, contents)
+        r["grades_identical"] = not differ
+        if differ:
+            print(f"graded differently in {r['label']}:", *differ, sep="\n")
     same = all(r["grades_identical"] for r in runs)
     print(f"grades identical in every run: {'yes' if same else 'NO'}")
     # 1,000 learners x 5 kernels on 8 workers, from the measured time per kernel (01-naive
@@ -350,7 +403,8 @@ def main() -> int:
                   f"{r['hours_1000x5_one_gpu']:.1f} h, {r['hours_1000x5_eight_gpus']:.2f} h")
     if a.json:
         doc = {"backend": backend, "runs": [{k: v for k, v in r.items()
-                                             if k not in ("grades", "notes")} for r in runs],
+                                             if k not in ("grades", "notes", "keys")}
+                                            for r in runs],
                "grades_identical": same, "estimate_1000x5_on_8_hours": round(hours, 2)}
         Path(a.json).write_text(json.dumps(doc, indent=1) + "\n")
     return 0 if same else 1

@@ -23,7 +23,8 @@
 # grader's speed run alone and beside other processes' CUDA starts and ends, plain and
 # under each GPU tool; where all are equal, the later steps of this run start CUDA with
 # TILELAB_START_LOCK=none, else shared), pergpu (tilelab bench gpu_sharing: class_scale
-# on one GPU with 1, 2, 4 and 8 tasks at once, PERGPU_STUDENTS learners, 4 by default:
+# on one GPU with 1, 2, 4 and 8 tasks at once, PERGPU_STUDENTS learners, 4 by default,
+# the first setting's run PERGPU_BASE_STUDENTS of them (default all):
 # submissions per minute, grades identical, the cost of 1,000 learners x 5 kernels on one
 # GPU and on 8 -> OUT_DIR/data/gpu_sharing.json), sharedgpu (tilelab bench shared_gpu:
 # verdicts on the wrong side of the gate with two graders on one GPU, without and with the
@@ -117,6 +118,7 @@ for s in $steps; do
          echo "CUDA starts from here on: TILELAB_START_LOCK=$TILELAB_START_LOCK"
        fi ;;
     pergpu) export TILELAB_GPU_SHARING_STUDENTS="${PERGPU_STUDENTS:-4}"
+       export TILELAB_GPU_SHARING_BASE_STUDENTS="${PERGPU_BASE_STUDENTS:-}"
        if [ -z "${TILELAB_COUNTERS_LOCK:-}" ] && [ -f "$out/data/counters_load.json" ]; then
          TILELAB_COUNTERS_LOCK=$("$py" -m tilelab.experiments.counters_load setting \
              "$out/data/counters_load.json") && export TILELAB_COUNTERS_LOCK

@@ -49,6 +49,17 @@ def test_each_workers_idle_time_is_the_grading_time_less_the_start_and_its_tasks
         "cluster start 4.0 s; per worker: in tasks 12.0, 13.0 s, idle 4.0, 3.0 s")
 
 
+def test_idle_time_in_the_tasks_span_is_split_into_before_between_and_after():
+    timings = [{"worker": "a", "started": 100.0, "seconds": 4.0},
+               {"worker": "b", "started": 101.0, "seconds": 2.0},
+               {"worker": "a", "started": 104.5, "seconds": 5.0},  # 0.5 s after a's first
+               {"worker": "b", "started": 105.0, "seconds": 1.0}]  # 2 s after b's first
+    assert class_scale.gaps(timings) == (
+        "idle in tasks' span, all workers: 1.0 s before the first task, 2.5 s between "
+        "tasks, 3.5 s after the last")
+    assert class_scale.gaps([]) == "no tasks"
+
+
 def test_a_run_is_labelled_by_its_workers_and_tasks_per_gpu_and_counts_both():
     run = {"workers": 2, "tasks_per_gpu": 4}
     assert class_scale.slots(run) == 8
@@ -143,10 +154,50 @@ def test_a_submission_graded_differently_is_named_with_what_each_run_said(tmp_pa
     verdict_file(tmp_path, "s000", "01-naive", [])
     docs = class_scale.verdict_docs(tmp_path)
     docs[0]["verdicts"] = [{"messages": ["correct on 9 shapes"]}]
-    base = {"label": "1 task", "grades": {"s000/01-naive": 3.0, "s001/01-naive": 0.0},
+    contents = {"s000/01-naive": "right", "s001/01-naive": "wrong"}
+    base = {"label": "1 task", "keys": list(contents),
+            "grades": {"s000/01-naive": 3.0, "s001/01-naive": 0.0},
             "notes": class_scale.notes(docs)}
-    run = {"label": "8 tasks", "grades": {"s000/01-naive": 0.0, "s001/01-naive": 0.0},
+    run = {"label": "8 tasks", "keys": list(contents),
+           "grades": {"s000/01-naive": 0.0, "s001/01-naive": 0.0},
            "notes": {"s000/01-naive": "grading took longer than 120 s"}}
-    got = class_scale.differences(base, run)
-    assert len(got) == 1 and "s000/01-naive: 3.0 in 1 task, 0.0 in 8 tasks" in got[0]
+    got = class_scale.differences(base, run, contents)
+    assert len(got) == 1 and "s000/01-naive: 0.0 in 8 tasks, 3.0 for s000/01-naive" in got[0]
     assert "correct on 9 shapes" in got[0] and "longer than 120 s" in got[0]
+    assert class_scale.differences(base, base, contents) == []
+
+
+def test_a_bigger_class_is_compared_file_by_file_with_the_first_runs_smaller_one():
+    """Each submission of a shared run is held to the points the first run gave the same
+    file; one it lost, one graded two ways and a file the first run never saw all count."""
+    contents = {"s000/a": "right", "s001/a": "wrong", "s002/a": "right", "s003/a": "wrong",
+                "s004/a": "new"}
+    base = {"label": "1 task", "keys": ["s000/a", "s001/a"], "notes": {},
+            "grades": {"s000/a": 5.0, "s001/a": 0.0}}
+    run = {"label": "4 tasks", "keys": list(contents), "notes": {},
+           "grades": {"s000/a": 5.0, "s001/a": 0.0, "s002/a": 5.0, "s003/a": 0.0,
+                      "s004/a": 0.0}}
+    got = class_scale.differences(base, run, contents)
+    assert len(got) == 1 and "s004/a: a file the base run (1 task) did not grade" in got[0]
+    del contents["s004/a"]
+    run["keys"].remove("s004/a")
+    assert class_scale.differences(base, run, contents) == []
+    run["grades"] = {**run["grades"], "s002/a": 3.0}
+    run["grades"].pop("s003/a")  # not graded at all
+    got = class_scale.differences(base, run, contents)
+    assert [line.split(":")[0].strip() for line in got] == ["s002/a", "s003/a"]
+    assert "3.0 in 4 tasks, 5.0 for s000/a (the same file)" in got[0]
+    unfair = {**base, "keys": ["s000/a", "s002/a"], "grades": {"s000/a": 5.0, "s002/a": 3.0}}
+    assert len(class_scale.differences(unfair, unfair, contents)) == 1  # its own two ways
+
+
+def test_the_class_names_each_submission_by_its_files_digest(tmp_path):
+    """Learners of the same kind submit the same file; a smaller class is the bigger one's
+    first learners, file for file."""
+    big = class_scale.build_class(tmp_path / "big", 7)
+    small = class_scale.build_class(tmp_path / "small", 5)
+    assert len(big) == 14 and small.items() <= big.items()
+    assert big["s005/01-naive"] == big["s000/01-naive"] != big["s001/01-naive"]
+    assert len(set(small.values())) == 10  # every kind of both assignments
+    data = (tmp_path / "big/autograder/submitted/s006/02-tiled/tiled.ipynb").read_bytes()
+    assert class_scale.hashlib.sha256(data).hexdigest() == big["s006/02-tiled"]

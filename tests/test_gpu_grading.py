@@ -30,6 +30,13 @@ def test_reference_solution_passes_both_gates(exercise_id):
         return
     assert v.correct and v.speed_measured and v.speed_passed, scoring.report(v)
     assert v.speedup >= ex.gate and v.gpu
+    # the emulator's traffic count, made on a thread beside the speed run, as made alone
+    import numpy as np
+
+    from tilelab.grading.pipeline import count_traffic
+
+    assert "traffic_wait" in v.timeline
+    assert v.traffic == count_traffic(ex, ex.reference.source(), np.random.default_rng())
 
 
 SLOW_BUT_RIGHT = ("naive", "tiled", "transpose_padded", "matmul_at_padded", "regblock",

@@ -428,10 +428,14 @@ def test_a_speed_runs_timed_rounds_are_alone_and_its_checks_hold_nothing(
                                   .get_function(ex.baseline.name), "baseline"),
                           ex.baseline.launch),
     }
+    began = time.monotonic()
     t = time_checked(rt, kernels, ex.problem, shape, rng, check, POISON_BITS, warmup=1,
                      repeat=2, gpu_work=mine.shared, alone=mine.exclusive)
     assert len(t["candidate"].samples_ms) == 2
     assert seen == order
+    holds = 1 if order.index("check") > 2 else 3  # one hold, or one per round
+    assert t["candidate"].holds == t["baseline"].holds == holds
+    assert 0 < t["candidate"].alone_s < time.monotonic() - began
     assert mine.mode == 0 and probe(fcntl.LOCK_EX)
 
 

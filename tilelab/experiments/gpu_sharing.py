@@ -10,7 +10,9 @@ equals the one-task run's, and the hours 1,000 learners x 5 kernels take on one 
 and on eight (each with as many CPU cores as this machine). The recommended setting is the
 fewest tasks whose rate is within :data:`NEAR` of the best with every grade identical.
 ``TILELAB_GPU_SHARING_STUDENTS`` (default 8, two submissions each) sizes the class;
-``TILELAB_GPU_SHARING_TASKS`` (default ``1 2 4 8``) names the settings measured.
+``TILELAB_GPU_SHARING_BASE_STUDENTS`` (default the same, at least 5) the first setting's
+(its grades are the reference: each submission is held to the points it gave the same
+file); ``TILELAB_GPU_SHARING_TASKS`` (default ``1 2 4 8``) names the settings measured.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "class_scale.py"
 TASKS = (1, 2, 4, 8)
 NEAR = 0.05
 STUDENTS_ENV = "TILELAB_GPU_SHARING_STUDENTS"
+BASE_ENV = "TILELAB_GPU_SHARING_BASE_STUDENTS"
 TASKS_ENV = "TILELAB_GPU_SHARING_TASKS"
 COLUMNS = {"tasks_per_gpu": "", "submissions": "", "submissions_per_minute": "/min",
            "speedup": "x", "per_minute_in_tasks": "/min", "grades_identical": "",
@@ -69,13 +72,14 @@ def run(rt: Any, out: Path) -> Path:
         raise RuntimeError(f"gpu_sharing runs {SCRIPT.name} from the course's repository "
                            "(benchmarks/); run `tilelab bench gpu_sharing` from a clone")
     students = int(os.environ.get(STUDENTS_ENV, "8"))
+    base = int(os.environ.get(BASE_ENV) or students)
     tasks = [int(k) for k in os.environ.get(TASKS_ENV, "").split()] or list(TASKS)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tilelab-gpu-sharing-") as tmp:
         result = Path(tmp) / "scale.json"
         p = subprocess.run([sys.executable, str(SCRIPT), "--gpu", "--dask", "--workers", "1",
-                            "--students", str(students), "--tasks-per-gpu",
-                            *map(str, tasks), "--json", str(result)],
+                            "--students", str(students), "--base-students", str(base),
+                            "--tasks-per-gpu", *map(str, tasks), "--json", str(result)],
                            cwd=SCRIPT.parents[1], text=True)
         if not result.exists():
             raise RuntimeError(f"class_scale.py wrote no figures (exit status {p.returncode})")
@@ -84,11 +88,14 @@ def run(rt: Any, out: Path) -> Path:
     return write(
         out, "gpu_sharing", "Submissions per minute on one GPU, by grading tasks per GPU",
         f"A synthetic class of {students} learners x 2 assignments (right, wrong, slow, "
-        "broken and hostile submissions; one kernel each) graded on one GPU by a Dask "
+        "broken and hostile submissions; one kernel each"
+        + (f"; the first setting grades its first {base} learners" if base < students else "")
+        + ") graded on one GPU by a Dask "
         f"cluster with {', '.join(map(str, tasks))} tasks at once sharing the GPU's lock "
         "(untimed GPU work shared, each round of timed launches alone; counted launches "
         "as counters_lock says, CUDA's starts and ends as start_lock says). "
-        "grades_identical: every submission's points equal the one-task run's. "
+        f"grades_identical: every submission's points equal those the {tasks[0]}-task run "
+        "gave the same submitted file. "
         "per_minute_in_tasks: the rate from the first task's start to the "
         "last one's end (without the cluster's start and stop, which a class of any size "
         "pays once). "
@@ -97,5 +104,6 @@ def run(rt: Any, out: Path) -> Path:
         f"{NEAR:.0%} of the best rate with every grade identical. "
         f"{os.cpu_count()} CPU cores. Took {time.monotonic() - t0:.0f} s.",
         COLUMNS, rows, method="benchmarks/class_scale.py --gpu --dask --workers 1 "
+                              f"--students {students} --base-students {base} "
                               f"--tasks-per-gpu {' '.join(map(str, tasks))}",
     )

@@ -6,7 +6,8 @@
     validate (size, includes, signature, the graded subset) -> compile
       -> (GPU: compute-sanitizer and Nsight Compute given the source, to run beside the
          rest; the grading worker started them ahead: :mod:`tilelab.grading.ahead`)
-      -> correctness -> schedules (GPU: right under the emulator's varied orders too)
+      -> correctness -> (GPU: the emulator's count of the lesson's traffic, feedback, and
+         its schedules, right under varied orders too, both run beside the speed run)
       -> analysis (emulator: feedback)
       -> speed (GPU: timed launches that cannot replay, then the lesson from the GPU's
          own counters) -> the sanitizer's findings (GPU: a problem takes back what was
@@ -74,6 +75,9 @@ class Run:
     counting: counters.Counting | None = None  # ncu while it runs (see `start_counters`)
     kept: Verdict | None = None  # the verdict as the speed run found it (see `speed`)
     ahead: Ahead | None = None  # tools the worker started before CUDA (tilelab.grading.ahead)
+    counting_traffic: Future | None = None  # the emulator's traffic count, beside the rest
+    scheduling: Future | None = None  # the emulator's varied orders, beside the speed run
+    beside: ThreadPoolExecutor | None = None  # the threads those two run on
     rng: np.random.Generator = field(default_factory=np.random.default_rng)
 
 
@@ -215,18 +219,46 @@ def schedules(run: Run, v: Verdict) -> bool:
     """On a GPU: the same source must also be right on the emulator, whose launches run
     blocks and threads in varied orders, at a few small graded shapes: a kernel that races
     in global memory (one block reading or zeroing what another writes) may pass on a GPU
-    by the luck of its schedule, and loses its points on both backends alike."""
+    by the luck of its schedule, and loses its points on both backends alike. A CPU's work,
+    run on a thread beside the speed run; :func:`take_schedules` reads it."""
     if not (v.correct and run.rt.name == "gpu"):
         return True
-    why = schedule_failure(run.ex, run.text, run.rng)
-    if why is not None:
-        v.correct = False
-        v.messages.append(
-            "right on this GPU, but not on the emulator, which runs the blocks and threads "
-            f"of a launch in varied orders: {why} A kernel must be right in every order a GPU "
-            "may run it (no block may read or overwrite another's output)."
-        )
+    run.scheduling = _beside(run).submit(schedule_failure, run.ex, run.text,
+                                         run.rng.spawn(1)[0])
     return True
+
+
+def take_schedules(run: Run, v: Verdict) -> bool:
+    """What :func:`schedules` found; False where the kernel is wrong in the emulator's
+    orders: then what was done since correctness (the speed run, the lesson) is taken
+    back, and the verdict is the one the steps in turn would give."""
+    pending, run.scheduling = run.scheduling, None
+    if pending is None:
+        return True
+    t0 = time.perf_counter()
+    why = pending.result()
+    v.timeline["schedules_wait"] = round(time.perf_counter() - t0, 4)
+    if why is None:
+        return True
+    kept, run.kept = run.kept, None  # wrong before the speed run: no sanitizer verdict
+    if kept is not None:
+        seconds, timeline = v.step_seconds, v.timeline
+        v.__dict__.update(kept.__dict__)
+        v.step_seconds, v.timeline = seconds, timeline
+    v.correct = False
+    v.messages.append(
+        "right on this GPU, but not on the emulator, which runs the blocks and threads "
+        f"of a launch in varied orders: {why} A kernel must be right in every order a GPU "
+        "may run it (no block may read or overwrite another's output)."
+    )
+    return False
+
+
+def _beside(run: Run) -> ThreadPoolExecutor:
+    """The threads a run's CPU work beside the GPU's runs on (made at the first use)."""
+    if run.beside is None:
+        run.beside = ThreadPoolExecutor(2, thread_name_prefix="tilelab-beside")
+    return run.beside
 
 
 def schedule_failure(ex: Exercise, text: str, rng: np.random.Generator) -> str | None:
@@ -394,13 +426,29 @@ def sanitizer_verdict(run: Run, v: Verdict) -> bool:
 
 def lesson_traffic(run: Run, v: Verdict) -> bool:
     """On a GPU, the emulator's count of the same source's global traffic: feedback beside
-    the GPU's own counters (it decides nothing there: the lesson is graded from those)."""
+    the GPU's own counters (it decides nothing there: the lesson is graded from those).
+    A CPU's work (a build and an emulator launch), so it runs on a thread of its own beside
+    the schedules and the speed run (whose launches wait on the GPU), and the speed step
+    takes it before the lesson (:func:`take_traffic`)."""
     if not (v.correct and run.rt.name == "gpu" and run.speed and run.ex.speed_graded):
         return True
-    counted = count_traffic(run.ex, run.text, run.rng)
+    run.counting_traffic = _beside(run).submit(count_traffic, run.ex, run.text,
+                                               run.rng.spawn(1)[0])
+    return True
+
+
+def take_traffic(run: Run, v: Verdict) -> None:
+    """The traffic count :func:`lesson_traffic` started, into ``v.traffic``, taken after the
+    timed rounds (a kernel the schedules found wrong never gets here: its count is not
+    wanted, and :func:`evaluate` waits for it to end)."""
+    counting, run.counting_traffic = run.counting_traffic, None
+    if counting is None:
+        return
+    t0 = time.perf_counter()
+    counted = counting.result()
+    v.timeline["traffic_wait"] = round(time.perf_counter() - t0, 4)
     if isinstance(counted, dict):
         v.traffic = counted
-    return True
 
 
 def count_traffic(ex: Exercise, text: str, rng: np.random.Generator) -> dict[str, Any] | str:
@@ -459,19 +507,21 @@ def judge_lesson(ex: Exercise, v: Verdict) -> None:
 def speed(run: Run, v: Verdict) -> bool:
     """The speed gate, measured on a GPU; on the emulator speed and the lesson are not
     measured (its analysis, run in the kernel's own process, is feedback, never points).
-    While the sanitizer still runs, the verdict as it stands is kept first: a finding
-    returns to it (:func:`sanitizer_verdict`)."""
+    While the sanitizer or the schedules still run, the verdict as it stands is kept
+    first: a finding returns to it (:func:`sanitizer_verdict`, :func:`take_schedules`)."""
     ex, rt = run.ex, run.rt
     if not v.correct:
         return True
-    if run.sanitizing is not None:
+    if run.sanitizing is not None or run.scheduling is not None:
         run.kept = Verdict.from_dict(v.to_dict())
     v.messages.append(f"correct on {len(ex.shapes)} shapes with fresh random inputs")
     if not ex.speed_graded:
         v.messages.append("this step is graded for correctness only (no speed test)")
     elif rt.name == "gpu" and run.speed:
         measure_speed(rt, run.fn, ex, v, run.rng)
-        lesson_gate(run, v)
+        if take_schedules(run, v):
+            take_traffic(run, v)
+            lesson_gate(run, v)
     elif rt.name == "gpu":
         v.messages.append("speed was not measured (not asked for): correctness only")
     else:
@@ -481,6 +531,7 @@ def speed(run: Run, v: Verdict) -> bool:
             "feedback, not points)"
         )
         analysis_feedback(ex, v)
+    take_schedules(run, v)  # where the speed run did not take it
     return True
 
 
@@ -536,6 +587,8 @@ def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random
     v.speed_measured = True
     v.speed_rounds_redone = t["candidate"].redone
     v.timeline["speed_lock_wait"] = round(t["candidate"].waited_s, 4)
+    v.timeline["speed_alone"] = round(t["candidate"].alone_s, 4)  # the GPU held alone
+    v.timeline["speed_holds"] = t["candidate"].holds
     v.candidate_ms = t["candidate"].median_ms
     v.baseline_ms = t["baseline"].median_ms
     v.speedup = v.baseline_ms / v.candidate_ms
@@ -659,8 +712,8 @@ def sampled_compare(ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
 
 #: The grader, in order.
 STEPS: tuple[Step, ...] = (
-    validate, compile_candidate, sanitizer, start_counters, correctness, schedules, analysis,
-    lesson_traffic, speed, sanitizer_verdict,
+    validate, compile_candidate, sanitizer, start_counters, correctness, lesson_traffic,
+    schedules, analysis, speed, sanitizer_verdict,
 )
 
 
@@ -694,6 +747,8 @@ def evaluate(
             run.sanitizing.stop()
         if run.counting is not None:  # not needed (slow, or wrong), or a step failed
             run.counting.stop()
+        if run.beside is not None:  # work beside not taken (wrong since) ends first
+            run.beside.shutdown(wait=True, cancel_futures=True)
     p = scoring.points(v)
     v.points_correct, v.points_speed = p.correct, p.speed
     return v

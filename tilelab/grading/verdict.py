@@ -55,7 +55,9 @@ class Verdict:
     step_seconds: dict[str, float] = field(default_factory=dict)  # wall time of each step run
     #: when things happened, in seconds: the grading worker's moments from its start
     #: (``worker_*``), each GPU tool's from the tool's (``ncu_*``, ``racecheck_*``...), and
-    #: what a step spent waiting or counting within it (``speed_lock_wait``, ``counters``)
+    #: what a step spent waiting, holding or counting within it (``speed_lock_wait``;
+    #: ``speed_alone``, the seconds its timed rounds held the GPU alone, in ``speed_holds``
+    #: holds; ``counters``)
     timeline: dict[str, float] = field(default_factory=dict)
     #: timed rounds of the speed run run again because the grader's CPU held up a launch
     #: (a busy machine: see tilelab.device.bench.time_checked)
