@@ -86,8 +86,54 @@ def test_two_processes_racing_build_one_base_cache_and_leave_no_temporary_folder
     assert [p.name for p in (cache / "base").iterdir()] == [folder.name]  # no temp left
     probes = list((folder / "emu").glob("prelude-*.json"))
     assert len(probes) == 2  # the probe of the plain and of the analysed build
+    assert len(list((folder / "emu").glob("pch-*/tilelab_emu.h.gch"))) == 2  # precompiled
+    assert not list((folder / "emu").glob(".pch-*"))  # no folder of a build left
     assert basecache.base_cache("emu") == folder  # found, not built again
     assert [p.name for p in (folder / "emu").glob("prelude-*.json")] == [p.name for p in probes]
+
+
+def test_a_build_with_the_precompiled_prelude_is_the_build_without_it(cache, monkeypatch):
+    """g++ reads the prelude precompiled (made once, in the cache, outside a sandbox): the
+    library's kernels, shared memory and results are those of a build that reads the
+    headers, and an #include of anything else is refused as before."""
+    import numpy as np
+
+    from tilelab.device.runtime import get_runtime
+    from tilelab.emu import compile as emu_compile
+    from tilelab.emu.errors import CompileError
+    from tilelab.emu.translate import translate
+    from tilelab.grading.correctness import launch
+
+    src = reference("tiled")
+    flags = emu_compile._flags(False)
+    pch = emu_compile.prelude_pch(flags)
+    assert pch is not None and (pch / emu_compile.PCH).is_file()
+    assert emu_compile.prelude_pch(flags) == pch  # found, not made again
+    seen = []
+    real = emu_compile._gxx
+
+    def gxx(*args):
+        proc, headers, stderr = real(*args)
+        seen.append(headers)
+        return proc, headers, stderr
+
+    monkeypatch.setattr(emu_compile, "_gxx", gxx)
+    code = translate(src).code
+    with_pch = emu_compile.build(code, analysis=False, source=src)
+    assert seen[-1] == {os.path.realpath(pch / emu_compile.PCH)}  # no header read
+    monkeypatch.setattr(emu_compile, "prelude_pch", lambda flags: None)
+    without = emu_compile.build(code + "// read the headers\n", analysis=False, source=src)
+    assert len(seen[-1]) > 100
+    assert (with_pch.kernels, with_pch.static_shared) == (without.kernels, without.static_shared)
+    monkeypatch.setattr(emu_compile, "_gxx", real)
+    ex, shape, rt = exercises.get("tiled"), (64, 96, 64), get_runtime("emu")
+    inputs = ex.problem.make_inputs(shape, np.random.default_rng(3))
+    got = [launch(rt, rt.SourceModule(src + extra).get_function(ex.kernel), ex.problem,
+                  ex.launch, shape, inputs) for extra in ("", "// read the headers\n")]
+    assert np.array_equal(got[0], got[1])
+    with pytest.raises(CompileError, match="not allowed"):
+        emu_compile.build(translate('#include "/etc/hostname"\n' + src).code,
+                          analysis=False, source=src)
 
 
 def test_the_emulator_uses_a_build_in_a_read_only_base_in_place(tmp_path, monkeypatch):

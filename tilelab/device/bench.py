@@ -187,6 +187,11 @@ class Timed:
     launch: Launch
 
 
+class HeldUp(RuntimeError):
+    """More timed rounds were held up by this machine's CPU than a speed run may run again
+    (see :func:`time_checked`'s ``redo_after_ms``): its times would count the waits."""
+
+
 class WrongLaunch(RuntimeError):
     """A timed launch whose output is wrong: ``label`` names the kernel, ``index`` the launch
     (0-based, warm-up included) and ``reason`` what the check found."""
@@ -340,7 +345,8 @@ def time_checked(
     ``redo_after_ms``: a timed round in which this process took longer than that to queue
     a launch after its start event (held up by the CPU's other work: the GPU's time would
     count the wait) is checked, its times dropped for every kernel alike, and run again on
-    new inputs, at most ``repeat`` times.
+    new inputs, at most ``repeat`` times; one more raises :class:`HeldUp` (once the rounds
+    already run are checked), so a held-up time is never counted.
     """
     spare = repeat if redo_after_ms is not None else 0
     sets = InputSets(problem.make_inputs, shape, rng, warmup + repeat + spare)
@@ -360,8 +366,8 @@ def time_checked(
         per_round = sum(4 * r.words for r in rotations.values())
         most = max(1, HOLD_BYTES // max(per_round, 1))
         i = timed = redone = holds = 0
-        alone_s = 0.0
-        while timed < repeat:
+        alone_s, held_up = 0.0, False
+        while timed < repeat and not held_up:
             held: list[tuple[int, dict[str, np.ndarray]]] = []  # rounds to check
             with alone():
                 began = time.perf_counter()
@@ -375,7 +381,10 @@ def time_checked(
                     if i >= warmup:
                         late = redo_after_ms is not None and max(
                             took for _, took in ms.values()) > redo_after_ms
-                        if late and redone < spare:
+                        if late and redone == spare:  # never a held-up time counted
+                            held_up = True
+                            break
+                        if late:
                             redone += 1
                         else:
                             timed += 1
@@ -390,6 +399,10 @@ def time_checked(
                     why = check(inputs, got)
                     if why is not None:
                         raise WrongLaunch(key, j, warmup + repeat + redone, why)
+        if held_up:  # the outputs checked first: a wrong launch is that, held up or not
+            raise HeldUp(f"this machine's CPU held up {redone + 1} of the timed rounds (a "
+                         f"launch queued more than {redo_after_ms:g} ms after its start "
+                         "event), more than a speed run may run again")
     finally:
         runs = pools = rotations = flusher = start = end = None  # type: ignore[assignment]
         if gpu:  # the device buffers and events, freed as GPU work

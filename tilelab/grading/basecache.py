@@ -1,7 +1,8 @@
 """The read-only caches a grading sandbox starts with.
 
-**The base cache** holds what every build needs first: the emulator prelude's probe (the
-emulator also counts a GPU submission's traffic) and, on a GPU, PyCUDA's builds of the
+**The base cache** holds what every build needs first: the emulator prelude's probe and
+the prelude precompiled for the graded and the analysis builds (the emulator also counts
+a GPU submission's traffic) and, on a GPU, PyCUDA's builds of the
 kernels every speed run compiles (the baselines). Only the course's own code builds it, in
 a sandbox of its own (so the paths it records are the sandbox's), never a submission. It
 lives in the user's cache folder under a name made of its content (the emulator's sources
@@ -58,7 +59,7 @@ _BUILD_NAME = {
 }
 _BUILD_LIMIT = 64 << 20  # bytes: no build of a kernel comes near it
 
-_WARM_EMULATOR = "from tilelab.emu.compile import prelude_needs as p; p(False); p(True)"
+_WARM_EMULATOR = "from tilelab.emu.compile import warm; warm()"
 _WARM_GPU = "from tilelab.grading.pipeline import compile_speed_kernels as c; c()"
 
 
@@ -140,7 +141,7 @@ def _drop_abandoned(top: Path) -> None:
 
 def _build(backend_name: str, folder: Path) -> tuple[int, int]:
     """Build each part of the base cache into ``folder`` in a sandbox; (built, failed)."""
-    parts = [("the emulator's prelude probe", _WARM_EMULATOR, {})]
+    parts = [("the emulator's prelude probe and precompiled prelude", _WARM_EMULATOR, {})]
     if backend_name == "gpu":
         parts.append(("PyCUDA's builds of the speed runs' baselines", _WARM_GPU,
                       {"PYCUDA_CACHE_DIR": f"{bwrap.WORK}/{PYCUDA_CACHE}"}))

@@ -34,7 +34,7 @@ import numpy as np
 
 from tilelab.catalog import exercises
 from tilelab.catalog.exercises import Exercise
-from tilelab.device.bench import Timed, WrongLaunch, time_checked
+from tilelab.device.bench import HeldUp, Timed, WrongLaunch, time_checked
 from tilelab.device.runtime import Runtime, get_runtime
 from tilelab.emu import errors
 from tilelab.grading import counters, gpulock, scoring, traffic
@@ -566,7 +566,7 @@ def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random
         t = time_checked(rt, kernels, ex.problem, shape, rng, launch_check(ex, shape, rng),
                          POISON_BITS, gpu_work=gpulock.shared, alone=gpulock.exclusive,
                          redo_after_ms=HELD_UP_MS if rt.name == "gpu" else None)
-    except gpulock.GpuBusy as exc:
+    except (gpulock.GpuBusy, HeldUp) as exc:
         v.messages.append(f"speed was not measured: {exc}; grade it again")
         return
     except WrongLaunch as exc:
