@@ -498,6 +498,22 @@ def test_an_interrupted_run_grades_only_what_is_missing_or_changed(tmp_path):
     assert stale["graded"] == total and stale["up_to_date"] == 0
 
 
+def test_a_speed_the_grader_could_not_measure_is_graded_again_on_the_next_run():
+    """A kernel whose speed run the grader could not finish (the GPU stayed busy, its CPU
+    held up the timed rounds) is the grader's fault: its summary line says so, and the
+    task's result is then a retry (its verdict file is not marked up to date)."""
+    from tilelab.classroom.steps import Submission, summary_line
+    from tilelab.grading.verdict import Verdict
+
+    sub = Submission("02-tiled", "ann")
+    v = Verdict.for_exercise(exercises.get("tiled"), "gpu", "G")
+    sub.verdicts = [v]
+    assert summary_line(sub)["regrade"] == []
+    v.regrade = "the GPU stayed busy with other grading tasks for more than 600 s"
+    assert summary_line(sub)["regrade"] == [v.regrade]
+    assert Verdict.from_dict(v.to_dict()).regrade == v.regrade  # through the worker's JSON
+
+
 def test_a_rerun_is_up_to_date_only_with_the_same_files_inputs_and_gradebook():
     files = {"solutions/01-naive/naive.ipynb": b"{}", "autograder/nbgrader_config.py": b"c"}
     inputs = resume.inputs_digest(files, {"backend": "emu", "gates": {"naive": 1.2}})

@@ -33,6 +33,9 @@ CASES = {
                   "speedup": 3.0, "candidate_ms": 1.0, "baseline_ms": 3.0},
     "GPU, slow": {"backend": "gpu", "gpu": "G", "speed_measured": True, "speed_passed": False,
                   "speedup": 1.1, "candidate_ms": 1.0, "baseline_ms": 1.1},
+    "GPU, not measured": {"backend": "gpu", "gpu": "G", "messages": [
+        "speed was not measured: this machine's CPU held up 21 of the timed rounds; "
+        "grade it again"]},
 }
 
 
@@ -54,6 +57,19 @@ def test_awarded_speed_is_reported_as_awarded():
         f"({v.max_points_speed:g}/" in report
     assert "speed: not measured: needs a GPU  (0/" in scoring.report(v, award=False)
     assert scoring.points(v, award=False).speed == 0
+
+
+def test_the_award_never_gives_speed_points_to_a_gpu_run_that_was_not_measured():
+    """The policy is for a class without a GPU: on a GPU, a speed run the grader could not
+    measure (a GPU that stayed busy, rounds the CPU held up, both of which a submission may
+    bring about) earns no speed points, and the report says why it was not measured."""
+    v = verdict(**CASES["GPU, not measured"])
+    assert scoring.points(v, award=True).speed == 0 == scoring.points(v, award=False).speed
+    assert scoring.speed_status(v, award=True)[0] is False
+    report = scoring.report(v, award=True)
+    assert "speed: not measured: this machine's CPU held up 21 of the timed rounds" in report
+    assert "awarded" not in report
+    assert scoring.points(verdict(), award=True).speed > 0  # without a GPU: awarded
 
 
 def test_a_zero_verdict_names_the_exercise_and_its_maxima():

@@ -255,14 +255,22 @@ def grade_one(run: ClassRun, assignment: str, student: str,
     scrub(run, sub)
     record(run, sub)
     feedback(run, sub, refused=refusal is not None)
+    return summary_line(sub)
+
+
+def summary_line(sub: Submission) -> dict[str, Any]:
+    """A graded submission's line of the class summary; ``regrade``: why the grader could
+    not finish measuring a kernel (its fault, not the submission's: the class run grades
+    it again next run)."""
     return {
-        "assignment": assignment,
-        "student": student,
+        "assignment": sub.assignment,
+        "student": sub.student,
         "points": sub.points,
         "score": sum(sum(p.values()) for p in sub.points.values()),
         "max_score": sum(v.max_points_correct + v.max_points_speed for v in sub.verdicts),
         "messages": {v.exercise: v.messages[:1] for v in sub.verdicts if not v.correct},
         "notes": sub.notes,
+        "regrade": [v.regrade for v in sub.verdicts if v.regrade],
     }
 
 

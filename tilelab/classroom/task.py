@@ -164,6 +164,7 @@ def grade(course: Course, sub: Submission, refusal: Refusal | None = None) -> Re
             warnings.simplefilter("ignore", SAWarning)  # nbgrader's own autoflush warnings
             try:
                 summary = grade_one(run, sub.assignment, sub.student, refusal)
+                retry = retry or bool(summary.pop("regrade", None))  # a speed not measured
             except Exception as exc:  # the grader's own failure: record it, go on
                 run.failed(sub.assignment, sub.student, "internal", f"{type(exc).__name__}: {exc}")
                 summary = {"assignment": sub.assignment, "student": sub.student, "points": {}}

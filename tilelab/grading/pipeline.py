@@ -518,7 +518,12 @@ def speed(run: Run, v: Verdict) -> bool:
     if not ex.speed_graded:
         v.messages.append("this step is graded for correctness only (no speed test)")
     elif rt.name == "gpu" and run.speed:
-        measure_speed(rt, run.fn, ex, v, run.rng)
+        try:
+            measure_speed(rt, run.fn, ex, v, run.rng)
+        except Exception:  # a kernel the schedules find wrong gets their verdict, as before
+            if not take_schedules(run, v):
+                return True
+            raise
         if take_schedules(run, v):
             take_traffic(run, v)
             lesson_gate(run, v)
@@ -568,6 +573,7 @@ def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random
                          redo_after_ms=HELD_UP_MS if rt.name == "gpu" else None)
     except (gpulock.GpuBusy, HeldUp) as exc:
         v.messages.append(f"speed was not measured: {exc}; grade it again")
+        v.regrade = str(exc)
         return
     except WrongLaunch as exc:
         if exc.label != "candidate":

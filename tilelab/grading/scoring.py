@@ -62,7 +62,18 @@ def speed_judged(v: Verdict) -> bool:
 
 def unmeasured(v: Verdict) -> str:
     """Why a verdict has no measured speed."""
-    return NOT_MEASURED if v.backend != "gpu" else "not measured (not asked for)"
+    if v.backend != "gpu":
+        return NOT_MEASURED
+    said = next((m for m in v.messages if m.startswith("speed was not measured")), "")
+    return _first_line(said.replace("speed was ", "", 1)) or "not measured (not asked for)"
+
+
+def awarded(v: Verdict, award: bool) -> bool:
+    """Whether the instructor's policy gives this verdict its speed points unmeasured: only
+    a verdict graded without a GPU. On a GPU, a speed run that was not measured (the GPU
+    stayed busy, the grader's CPU held up its rounds) earns none: the policy is for a
+    class with no GPU, never a way round the gate."""
+    return award and v.backend != "gpu"
 
 
 def points(v: Verdict, award: bool = False) -> Points:
@@ -72,7 +83,7 @@ def points(v: Verdict, award: bool = False) -> Points:
     if speed_judged(v):
         speed = v.max_points_speed if v.speed_passed else 0.0
     else:
-        speed = v.max_points_speed if award else 0.0
+        speed = v.max_points_speed if awarded(v, award) else 0.0
     return Points(v.max_points_correct, speed)
 
 
@@ -86,7 +97,7 @@ def speed_status(v: Verdict, award: bool = False) -> tuple[bool, str]:
             f"(gate {v.gate:g}x; yours {v.candidate_ms:.3f} ms, "
             f"baseline {v.baseline_ms:.3f} ms)"
         )
-    if award:
+    if awarded(v, award):
         name = settings.AWARD_SPEED_WITHOUT_GPU.name
         return True, f"{unmeasured(v)}; awarded by the instructor's policy ({name}=1)"
     return False, unmeasured(v)

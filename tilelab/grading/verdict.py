@@ -62,6 +62,9 @@ class Verdict:
     #: timed rounds of the speed run run again because the grader's CPU held up a launch
     #: (a busy machine: see tilelab.device.bench.time_checked)
     speed_rounds_redone: int | None = None
+    #: why the grader could not measure this kernel's speed (its GPU stayed busy, its CPU
+    #: held up the timed rounds): not the submission's fault, so a class run grades it again
+    regrade: str | None = None
 
     @classmethod
     def for_exercise(
