@@ -260,21 +260,21 @@ def prelude_pch(flags: list[str], make: bool | None = None) -> Path | None:
     cxx, version = compiler()
     key = _digest(["pch", 1, _compile_only(flags), version, _prelude_digest(),
                    str(PRELUDE_DIR)])
-    root = cache_dir()
+    root, name = cache_dir(), f"pch-{key}"
     for folder in (root, *base_caches()):
-        if (folder / f"pch-{key}" / PCH).is_file():
-            return folder / f"pch-{key}"
+        if (folder / name / PCH).is_file():
+            return folder / name
     if not (make if make is not None else not base_caches()):
         return None
-    building = Path(tempfile.mkdtemp(prefix=f".pch-{key}-", dir=root))
+    building = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
     try:
         proc = _run_gxx([cxx, *_compile_only(flags), "-x", "c++-header",
                          str(PRELUDE_DIR / "tilelab_emu.h"), "-o", PCH], str(building), None)
         if proc.returncode != 0:
             return None
         with contextlib.suppress(OSError):  # another process's may be there first
-            os.rename(building, root / f"pch-{key}")
-        return root / f"pch-{key}" if (root / f"pch-{key}" / PCH).is_file() else None
+            os.rename(building, root / name)
+        return root / name if (root / name / PCH).is_file() else None
     finally:
         shutil.rmtree(building, ignore_errors=True)
 

@@ -235,16 +235,12 @@ def take_schedules(run: Run, v: Verdict) -> bool:
     pending, run.scheduling = run.scheduling, None
     if pending is None:
         return True
-    t0 = time.perf_counter()
-    why = pending.result()
-    v.timeline["schedules_wait"] = round(time.perf_counter() - t0, 4)
+    why = _joined(pending, v, "schedules_wait")
     if why is None:
         return True
     kept, run.kept = run.kept, None  # wrong before the speed run: no sanitizer verdict
     if kept is not None:
-        seconds, timeline = v.step_seconds, v.timeline
-        v.__dict__.update(kept.__dict__)
-        v.step_seconds, v.timeline = seconds, timeline
+        _take_back(v, kept)
     v.correct = False
     v.messages.append(
         "right on this GPU, but not on the emulator, which runs the blocks and threads "
@@ -252,6 +248,22 @@ def take_schedules(run: Run, v: Verdict) -> bool:
         "may run it (no block may read or overwrite another's output)."
     )
     return False
+
+
+def _joined(pending: Future, v: Verdict, mark: str) -> Any:
+    """The result of work run beside, its wait for it in ``v.timeline[mark]``."""
+    t0 = time.perf_counter()
+    result = pending.result()
+    v.timeline[mark] = round(time.perf_counter() - t0, 4)
+    return result
+
+
+def _take_back(v: Verdict, kept: Verdict) -> None:
+    """``v`` back to ``kept``, the verdict before the speed run, keeping what the steps
+    took (``step_seconds``, ``timeline``)."""
+    seconds, timeline = v.step_seconds, v.timeline
+    v.__dict__.update(kept.__dict__)
+    v.step_seconds, v.timeline = seconds, timeline
 
 
 def _beside(run: Run) -> ThreadPoolExecutor:
@@ -414,9 +426,7 @@ def sanitizer_verdict(run: Run, v: Verdict) -> bool:
     v.timeline |= tools.marks
     problems = [r["summary"] for r in found.values() if r.get("errors")]
     if problems:
-        seconds, timeline = v.step_seconds, v.timeline
-        v.__dict__.update(kept.__dict__)
-        v.step_seconds, v.timeline = seconds, timeline
+        _take_back(v, kept)
         v.correct = False
         v.traffic = None
         v.messages.extend(problems)
@@ -444,9 +454,7 @@ def take_traffic(run: Run, v: Verdict) -> None:
     counting, run.counting_traffic = run.counting_traffic, None
     if counting is None:
         return
-    t0 = time.perf_counter()
-    counted = counting.result()
-    v.timeline["traffic_wait"] = round(time.perf_counter() - t0, 4)
+    counted = _joined(counting, v, "traffic_wait")
     if isinstance(counted, dict):
         v.traffic = counted
 
