@@ -294,3 +294,69 @@ def test_a_supervised_sandbox_ends_when_the_grader_that_started_it_is_gone(tmp_p
             break
         time.sleep(0.1)
     assert not running(command) and not running(supervisor)
+
+
+def _counting_bwrap(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A bwrap that logs each call and runs the real one, but answers as bubblewrap does
+    when it can make no sandbox: for a command other than the probe's ``true``, and for
+    every command once the file ``broken`` exists (the wrapper itself unchanged)."""
+    log, wrapper, broken = tmp_path / "calls", tmp_path / "bwrap", tmp_path / "broken"
+    real = __import__("shutil").which("bwrap")
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"echo \"$@\" >> {log}\n"
+        "for last; do :; done\n"
+        f'if [ "$last" != true ] || [ -e {broken} ]; then\n'
+        "  echo 'bwrap: No permissions to create new namespace' >&2; exit 1\n"
+        "fi\n"
+        f'exec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper, log, broken
+
+
+def test_a_passed_probe_is_remembered_until_bubblewrap_fails(tmp_path, monkeypatch):
+    """The probe sandbox runs once per boot, user and bubblewrap (a check's start is
+    shorter by it); where bubblewrap later makes no sandbox, the run says so as before and
+    the next process probes again."""
+    wrapper, log, broken = _counting_bwrap(tmp_path)
+    monkeypatch.setenv("TILELAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(sandbox, "BWRAP", str(wrapper))
+    sandbox.problem.cache_clear()
+    stamps = tmp_path / "cache" / "sandbox"
+    try:
+        assert sandbox.problem() is None
+        sandbox.problem.cache_clear()
+        assert sandbox.problem() is None  # remembered: not probed again
+        assert len(log.read_text().splitlines()) == 1 and list(stamps.glob("probe-*"))
+        work = tmp_path / "work"
+        work.mkdir()
+        res = sandbox.run(["sh", "-c", "exit 0"], work)  # bubblewrap made no sandbox
+        assert res.returncode == 1 and res.stderr.startswith(b"bwrap: ")
+        assert not list(stamps.glob("probe-*"))  # forgotten
+        sandbox.problem.cache_clear()  # (as in the next process)
+        assert sandbox.problem() is None and len(log.read_text().splitlines()) == 3
+        broken.touch()  # now bubblewrap makes no sandbox at all
+        sandbox.run(["sh", "-c", "exit 0"], work)
+        sandbox.problem.cache_clear()
+        assert "No permissions" in (sandbox.problem() or "")  # probed again: said so
+        assert not list(stamps.glob("probe-*"))
+    finally:
+        monkeypatch.undo()
+        sandbox.problem.cache_clear()
+
+
+def test_the_package_is_byte_compiled_again_only_when_a_module_changed(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "mod.py").write_text("X = 1\n")
+    assert sandbox.byte_compiled(str(pkg))
+    compiled = list((pkg / "__pycache__").glob("mod.*.pyc"))
+    assert len(compiled) == 1 and list((pkg / "__pycache__").glob("compiled-*"))
+    compiled[0].unlink()
+    sandbox.byte_compiled.cache_clear()
+    assert sandbox.byte_compiled(str(pkg))  # nothing changed: nothing read or written
+    assert not compiled[0].exists()
+    (pkg / "mod.py").write_text("X = 22\n")
+    sandbox.byte_compiled.cache_clear()
+    assert sandbox.byte_compiled(str(pkg)) and compiled[0].exists()
+    assert len(list((pkg / "__pycache__").glob("compiled-*"))) == 1

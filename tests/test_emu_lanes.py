@@ -191,3 +191,35 @@ def test_a_child_that_closes_its_pipes_and_stays_is_killed_at_its_time():
     done = native.run_forked(lingers, timeout=1.0)
     assert done.timed_out and done.signal == signal.SIGKILL
     assert time.monotonic() - t0 < 10
+
+
+BLAS_PROBE = """
+import sys
+import tilelab.emu.native
+from threadpoolctl import threadpool_info
+pool = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+print(sys.argv[1], pool)
+"""
+
+
+def test_numpys_blas_runs_on_one_thread_in_every_process_that_forks_launches():
+    """A grading sandbox starts with BLAS capped at one thread (and, its cores left to
+    the launches, OMP_NUM_THREADS as the grader set it): there the emulator need not load
+    threadpoolctl; anywhere else it caps BLAS itself when it loads."""
+    from tilelab.grading import bubblewrap
+
+    env = bubblewrap.sandbox_env({})
+    assert all(env[k] == "1" for k in native.BLAS_THREAD_CAPS)
+    assert env.get("OMP_NUM_THREADS") == (os.environ.get("OMP_NUM_THREADS") or None)
+    plain = {k: v for k, v in os.environ.items()
+             if k not in (*native.BLAS_THREAD_CAPS, "OMP_NUM_THREADS", "TILELAB_SANDBOXED")}
+    boxed = {**plain, **{k: env[k] for k in (*native.BLAS_THREAD_CAPS, "TILELAB_SANDBOXED")}}
+    for name, given in (("plain", plain), ("sandboxed", boxed)):
+        out = subprocess.run(
+            [sys.executable, "-c", "import sys, tilelab.emu.native; "
+             "print('threadpoolctl' in sys.modules)"], env=given, capture_output=True,
+            text=True, check=True).stdout.split()
+        assert out == [str(name == "plain")], (name, out)
+        out = subprocess.run([sys.executable, "-c", BLAS_PROBE, name], env=given,
+                             capture_output=True, text=True, check=True).stdout
+        assert out.strip() == f"{name} [1]", out

@@ -19,7 +19,7 @@ import pytest
 
 from tilelab import settings
 from tilelab.grading import bubblewrap as bwrap
-from tilelab.grading import gpulock
+from tilelab.grading import gpulock, scoring
 from tilelab.grading.worker import launch_lock
 
 HOLD = """
@@ -389,10 +389,10 @@ def test_a_speed_runs_timed_rounds_are_alone_and_its_checks_hold_nothing(
     import numpy as np
 
     from tilelab.catalog import exercises
-    from tilelab.device.bench import Timed, time_checked
+    from tilelab.device.bench import UNWRITTEN, UNWRITTEN_SOURCE, Timed, time_checked
     from tilelab.device.runtime import get_runtime
     from tilelab.grading.diagnosis import POISON_BITS
-    from tilelab.grading.pipeline import launch_check
+    from tilelab.grading.pipeline import ROWS_PER_LAUNCH, launch_check
 
     def probe(how: int) -> bool:  # could another task take it `how` now?
         fd = os.open(lock / "gpu", os.O_RDONLY)
@@ -415,7 +415,8 @@ def test_a_speed_runs_timed_rounds_are_alone_and_its_checks_hold_nothing(
     ex, shape = exercises.get("tiled"), (64, 96, 64)
     rt, rng = get_runtime("emu"), np.random.default_rng(5)
     mine = gpulock.GpuLock(lock)
-    right = launch_check(ex, shape, rng)
+    right = launch_check(ex, shape)
+    unwritten = rt.SourceModule(UNWRITTEN_SOURCE).get_function(UNWRITTEN)
 
     def check(inputs, got):
         seen.append("check" if probe(fcntl.LOCK_EX) else "check while held")
@@ -429,8 +430,9 @@ def test_a_speed_runs_timed_rounds_are_alone_and_its_checks_hold_nothing(
                           ex.baseline.launch),
     }
     began = time.monotonic()
-    t = time_checked(rt, kernels, ex.problem, shape, rng, check, POISON_BITS, warmup=1,
-                     repeat=2, gpu_work=mine.shared, alone=mine.exclusive)
+    t = time_checked(rt, kernels, ex.problem, shape, rng, check, POISON_BITS, unwritten,
+                     ROWS_PER_LAUNCH, warmup=1, repeat=2, gpu_work=mine.shared,
+                     alone=mine.exclusive)
     assert len(t["candidate"].samples_ms) == 2
     assert seen == order
     holds = 1 if order.index("check") > 2 else 3  # one hold, or one per round
@@ -463,7 +465,7 @@ def test_three_graders_sharing_one_gpu_each_measure_speed_and_read_counters(lock
     print(f"three graders on one GPU: {time.monotonic() - t0:.1f} s;",
           [(round(v.speedup or 0, 2), v.step_seconds.get("counters")) for v in verdicts])
     for v in verdicts:
-        assert v.correct and v.speed_measured and v.speed_passed, v.report()
+        assert v.correct and v.speed_measured and v.speed_passed, scoring.report(v)
         assert v.counters and "error" not in v.counters, v.counters
     assert mode_free(lock)
 

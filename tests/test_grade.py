@@ -165,19 +165,28 @@ def test_each_timed_round_is_checked_against_its_own_inputs():
     a launch that returns the last round's output is wrong)."""
     import numpy as np
 
-    from tilelab.grading.pipeline import launch_check
+    from tilelab.device.bench import Sample, sampled_rows
+    from tilelab.grading.diagnosis import POISON_BITS
+    from tilelab.grading.pipeline import ROWS_PER_LAUNCH, launch_check
 
     ex = exercises.get("tiled")
     rng = np.random.default_rng(5)
     shape = (256, 192, 128)
-    check = launch_check(ex, shape, rng)
+    check = launch_check(ex, shape)
     rounds = [ex.problem.make_inputs(shape, rng) for _ in range(3)]
     outputs = [(x["A"].astype(np.float64) @ x["B"]).astype(np.float32) for x in rounds]
-    for x, right in zip(rounds, outputs, strict=True):
-        assert check(x, right) is None
-        assert check(x, right.copy()) is None  # the round's second kernel
-    assert check(rounds[2], outputs[1]) is not None  # a replay of the round before
-    assert check(rounds[0], outputs[0]) is None  # the first round's inputs, come again
+    picks = [sampled_rows(rng, shape[0], ROWS_PER_LAUNCH) for _ in rounds]
+    for x, right, rows in zip(rounds, outputs, picks, strict=True):
+        assert check(x, Sample.of(right, POISON_BITS, rows)) is None
+        assert check(x, Sample.of(right.copy(), POISON_BITS, rows)) is None  # its 2nd kernel
+    # a replay of the round before, on this round's rows
+    assert check(rounds[2], Sample.of(outputs[1], POISON_BITS, picks[2])) is not None
+    # the first round's inputs, come again
+    assert check(rounds[0], Sample.of(outputs[0], POISON_BITS, picks[0])) is None
+    unwritten = outputs[0].copy()
+    unwritten[7, 3] = np.uint32(POISON_BITS).view(np.float32)
+    why = check(rounds[0], Sample.of(unwritten, POISON_BITS, picks[0]))
+    assert why is not None and "1 of 49152 elements of C were never written" in why
 
 
 def test_the_padded_matmul_must_also_beat_a_kernel_that_skips_the_lesson():
@@ -237,7 +246,7 @@ def _checked_run(exercise_id: str, source: str, shape: tuple, repeat: int = 3):
     from tilelab.device.bench import Timed, time_checked
     from tilelab.device.runtime import get_runtime
     from tilelab.grading.diagnosis import POISON_BITS
-    from tilelab.grading.pipeline import launch_check
+    from tilelab.grading.pipeline import ROWS_PER_LAUNCH, launch_check
 
     ex = exercises.get(exercise_id)
     rt = get_runtime("emu")
@@ -247,8 +256,14 @@ def _checked_run(exercise_id: str, source: str, shape: tuple, repeat: int = 3):
         "baseline": Timed(rt.SourceModule(ex.baseline.source()).get_function(ex.baseline.name),
                           ex.baseline.launch),
     }
-    return time_checked(rt, kernels, ex.problem, shape, rng, launch_check(ex, shape, rng),
-                        POISON_BITS, warmup=1, repeat=repeat)
+    return time_checked(rt, kernels, ex.problem, shape, rng, launch_check(ex, shape),
+                        POISON_BITS, _unwritten(rt), ROWS_PER_LAUNCH, warmup=1, repeat=repeat)
+
+
+def _unwritten(rt):
+    from tilelab.device.bench import UNWRITTEN, UNWRITTEN_SOURCE
+
+    return rt.SourceModule(UNWRITTEN_SOURCE).get_function(UNWRITTEN)
 
 
 @pytest.mark.parametrize("exercise_id,shape", [("tiled", (64, 96, 64)),
@@ -323,11 +338,12 @@ def test_a_timed_round_the_cpu_held_up_is_run_again_on_new_inputs_for_every_kern
     from tilelab.device.bench import HeldUp, Timed, time_checked
     from tilelab.device.runtime import get_runtime
     from tilelab.grading.diagnosis import POISON_BITS
-    from tilelab.grading.pipeline import launch_check
+    from tilelab.grading.pipeline import ROWS_PER_LAUNCH, launch_check
 
     ex, shape = exercises.get("tiled"), (64, 96, 64)
     rt, rng = get_runtime("emu"), np.random.default_rng(5)
-    right = launch_check(ex, shape, rng)
+    right = launch_check(ex, shape)
+    unwritten = _unwritten(rt)
     seen: list[bytes] = []
 
     def check(inputs, got):
@@ -341,15 +357,65 @@ def test_a_timed_round_the_cpu_held_up_is_run_again_on_new_inputs_for_every_kern
                           ex.baseline.launch),
     }
     with pytest.raises(HeldUp, match="held up 3 of the timed rounds"):
-        time_checked(rt, kernels, ex.problem, shape, rng, check, POISON_BITS, warmup=1,
-                     repeat=2, redo_after_ms=0.0)
+        time_checked(rt, kernels, ex.problem, shape, rng, check, POISON_BITS, unwritten,
+                     ROWS_PER_LAUNCH, warmup=1, repeat=2, redo_after_ms=0.0)
     rounds = seen[::2]  # each round checks the candidate, then the baseline, on its inputs
     # the warm-up, two rounds run again, the third held up: all checked, none counted
     assert seen[1::2] == rounds and len(rounds) == 1 + 2 + 1 == len(set(rounds))
     seen.clear()
-    t = time_checked(rt, kernels, ex.problem, shape, rng, check, POISON_BITS, warmup=1,
-                     repeat=2)
+    t = time_checked(rt, kernels, ex.problem, shape, rng, check, POISON_BITS, unwritten,
+                     ROWS_PER_LAUNCH, warmup=1, repeat=2)
     assert t["candidate"].redone == 0 and len(seen) == 2 * 3
+
+
+def test_a_timed_launchs_sample_counts_its_unwritten_words_on_the_device():
+    """What the speed run reads back of a launch: the poison's count, made on the device,
+    equals the host's count of the whole output, and the sampled rows are its rows."""
+    import numpy as np
+
+    from tilelab.device.bench import DevicePools, InputSets, Rotation, Sample, Timed
+    from tilelab.device.runtime import get_runtime
+    from tilelab.grading.diagnosis import POISON_BITS
+
+    ex, shape = exercises.get("tiled"), (70, 50, 30)
+    rt, rng = get_runtime("emu"), np.random.default_rng(3)
+    half = ex.reference.source().replace(ex.reference.name + "(", ex.kernel + "(").replace(
+        "if (row < M && col < N)", "if (row < M && col < N && row % 3 != 1)")
+    kernel = Timed(rt.SourceModule(half).get_function(ex.kernel), ex.launch)
+    sets = InputSets(ex.problem.make_inputs, shape, rng, 1)
+    rot = Rotation(rt, kernel, ex.problem, shape, sets[0], POISON_BITS, _unwritten(rt))
+    rot.prepare(0, DevicePools(rt, sets))()
+    rows = np.array([1, 2, 40, 69])
+    got = rot.sample(rows)
+    whole = rt.from_device(rot.current["C"], (70, 50), np.float32)
+    assert got.unwritten == Sample.of(whole, POISON_BITS, rows).unwritten == 23 * 50
+    assert np.array_equal(got.data, whole[rows], equal_nan=True) and got.size == 70 * 50
+    assert np.isnan(got.data[0]).all() and not np.isnan(got.data[1]).any()
+
+
+def test_the_counted_runs_rotation_launches_without_samples():
+    """Nsight Compute's worker launches a speed run's rotation as the timed run does
+    (:func:`tilelab.grading.worker._launch_rotated`) and reads nothing back: its rotation
+    needs no count of unwritten words, and refuses a sample."""
+    import numpy as np
+
+    from tilelab.device.bench import DevicePools, InputSets, Rotation, Timed
+    from tilelab.device.runtime import get_runtime
+    from tilelab.grading.diagnosis import POISON_BITS
+    from tilelab.grading.worker import _launch_rotated
+
+    ex, shape = exercises.get("tiled"), (40, 30, 20)
+    rt = get_runtime("emu")
+    sets = InputSets(ex.problem.make_inputs, shape, np.random.default_rng(2), 2)
+    kernel = Timed(rt.SourceModule(ex.reference.source()).get_function(ex.reference.name),
+                   ex.launch)
+    rot = Rotation(rt, kernel, ex.problem, shape, sets[0], POISON_BITS)
+    _launch_rotated(rt, rot, DevicePools(rt, sets), 1)
+    out = rt.from_device(rot.current["C"], (40, 30), np.float32)
+    want = sets[1]["A"].astype(np.float64) @ sets[1]["B"]
+    assert np.allclose(out, want, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="without the count"):
+        rot.sample(None)
 
 
 def test_each_launch_gets_inputs_no_other_launch_saw():
@@ -371,20 +437,27 @@ def test_each_launch_gets_inputs_no_other_launch_saw():
 def test_a_wrong_timed_launch_earns_nothing_and_says_why():
     import numpy as np
 
-    from tilelab.device.bench import WrongLaunch
+    from tilelab.device.bench import Sample, WrongLaunch, sampled_rows
     from tilelab.grading import pipeline
+    from tilelab.grading.diagnosis import POISON_BITS
 
     ex = exercises.get("tiled")
     msg = pipeline.wrong_launch_message(ex, WrongLaunch("candidate", 3, 25, "12 of 99 "
                                                         "elements of C were never written."))
     assert "launch 4 of 25" in msg and "never written" in msg and "no points" in msg
-    check = pipeline.launch_check(ex, (40, 40, 40), np.random.default_rng(0))
+    check = pipeline.launch_check(ex, (40, 40, 40))
     inputs = ex.problem.make_inputs((40, 40, 40), np.random.default_rng(0))
     right = (inputs["A"].astype(np.float64) @ inputs["B"]).astype(np.float32)
-    assert check(inputs, right) is None
+    rows = sampled_rows(np.random.default_rng(0), 40, pipeline.ROWS_PER_LAUNCH)
+    assert check(inputs, Sample.of(right, POISON_BITS, rows)) is None
     earlier = ex.problem.make_inputs((40, 40, 40), np.random.default_rng(1))
     stale = (earlier["A"].astype(np.float64) @ earlier["B"]).astype(np.float32)
-    assert "sampled rows" in check(inputs, stale)  # an earlier launch's answer
+    # an earlier launch's answer
+    assert "sampled rows" in check(inputs, Sample.of(stale, POISON_BITS, rows))
+    one = right.copy()
+    one[rows[5], 7] += 1.0  # the message names the output's own row, not the sample's
+    assert f"1 of 320 elements wrong; first at C[{rows[5]}][7]" in check(
+        inputs, Sample.of(one, POISON_BITS, rows))
 
 
 # ------------------------------------------------ the same correctness on both backends

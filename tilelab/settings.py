@@ -19,7 +19,10 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Generic, TypeVar
+
+import platformdirs
 
 T = TypeVar("T")
 TRUE = ("1", "true", "yes", "on")
@@ -165,3 +168,8 @@ def _apply(values: dict[str, str | None]) -> None:
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+def cache_root() -> Path:
+    """``$TILELAB_CACHE``, else the user's cache folder (``platformdirs``)."""
+    return Path(os.environ.get("TILELAB_CACHE") or platformdirs.user_cache_dir("tilelab"))

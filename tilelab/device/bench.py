@@ -252,15 +252,58 @@ def _offsets(size: int, row: int, count: int, rng: np.random.Generator) -> list[
     return [int(x) for x in rng.choice(size + 1, count, replace=size + 1 < count)]
 
 
+#: Counts the words of an output that still hold the poison, on the device: a timed
+#: launch's check reads back that count and a few rows, not the whole output (a 4096 x 4096
+#: transpose's is 64 MiB, read while the GPU is held alone). Compiled by the caller of
+#: :func:`time_checked` (see :data:`UNWRITTEN`).
+UNWRITTEN_SOURCE = r"""
+__global__ void unwritten_words(const unsigned int* out, unsigned long long n,
+                                unsigned int poison, unsigned long long* count)
+{
+    unsigned long long mine = 0;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+         i < n; i += (unsigned long long)gridDim.x * blockDim.x)
+        mine += out[i] == poison;
+    if (mine)
+        atomicAdd(count, mine);
+}
+"""
+UNWRITTEN = "unwritten_words"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What one timed launch's output is checked on: how many of its ``size`` words still
+    hold the poison, and the output rows ``rows`` (indices, drawn once the launch ended;
+    None: every row), read back as ``data``."""
+
+    unwritten: int
+    size: int
+    rows: np.ndarray | None
+    data: np.ndarray
+
+    @classmethod
+    def of(cls, out: np.ndarray, poison: int, rows: np.ndarray | None) -> Sample:
+        """The sample of an output held whole on the host (as the device's gives it)."""
+        unwritten = int(np.count_nonzero(out.view(np.uint32) == np.uint32(poison)))
+        return cls(unwritten, out.size, rows, out if rows is None else out[rows])
+
+
+def sampled_rows(rng: np.random.Generator, count: int, rows: int) -> np.ndarray | None:
+    """``rows`` of ``count`` rows, drawn at random and sorted; None where that is all."""
+    return None if count <= rows else np.sort(rng.choice(count, rows, replace=False))
+
+
 class Rotation:
     """One kernel's device buffers for checked launches: :data:`BUFFER_GROUPS` groups of
     inputs and output, used in turn; before each launch its group gets that launch's inputs
     (copied on the device from :class:`DevicePools`) and an output filled with ``poison``
-    (32-bit pattern); :meth:`output` reads the last launch's output into a host buffer of
-    the rotation's own (page-locked on a GPU: a faster copy)."""
+    (32-bit pattern); :meth:`sample` reads back what the last launch's check needs, by
+    ``unwritten`` (the compiled :data:`UNWRITTEN_SOURCE`; None for launches unchecked)."""
 
     def __init__(self, rt: Runtime, kernel: Timed, problem: Problem, shape: Shape,
-                 inputs: dict[str, np.ndarray], poison: int) -> None:
+                 inputs: dict[str, np.ndarray], poison: int,
+                 unwritten: Callable | None = None) -> None:
         self.rt, self.kernel, self.problem, self.shape = rt, kernel, problem, shape
         self.out_shape = problem.output_shape(shape)
         self.poison = int(poison)  # a Python int: PyCUDA takes no NumPy scalar here
@@ -270,7 +313,13 @@ class Rotation:
             bufs = {name: rt.mem_alloc(max(a.nbytes, 1)) for name, a in inputs.items()}
             bufs[problem.output] = rt.mem_alloc(max(4 * self.words, 1))
             self.groups.append(bufs)
-        self.host: np.ndarray | None = None  # made at the first read
+        self.unwritten = unwritten  # the compiled UNWRITTEN_SOURCE (None: no samples)
+        self.count = rt.mem_alloc(8) if unwritten is not None else None
+        self.counted = (rt.driver.pagelocked_empty(1, np.uint64) if unwritten is not None
+                        else None)
+        threads = 256 if rt.name == "gpu" else 64  # an emulated thread costs more
+        self.count_grid = (max(1, min(1024, -(-self.words // (threads * 8)))), 1)
+        self.count_block = (threads, 1, 1)
         self.grid = kernel.launch.grid(problem.sizes(shape))
         self.current = self.groups[0]
 
@@ -284,17 +333,32 @@ class Rotation:
         block, grid, fn = self.kernel.launch.block, self.grid, self.kernel.fn
         return lambda: fn(*args, block=block, grid=grid)
 
-    def output(self) -> np.ndarray:
-        """What the last launch wrote (in this rotation's host buffer, until the next call)."""
-        if self.host is None:
-            self.host = self.rt.driver.pagelocked_empty(self.out_shape, np.float32)
-        if self.words:
-            self.rt.memcpy_dtoh(self.host, self.current[self.problem.output])
-        return self.host
+    def sample(self, rows: np.ndarray | None) -> Sample:
+        """What the last launch wrote: its words still holding the poison, counted on the
+        device, and its output rows ``rows`` (None: all of them), read back."""
+        if self.unwritten is None:
+            raise ValueError("a rotation made without the count of unwritten words")
+        out = self.current[self.problem.output]
+        data = np.empty(self.out_shape if rows is None else (len(rows), *self.out_shape[1:]),
+                        np.float32)
+        if not self.words:
+            return Sample(0, 0, rows, data)
+        self.rt.memset_d32(self.count, 0, 2)
+        self.unwritten(out, np.uint64(self.words), np.uint32(self.poison), self.count,
+                       block=self.count_block, grid=self.count_grid)
+        self.rt.memcpy_dtoh(self.counted, self.count)
+        if rows is None:
+            self.rt.memcpy_dtoh(data, out)
+        else:
+            flat = data.reshape(len(rows), -1)  # a row each (one element of a 1-D output)
+            for k, r in enumerate(rows):
+                self.rt.memcpy_dtoh(flat[k], int(out) + int(r) * flat[k].nbytes)
+        return Sample(int(self.counted[0]), self.words, rows, data)
 
 
-#: checks one launch's output against its inputs: None when right, else why not
-Check = Callable[[dict[str, np.ndarray], np.ndarray], "str | None"]
+#: checks one launch's output (its :class:`Sample`) against its inputs: None when right,
+#: else why not
+Check = Callable[[dict[str, np.ndarray], Sample], "str | None"]
 #: a context manager's factory: a region of a GPU's lock (see :func:`time_checked`)
 Region = Callable[[], contextlib.AbstractContextManager[Any]]
 
@@ -303,9 +367,8 @@ Region = Callable[[], contextlib.AbstractContextManager[Any]]
 #: (then wait for it again): a few rounds' launches and copies, so that other tasks' work
 #: waits a fraction of a second, and each hold costs one wait for the GPU to empty
 HOLD_SECONDS = 0.5
-#: bytes of outputs a hold may read back before their checks (made with the GPU given back):
-#: 16 rounds of a 2048 x 2048 product and its baseline, so a speed run waits for the GPU to
-#: empty twice, not four times (a grading sandbox may use 8 GiB)
+#: bytes of sampled outputs a hold may read back before their checks (made with the GPU
+#: given back)
 HOLD_BYTES = 512 << 20
 
 
@@ -317,6 +380,8 @@ def time_checked(
     rng: np.random.Generator,
     check: Check,
     poison: int,
+    unwritten: Callable,
+    rows: int,
     warmup: int = WARMUP,
     repeat: int = REPEAT,
     gpu_work: Region = contextlib.nullcontext,
@@ -328,19 +393,24 @@ def time_checked(
     Every launch, warm-up included, of every kernel gets inputs no earlier launch saw
     (:class:`InputSets`), buffers at other addresses than the launch before
     (:class:`Rotation`) and an output freshly filled with ``poison``; all of that, and the
-    L2 flush on a GPU, happens before the start event. After each launch its whole output
-    is read back, and ``check``-ed against that launch's inputs; a wrong one raises
-    :class:`WrongLaunch`. Kernel launch ``i`` of each kernel sees the same inputs, so they
-    are compared on the same work. Runs on the emulator too (no flush; its times mean
-    nothing), which is how the rotation and checks are tested without a GPU.
+    L2 flush on a GPU, happens before the start event. After each round's launches,
+    ``rows`` output rows are drawn at random (the same for every kernel of the round), and
+    each launch's :class:`Sample` is read back before the next launch: its words still
+    holding the poison, counted on the device by ``unwritten`` (the compiled
+    :data:`UNWRITTEN_SOURCE`), and those rows. Each is ``check``-ed against that launch's
+    inputs; a wrong one raises :class:`WrongLaunch`. Kernel launch ``i`` of each kernel
+    sees the same inputs, so they are compared on the same work. Runs on the emulator too
+    (no flush; its times mean nothing), which is how the rotation and checks are tested
+    without a GPU.
 
     On a GPU shared by several grading tasks, ``alone`` (a context manager) holds a run of
-    rounds (each round: one launch of each kernel with its copies, flush and events) with
-    no other task's work on the GPU, for up to :data:`HOLD_SECONDS` and :data:`HOLD_BYTES` of
-    outputs read back; the outputs are checked against float64 once the GPU is given back.
-    Every hold waits for the other tasks' GPU work to end, so a hold per run of rounds, not
-    per round, is what lets several tasks share a GPU; the timed launches are as alone as
-    before. ``gpu_work`` holds the untimed GPU work outside them (buffers made and freed).
+    rounds (each round: one launch of each kernel with its copies, flush, events and
+    samples) with no other task's work on the GPU, for up to :data:`HOLD_SECONDS` and
+    :data:`HOLD_BYTES` of samples; the samples are checked against float64 once the GPU is
+    given back. Every hold waits for the other tasks' GPU work to end, so a hold per run of
+    rounds, not per round, is what lets several tasks share a GPU; the timed launches are
+    as alone as before. ``gpu_work`` holds the untimed GPU work outside them (buffers made
+    and freed).
 
     ``redo_after_ms``: a timed round in which this process took longer than that to queue
     a launch after its start event (held up by the CPU's other work: the GPU's time would
@@ -357,18 +427,20 @@ def time_checked(
     try:
         with gpu_work():
             gpu["pools"] = DevicePools(rt, sets)
-            gpu["rotations"] = {k: Rotation(rt, t, problem, shape, sets[0], poison)
+            gpu["rotations"] = {k: Rotation(rt, t, problem, shape, sets[0], poison, unwritten)
                                 for k, t in kernels.items()}
             gpu["flush"] = L2Flusher() if rt.name == "gpu" else None
             gpu["events"] = rt.driver.Event(), rt.driver.Event()
         pools, rotations, flusher = gpu["pools"], gpu["rotations"], gpu["flush"]
         start, end = gpu["events"]
-        per_round = sum(4 * r.words for r in rotations.values())
+        out_shape = problem.output_shape(shape)
+        per_row = 4 * int(np.prod(out_shape[1:]))
+        per_round = len(rotations) * per_row * min(rows, out_shape[0] if out_shape else 1)
         most = max(1, HOLD_BYTES // max(per_round, 1))
         i = timed = redone = holds = 0
         alone_s, held_up = 0.0, False
         while timed < repeat and not held_up:
-            held: list[tuple[int, dict[str, np.ndarray]]] = []  # rounds to check
+            held: list[tuple[int, dict[str, Sample]]] = []  # rounds to check
             with alone():
                 began = time.perf_counter()
                 while timed < repeat and (not held or (
@@ -376,7 +448,8 @@ def time_checked(
                     runs = {key: rot.prepare(i, pools) for key, rot in rotations.items()}
                     ms = {key: timed_launch(run, start, end, flusher)
                           for key, run in runs.items()}
-                    held.append((i, {key: rot.output().copy()
+                    picked = sampled_rows(rng, out_shape[0], rows) if out_shape else None
+                    held.append((i, {key: rot.sample(picked)
                                      for key, rot in rotations.items()}))
                     if i >= warmup:
                         late = redo_after_ms is not None and max(

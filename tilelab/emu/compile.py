@@ -305,27 +305,31 @@ def _first_json(name: str, roots: list[Path]) -> dict:
     raise OSError(f"{name} is in no cache")
 
 
-def _check_imports(path: Path, needs: PreludeNeeds, source: str) -> None:
-    """Raise ``CompileError`` if the library imports anything a kernel could not call."""
-    bad = {s for s in hostcalls.undefined_symbols(path)
-           if s not in needs.symbols and not hostcalls.kernel_callable(s)}
+def _check_imports(path: Path, needs: PreludeNeeds, source: str,
+                   imported: set[str] | None = None) -> None:
+    """Raise ``CompileError`` if the library imports anything a kernel could not call
+    (``imported``: its undefined symbols, where already read)."""
+    if imported is None:
+        imported = hostcalls.undefined_symbols(path)
+    bad = {s for s in imported if s not in needs.symbols and not hostcalls.kernel_callable(s)}
     if bad:
         raise hostcalls.host_call_error(bad, source)
 
 
-def _cached(so: Path, meta: Path) -> dict | None:
-    """A cached build's description, or None where the entry is missing or damaged (an
-    empty or truncated library or description: a full disk, a process killed while it
-    wrote): such an entry is built again, never reported as the learner's error."""
+def _cached(so: Path, meta: Path) -> tuple[dict, set[str]] | None:
+    """A cached build's description and imported symbols, or None where the entry is
+    missing or damaged (an empty or truncated library or description: a full disk, a
+    process killed while it wrote): such an entry is built again, never reported as the
+    learner's error."""
     try:
         info = json.loads(meta.read_text(encoding="utf-8"))
         if not (isinstance(info, dict) and isinstance(info.get("kernels"), list)
                 and isinstance(info.get("static_shared"), int)):
             return None
-        elf.undefined_dynamic_symbols(so)  # a library pyelftools can read whole
+        imported = elf.undefined_dynamic_symbols(so)  # a library pyelftools can read whole
     except (OSError, ValueError):  # elf.Unreadable and json's errors are ValueErrors
         return None
-    return info
+    return info, imported
 
 
 def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: str = "",
@@ -353,8 +357,9 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
     root = cache_dir()
     for folder in (root, *base_caches()):  # a read-only base's builds are used in place
         so, meta = folder / f"{key}.so", folder / f"{key}.json"
-        if (info := _cached(so, meta)) is not None:
-            _check_imports(so, needs, source)
+        if (found := _cached(so, meta)) is not None:
+            info, imported = found
+            _check_imports(so, needs, source, imported)
             return Library(so, tuple(info["kernels"]), info["static_shared"],
                            tuple(info.get("globals", ())))
     so, meta = root / f"{key}.so", root / f"{key}.json"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import time
@@ -184,12 +185,17 @@ class Function(FunctionAPI):
         """The kernel's parameter names as declared (``#i`` for an unnamed one)."""
         return tuple(param_name(p["text"], i) for i, p in enumerate(self._desc["params"]))
 
-    def launch_bound(self) -> int | None:
-        """The maximum block size the kernel's ``__launch_bounds__`` sets, if any."""
+    @functools.cached_property
+    def _launch_bound(self) -> int | None:
         for k in self.module.translation.kernels:
             if k.name == self._desc["name"]:
                 return launch_bound(mask(self.module.source), k)
         return None
+
+    def launch_bound(self) -> int | None:
+        """The maximum block size the kernel's ``__launch_bounds__`` sets, if any (read
+        from the source once)."""
+        return self._launch_bound
 
     @property
     def stateless(self) -> bool:

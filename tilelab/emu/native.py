@@ -17,8 +17,6 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from threadpoolctl import threadpool_limits
-
 
 class ParamDesc(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int) for n in (
@@ -147,13 +145,43 @@ def untag(raw: bytes, tag: bytes) -> tuple[bytes, bool]:
 FORK_LOCK = threading.Lock()
 
 
-# NumPy's BLAS on the calling thread, for this process's life. A fork made while OpenBLAS's
-# thread pool works never returns (its fork handler waits for the pool, and the thread that
-# called BLAS waits forever), and any thread of this process may be in BLAS when another
-# forks a launch: the grader's own diagnosis, say, beside a launch of the next shape. Set
-# when this module loads, so before any thread can be in BLAS with a pool while another
-# forks (the limit holds until restored, which nothing does).
-threadpool_limits(limits=1, user_api="blas")
+#: The variables that cap the threads of NumPy's BLAS (OpenBLAS, or MKL) when a process
+#: starts: a grading sandbox sets them to 1 in its environment from its start (see
+#: ``tilelab.grading.bubblewrap.sandbox_env``). Not ``OMP_NUM_THREADS``, which also says
+#: how many launches a check runs at once (``tilelab.grading.limits.emu_lanes``).
+BLAS_THREAD_CAPS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def blas_on_one_thread() -> None:
+    """NumPy's BLAS on the calling thread, for this process's life. A fork made while
+    OpenBLAS's thread pool works never returns (its fork handler waits for the pool, and
+    the thread that called BLAS waits forever), and any thread of this process may be in
+    BLAS when another forks a launch: the grader's own diagnosis, say, beside a launch of
+    the next shape. Called when this module loads, so before any thread can be in BLAS
+    with a pool while another forks (the limit holds until restored, which nothing does).
+    Nothing to do inside a sandbox that started with every cap at 1 where NumPy's BLAS is
+    an OpenBLAS on threads of its own (which reads its cap at its start, so never made a
+    pool; not an OpenMP build, which reads OMP_NUM_THREADS): there threadpoolctl (some
+    30 ms of a check's start) is not even loaded."""
+    if os.environ.get("TILELAB_SANDBOXED") == "1" and all(
+            os.environ.get(k) == "1" for k in BLAS_THREAD_CAPS) and _openblas_on_pthreads():
+        return
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
+def _openblas_on_pthreads() -> bool:
+    """Whether NumPy was built with an OpenBLAS that runs its own threads (NumPy's wheels'),
+    as its build configuration says."""
+    import numpy as np
+
+    blas = getattr(np.__config__, "CONFIG", {}).get("Build Dependencies", {}).get("blas", {})
+    return "openblas" in str(blas.get("name", "")).lower() and \
+        "OPENMP" not in str(blas.get("openblas configuration", "")).upper()
+
+
+blas_on_one_thread()
 
 
 #: Address -> length of each child's shared mapping now in this process (see

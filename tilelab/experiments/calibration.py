@@ -20,13 +20,12 @@ import numpy as np
 
 from tilelab.catalog import exercises
 from tilelab.catalog.variants import VARIANTS
-from tilelab.device.bench import Timed, time_checked
+from tilelab.device.bench import Timed
 from tilelab.device.runtime import Runtime, get_runtime
 from tilelab.experiments import provenance
 from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD
-from tilelab.grading.diagnosis import POISON_BITS
-from tilelab.grading.pipeline import launch_check
+from tilelab.grading.pipeline import checked_timing
 
 SEPARATION = 1.10  # slowest must-pass / fastest must-fail: at least ~5% margin each side
 COLUMNS = {"exercise": "", "key": "", "variant": "", "must": "", "origin": "", "shape": "",
@@ -43,8 +42,7 @@ def measure(ex: exercises.Exercise, rt: Runtime, rng: np.random.Generator
     for v in VARIANTS[ex.id]:
         kernels[v.key] = Timed(rt.SourceModule(v.source()).get_function(ex.kernel), ex.launch)
     shape = ex.speed_shape
-    timed = time_checked(rt, kernels, ex.problem, shape, rng, launch_check(ex, shape, rng),
-                         POISON_BITS)
+    timed = checked_timing(rt, kernels, ex, shape, rng)
     t = {key: timing.median_ms for key, timing in timed.items()}
     return t.pop("baseline"), t
 

@@ -35,8 +35,6 @@ import time
 import warnings
 from pathlib import Path
 
-import platformdirs
-
 import tilelab
 from tilelab import settings
 from tilelab.catalog import exercises
@@ -65,7 +63,7 @@ _WARM_GPU = "from tilelab.grading.pipeline import compile_speed_kernels as c; c(
 
 def root() -> Path:
     """``$TILELAB_CACHE``, else the user's cache folder (``platformdirs``)."""
-    return Path(os.environ.get("TILELAB_CACHE") or platformdirs.user_cache_dir("tilelab"))
+    return settings.cache_root()
 
 
 def key(backend_name: str) -> str:

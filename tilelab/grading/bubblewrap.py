@@ -28,6 +28,7 @@ import compileall
 import contextlib
 import functools
 import glob
+import hashlib
 import os
 import selectors
 import shutil
@@ -38,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tilelab import settings
 from tilelab.grading import enter, gpu_nodes, scratch
 from tilelab.grading.limits import Cgroup, Limits, shim
 
@@ -95,24 +97,55 @@ class SandboxUnavailable(RuntimeError):
 
 @functools.cache
 def problem() -> str | None:
-    """Why a sandbox cannot be made on this machine, or None when one can."""
+    """Why a sandbox cannot be made on this machine, or None when one can: a probe
+    sandbox, run once per boot of the machine and version of bubblewrap (a passed probe is
+    remembered in the user's cache, :func:`_probe_stamp`; :func:`run` forgets it where
+    bubblewrap then fails, and the next process probes again)."""
     exe = shutil.which(BWRAP)
     if exe is None:
         return f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}."
+    argv = [exe, "--unshare-all", "--die-with-parent", "--new-session", "--uid",
+            str(INSIDE_ID), "--gid", str(INSIDE_ID), *_system_binds(), "--proc", "/proc",
+            "--dev", "/dev", "--", "true"]
+    stamp = _probe_stamp(argv)
+    if stamp is not None and stamp.is_file():
+        return None
     try:
-        probe = subprocess.run(
-            [exe, "--unshare-all", "--die-with-parent", "--new-session", "--uid",
-             str(INSIDE_ID), "--gid", str(INSIDE_ID), *_system_binds(), "--proc", "/proc",
-             "--dev", "/dev", "--", "true"],
-            capture_output=True, timeout=30, check=False,
-        )
+        probe = subprocess.run(argv, capture_output=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap could not be run ({exc}): {INSTALL_HINT}."
     if probe.returncode != 0:
         said = probe.stderr.decode("utf-8", "replace").strip().splitlines()
         return (f"bubblewrap cannot create a sandbox here ({said[-1] if said else 'no reason'}"
                 f"): {USERNS_HINT}.")
+    if stamp is not None:
+        with contextlib.suppress(OSError):
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            stamp.touch()
     return None
+
+
+def _probe_stamp(argv: Sequence[str]) -> Path | None:
+    """The file that says a probe sandbox ``argv`` was made on this boot of the machine,
+    by this user, with this bubblewrap (its path, size and time); None where the boot
+    cannot be named (then every process probes)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        st = os.stat(argv[0])
+    except OSError:
+        return None
+    key = hashlib.sha256("\0".join([boot, str(os.getuid()), str(st.st_size),
+                                     str(st.st_mtime_ns), *argv]).encode()).hexdigest()[:32]
+    return settings.cache_root() / "sandbox" / f"probe-{key}"
+
+
+def _forget_probe() -> None:
+    """After bubblewrap itself failed: every later process probes again (this one keeps
+    its answer, as it did before the stamp: a probe failing now for a passing reason, a
+    namespace limit under load, must not turn a class run's worker away for its life)."""
+    for stamp in (settings.cache_root() / "sandbox").glob("probe-*"):
+        with contextlib.suppress(OSError):
+            stamp.unlink()
 
 
 def require() -> None:
@@ -168,8 +201,31 @@ def byte_compiled(folder: str) -> bool:
     binds it read-only and writes no bytecode, so each of its Python processes would
     compile every module it imports again (measured on an H100 machine: 0.6 s for each of
     a GPU grade's four, the grading worker, both sanitizer tools' and Nsight Compute's).
-    False where some could not be written."""
-    return bool(compileall.compile_dir(folder, quiet=2))
+    False where some could not be written. Where every module is as it was when they were
+    last compiled (the stamp :func:`_sources_digest` names), nothing is read again."""
+    stamp = Path(folder) / "__pycache__" / f"compiled-{_sources_digest(folder)}"
+    if stamp.is_file():
+        return True
+    done = bool(compileall.compile_dir(folder, quiet=2))
+    if done:
+        with contextlib.suppress(OSError):
+            for old in stamp.parent.glob("compiled-*"):
+                old.unlink()
+            stamp.touch()
+    return done
+
+
+def _sources_digest(folder: str) -> str:
+    """A digest of the path, size and time of every ``.py`` file under ``folder``, and of
+    this interpreter's bytecode tag."""
+    h = hashlib.sha256(f"{sys.implementation.cache_tag} {sys.flags.optimize}".encode())
+    for top, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(top, name))
+                h.update(f"{top}/{name} {st.st_size} {st.st_mtime_ns}\0".encode())
+    return h.hexdigest()[:32]
 
 
 def cuda_paths() -> list[str]:
@@ -229,6 +285,9 @@ def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, s
 
 #: Thread-count variables a sandbox inherits from the grader (those Dask's nanny sets).
 THREAD_CAPS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+#: Those that cap BLAS alone (``tilelab.emu.native.BLAS_THREAD_CAPS``; the emulator is not
+#: imported here): 1 in every sandbox where the grader sets no other value.
+BLAS_THREAD_CAPS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def sandbox_env(extra: Mapping[str, str]) -> dict[str, str]:
@@ -245,6 +304,9 @@ def sandbox_env(extra: Mapping[str, str]) -> dict[str, str]:
         "TILELAB_CACHE": f"{WORK}/.cache",
         "TILELAB_SANDBOXED": "1",
     }
+    # one thread of BLAS from the start, as the emulator wants it (see
+    # tilelab.emu.native.blas_on_one_thread), unless the grader's own caps say otherwise
+    base |= dict.fromkeys(BLAS_THREAD_CAPS, "1")
     # the grader's thread caps too (a Dask worker sets them to 1: one task, one core's
     # worth of BLAS, not a thread per core in every worker's sandboxes at once)
     for key in ("CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
@@ -306,6 +368,8 @@ def run(argv: Sequence[str], work: str | os.PathLike, *, limits: Limits = DEFAUL
         os.close(chan_r)
         if cgroup:
             cgroup.close()
+    if proc.returncode and not chan and err.startswith(b"bwrap: "):
+        _forget_probe()  # bubblewrap made no sandbox: the next process asks again
     return Result(None if timed_out else proc.returncode, out, err, chan, truncated,
                   timed_out, time.monotonic() - t0, cmd)
 

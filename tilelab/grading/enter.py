@@ -58,7 +58,10 @@ def kill_tree(pid: int | None, cgroups: Sequence[str] = ()) -> None:
             os.killpg(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-    if os.getpid() not in members(cgroups):  # (a supervising launcher is a member)
+    inside = members(cgroups)
+    if not inside - {os.getpid()}:  # all gone already (a sandbox that ended)
+        return
+    if os.getpid() not in inside:  # (a supervising launcher is a member)
         for folder in cgroups:
             with contextlib.suppress(OSError), \
                     open(os.path.join(folder, "cgroup.kill"), "w") as f:

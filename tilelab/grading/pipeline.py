@@ -34,7 +34,16 @@ import numpy as np
 
 from tilelab.catalog import exercises
 from tilelab.catalog.exercises import Exercise
-from tilelab.device.bench import HeldUp, Timed, WrongLaunch, time_checked
+from tilelab.device.bench import (
+    UNWRITTEN,
+    UNWRITTEN_SOURCE,
+    HeldUp,
+    Sample,
+    Timed,
+    WrongLaunch,
+    sampled_rows,
+    time_checked,
+)
 from tilelab.device.runtime import Runtime, get_runtime
 from tilelab.emu import errors
 from tilelab.grading import counters, gpulock, scoring, traffic
@@ -44,6 +53,7 @@ from tilelab.grading.correctness import (
     check_function,
     check_shapes,
     compare,
+    describe_value,
     expectation,
     explain,
     fmt_shape,
@@ -574,11 +584,12 @@ def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random
     kernels = {"candidate": Timed(fn, ex.launch), "baseline": _timed(rt, ex.baseline)}
     if ex.must_beat is not None:
         kernels["lesson-skipping"] = _timed(rt, ex.must_beat)
+    counting = {"unwritten": build(rt, UNWRITTEN_SOURCE).get_function(UNWRITTEN)}
     shape = ex.speed_shape
     try:  # each round's timed launches alone on a GPU a class run shares; copies shared
-        t = time_checked(rt, kernels, ex.problem, shape, rng, launch_check(ex, shape, rng),
-                         POISON_BITS, gpu_work=gpulock.shared, alone=gpulock.exclusive,
-                         redo_after_ms=HELD_UP_MS if rt.name == "gpu" else None)
+        t = checked_timing(rt, kernels, ex, shape, rng, counting["unwritten"],
+                           gpu_work=gpulock.shared, alone=gpulock.exclusive,
+                           redo_after_ms=HELD_UP_MS if rt.name == "gpu" else None)
     except (gpulock.GpuBusy, HeldUp) as exc:
         v.messages.append(f"speed was not measured: {exc}; grade it again")
         v.regrade = str(exc)
@@ -598,6 +609,7 @@ def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random
     finally:
         with gpulock.shared(), contextlib.suppress(*kernel_faults(rt)):  # the reference
             kernels.clear()  # kernels' modules unload: GPU work (in vain once a launch failed)
+            counting.clear()  # and the grader's count of unwritten words
     v.speed_measured = True
     v.speed_rounds_redone = t["candidate"].redone
     v.timeline["speed_lock_wait"] = round(t["candidate"].waited_s, 4)
@@ -621,6 +633,19 @@ def measure_speed(rt: Runtime, fn: Any, ex: Exercise, v: Verdict, rng: np.random
                 f"({other_ms:.3f} ms), which skips this lesson; the gate also requires "
                 "beating it."
             )
+
+
+def checked_timing(rt: Runtime, kernels: dict[str, Timed], ex: Exercise, shape: tuple,
+                   rng: np.random.Generator, unwritten: Any = None,
+                   **kw: Any) -> dict[str, Any]:
+    """``kernels`` timed by :func:`tilelab.device.bench.time_checked` at ``shape``, each
+    launch checked as a graded speed run checks it (:func:`launch_check`), its unwritten
+    words counted by ``unwritten`` (built here where not given; ``kw``: the locks and the
+    held-up limit)."""
+    if unwritten is None:
+        unwritten = build(rt, UNWRITTEN_SOURCE).get_function(UNWRITTEN)
+    return time_checked(rt, kernels, ex.problem, shape, rng, launch_check(ex, shape),
+                        POISON_BITS, unwritten, ROWS_PER_LAUNCH, **kw)
 
 
 #: a timed round is run again when the grader took longer than this (milliseconds) to
@@ -653,23 +678,24 @@ def wrong_launch_message(ex: Exercise, exc: WrongLaunch) -> str:
 ROWS_PER_LAUNCH = 8
 
 
-def launch_check(ex: Exercise, shape: tuple, rng: np.random.Generator) -> Any:
-    """The check of one timed launch's output (see :func:`tilelab.device.bench.time_checked`):
-    every element against the NaN poison, and :data:`ROWS_PER_LAUNCH` rows drawn at random
-    for each round against float64 (a round's kernels ran on the same inputs: its rows and
-    their reference are made once for all of them)."""
+def launch_check(ex: Exercise, shape: tuple) -> Any:
+    """The check of one timed launch's output (see :func:`tilelab.device.bench.time_checked`)
+    on its :class:`~tilelab.device.bench.Sample`: no element left holding the NaN poison,
+    and the round's :data:`ROWS_PER_LAUNCH` rows, drawn at random once its launches ended,
+    against float64 (a round's kernels ran on the same inputs and are read on the same
+    rows: their reference is made once for all of them)."""
 
-    last: list[Any] = [None, None]  # a round's inputs, and their sampled rows
+    last: list[Any] = [None, None, None]  # a round's inputs, rows, and their reference
 
-    def check(inputs: dict[str, np.ndarray], got: np.ndarray) -> str | None:
-        unwritten = int(np.count_nonzero(got.view(np.uint32) == POISON_BITS))
-        if unwritten:
-            return (f"{unwritten} of {got.size} elements of {ex.problem.output} were never "
+    def check(inputs: dict[str, np.ndarray], got: Sample) -> str | None:
+        if got.unwritten:
+            return (f"{got.unwritten} of {got.size} elements of {ex.problem.output} were never "
                     "written (still the NaN poison filled in before this launch).")
-        if last[0] is not inputs:  # a new round
-            last[:] = [inputs, SampledRows(ex, shape, inputs, rng, ROWS_PER_LAUNCH)]
-        res = last[1].compare(got)
-        return None if res.ok else f"on {ROWS_PER_LAUNCH} sampled rows, {res.message}"
+        if last[0] is not inputs or last[1] is not got.rows:  # a new round
+            last[:] = [inputs, got.rows, SampledRows(ex, shape, inputs, pick=got.rows)]
+        res = last[2].compare_rows(got.data)
+        where = "every row" if got.rows is None else f"{len(got.rows)} sampled rows"
+        return None if res.ok else f"on {where}, {res.message}"
 
     return check
 
@@ -682,6 +708,7 @@ def compile_speed_kernels() -> None:
     submission (baselines, kernels it must beat): run once per class run into a base cache
     (see :func:`tilelab.device.runtime.seed_pycuda_cache`, which makes its folder)."""
     rt = get_runtime("gpu")
+    rt.SourceModule(UNWRITTEN_SOURCE)
     for ex in exercises.EXERCISES.values():
         for ref in (ex.baseline, ex.must_beat) if ex.speed_graded else ():
             if ref is not None:
@@ -689,18 +716,22 @@ def compile_speed_kernels() -> None:
 
 
 class SampledRows:
-    """``rows`` output rows drawn at random (all of them when there are no more), their
-    inputs and their float64 reference: a matmul's rows of C are A's rows, a transpose's
-    rows of ``out`` are ``in``'s columns. :meth:`compare` checks an output's rows."""
+    """``rows`` output rows drawn at random from ``rng`` (all of them when there are no
+    more), or the rows ``pick`` drawn before (None: all), their inputs and their float64
+    reference: a matmul's rows of C are A's rows, a transpose's rows of ``out`` are ``in``'s
+    columns. :meth:`compare` checks an output's rows."""
 
     def __init__(self, ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
-                 rng: np.random.Generator, rows: int = SAMPLED_ROWS) -> None:
+                 rng: np.random.Generator | None = None, rows: int = SAMPLED_ROWS,
+                 pick: np.ndarray | None = None) -> None:
         self.ex = ex
         n = ex.problem.output_shape(shape)[0]
-        self.pick: np.ndarray | None = None
+        if rng is not None:
+            pick = sampled_rows(rng, n, rows)
+        self.pick = pick  # None: every row
+        rows = len(pick) if pick is not None else n
         sub, self.shape = inputs, shape
-        if n > rows:
-            self.pick = np.sort(rng.choice(n, rows, replace=False))
+        if self.pick is not None:
             if ex.problem.name == "transpose":
                 sub, self.shape = {"in": inputs["in"][:, self.pick]}, (shape[0], rows)
             else:
@@ -711,9 +742,20 @@ class SampledRows:
 
     def compare(self, got: np.ndarray) -> Any:
         """``got``'s sampled rows against their reference (a :class:`ShapeResult`)."""
-        rows = got if self.pick is None else got[self.pick]
-        return compare(self.ex.problem, self.shape, self.sub, rows, self.ex.launch,
-                       known=self.known)
+        return self.compare_rows(got if self.pick is None else got[self.pick])
+
+    def compare_rows(self, rows: np.ndarray) -> Any:
+        """The sampled rows, already taken from an output, against their reference; where
+        some are wrong, the message names the output's own row (no diagnosis: the rows of
+        an output are no shape of their own)."""
+        res = compare(self.ex.problem, self.shape, self.sub, rows, self.ex.launch,
+                      known=self.known, quick=True)
+        if not res.ok and self.pick is not None and res.first_wrong is not None:
+            i, j = res.first_wrong
+            res.message = (f"{res.wrong} of {res.total} elements wrong; first at "
+                           f"{self.ex.problem.output}[{int(self.pick[i])}][{j}]: got "
+                           f"{describe_value(rows[i, j])}, expected {res.expected:.6g}.")
+        return res
 
 
 def sampled_compare(ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
