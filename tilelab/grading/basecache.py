@@ -61,11 +61,6 @@ _WARM_EMULATOR = "from tilelab.emu.compile import warm; warm()"
 _WARM_GPU = "from tilelab.grading.pipeline import compile_speed_kernels as c; c()"
 
 
-def root() -> Path:
-    """``$TILELAB_CACHE``, else the user's cache folder (``platformdirs``)."""
-    return settings.cache_root()
-
-
 def key(backend_name: str) -> str:
     """The base cache's name: a digest of everything its content depends on."""
     h = hashlib.sha256(f"base 1 {backend_name}".encode())
@@ -101,7 +96,7 @@ def own_cache(part: str = "emu") -> Path:
 def base_cache(backend_name: str) -> Path | None:
     """The base cache for ``backend_name``, built now if it is not there yet; None when no
     part of it could be built (each sandbox then builds its own, slower)."""
-    top = root() / "base"
+    top = settings.cache_root() / "base"
     folder = top / key(backend_name)
     if folder.is_dir():
         return folder

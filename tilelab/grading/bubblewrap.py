@@ -283,11 +283,11 @@ def command(argv: Sequence[str], work: str | os.PathLike, *, env: Mapping[str, s
     return [*args, "--", *argv]
 
 
-#: Thread-count variables a sandbox inherits from the grader (those Dask's nanny sets).
-THREAD_CAPS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-#: Those that cap BLAS alone (``tilelab.emu.native.BLAS_THREAD_CAPS``; the emulator is not
-#: imported here): 1 in every sandbox where the grader sets no other value.
+#: The thread caps of BLAS alone (``tilelab.emu.native.BLAS_THREAD_CAPS``; the emulator is
+#: not imported here): 1 in every sandbox where the grader sets no other value.
 BLAS_THREAD_CAPS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+#: Thread-count variables a sandbox inherits from the grader (those Dask's nanny sets).
+THREAD_CAPS = ("OMP_NUM_THREADS", *BLAS_THREAD_CAPS)
 
 
 def sandbox_env(extra: Mapping[str, str]) -> dict[str, str]:
