@@ -212,31 +212,48 @@ def test_a_notebook_kernel_runs_sandboxed_over_ipc(tmp_path):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("why", ["shared GPU", "graded beside"])
 def test_a_notebook_in_a_class_run_that_shares_its_gpu_gets_neither_gpu_nor_lock(
-        tmp_path, monkeypatch):
-    """Where several grading tasks share a GPU, the notebook's Python could otherwise put
-    work beside another task's timed launches, or hold the lock from them: it runs on the
-    emulator, with no GPU node, no lock folder and no lock variable."""
+        tmp_path, monkeypatch, why):
+    """Where several grading tasks share a GPU, or the clean grade times kernels while the
+    notebook runs (:func:`tilelab.classroom.steps.grade_beside`), the notebook's Python
+    could otherwise put work beside a timed launch, or hold the lock from one: it runs on
+    the emulator, with no GPU node, no lock folder and no lock variable. What the class
+    run tells it through the kernel manager (not this process's environment, which the
+    clean grade reads meanwhile) it gets, the verdict folder read-only."""
     import nbformat
     from nbclient import NotebookClient
+    from traitlets.config import Config
 
     from tilelab.classroom.jupyter_sandbox import SandboxedKernelManager
 
     lock = gpulock.make(tmp_path / "locks", "0")
-    monkeypatch.setenv(gpulock.ENV, str(lock))
+    config = Config()
+    verdicts = tmp_path / "verdicts"
+    verdicts.mkdir()
+    if why == "shared GPU":
+        monkeypatch.setenv(gpulock.ENV, str(lock))
+    else:
+        config.SandboxedKernelManager.no_gpu = True
+        config.SandboxedKernelManager.environment = {
+            settings.VERDICT_CACHE.name: str(verdicts), settings.VERDICT_WAIT.name: "8",
+            "PATH": "/nowhere"}  # only TILELAB_ variables are given
     monkeypatch.setenv(settings.BACKEND.name, "gpu")  # as a class run on a GPU tells it
     sub = tmp_path / "submitted" / "ann"
     sub.mkdir(parents=True)
     cell = ("import glob, os\nprint(os.environ.get('TILELAB_BACKEND'), "
             "os.environ.get('TILELAB_GPU_LOCK'), os.environ.get('TILELAB_COUNTERS_LOCK'), "
-            f"glob.glob('/dev/nvidia*'), os.path.exists({str(lock)!r}))")
+            f"glob.glob('/dev/nvidia*'), os.path.exists({str(lock)!r}), "
+            "os.environ.get('TILELAB_VERDICT_WAIT'), os.environ['PATH'] != '/nowhere', "
+            f"os.path.isdir({str(verdicts)!r}) and not os.access({str(verdicts)!r}, os.W_OK))")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
-    NotebookClient(nb, kernel_manager_class=SandboxedKernelManager, timeout=60,
+    NotebookClient(nb, kernel_manager_class=SandboxedKernelManager, timeout=60, config=config,
                    resources={"metadata": {"path": str(sub)}}).execute()
     text = "".join(o.get("text", "") for o in nb.cells[0].outputs)
-    assert text.split() == ["emu", "None", "None", "[]", "False"]
+    told = ["None", "True", "False"] if why == "shared GPU" else ["8", "True", "True"]
+    assert text.split() == ["emu", "None", "None", "[]", "False", *told]
     cmd = sandbox.command(["true"], tmp_path, env={}, gpu=False)
     assert not [a for a in cmd if a.startswith("/dev/nvidia")]
 

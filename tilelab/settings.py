@@ -61,6 +61,13 @@ class Variable(Generic[T]):
         return {self.name: None if value is None else str(value)}
 
 
+def _at_least_zero(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise ValueError(text)
+    return value
+
+
 def _flag(text: str) -> bool:
     low = text.lower()
     if low in TRUE:
@@ -115,6 +122,10 @@ CLASS_GRADING: Variable[bool] = Variable(
 VERDICT_CACHE: Variable[str | None] = Variable(
     "TILELAB_VERDICT_CACHE", "", _optional, "a folder",
     "verdicts a class run already measured, which the hidden tests read back")
+VERDICT_WAIT: Variable[float] = Variable(
+    "TILELAB_VERDICT_WAIT", "0", _at_least_zero, "a number of seconds, 0 or more",
+    "how long a hidden test waits for the class run's verdict while the clean grader still "
+    "grades beside the notebook (0: not at all)")
 SANDBOXED: Variable[bool] = Variable(
     "TILELAB_SANDBOXED", "", lambda t: bool(t), "any non-empty value",
     "set inside a bubblewrap sandbox (tilelab.grading.bubblewrap): grading there starts "
@@ -142,7 +153,8 @@ START_LOCK: Variable[str] = Variable(
     "other processes' starts and ends leave timed launches as they are on this GPU")
 
 ALL: tuple[Variable, ...] = (BACKEND, GRADE_TIMEOUT, CELL_TIMEOUT, AWARD_SPEED_WITHOUT_GPU,
-                             LESSON_WITHOUT_COUNTERS, CLASS_GRADING, VERDICT_CACHE, SANDBOXED,
+                             LESSON_WITHOUT_COUNTERS, CLASS_GRADING, VERDICT_CACHE, VERDICT_WAIT,
+                             SANDBOXED,
                              BOOK_DATA, BOOK_STRICT, GPU_LOCK, COUNTERS_LOCK,
                              START_LOCK)
 EMULATOR_VARIABLES = ("TILELAB_EMU_TIMEOUT", "TILELAB_EMU_CXX", "TILELAB_CACHE",

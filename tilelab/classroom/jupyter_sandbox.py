@@ -23,7 +23,7 @@ from typing import Any
 
 import zmq
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Float, Int
+from traitlets import Bool, Dict, Float, Int, Unicode
 
 from tilelab import settings
 from tilelab.grading import bubblewrap as sandbox
@@ -73,14 +73,20 @@ class SandboxedKernelManager(AsyncKernelManager):
         self.connection_file = os.path.join(self._ipc_dir, "kernel.json")
         self.ip = os.path.join(self._ipc_dir, "k")
 
+    environment = Dict(value_trait=Unicode(), config=True,
+                       help="TILELAB_ variables the kernel is given, over the grader's own.")
+    no_gpu = Bool(False, config=True,
+                  help="Give the kernel no GPU (a class run whose clean grader times "
+                       "kernels while the notebook runs).")
+
     @property
     def shares_gpu(self) -> bool:
-        """Whether this class run's GPU is shared by several grading tasks (a lock named,
-        :mod:`tilelab.grading.gpulock`): then the notebook gets no GPU. In a class run its
-        visible checks stand aside and its hidden tests read the clean grader's verdicts,
-        so it needs none; without one it cannot put work beside another task's timed
-        launches, nor hold the GPU from them."""
-        return bool(settings.GPU_LOCK.get())
+        """Whether the notebook gets no GPU: asked for (:attr:`no_gpu`), or this class
+        run's GPU is shared by several grading tasks (a lock named,
+        :mod:`tilelab.grading.gpulock`). In a class run its visible checks stand aside and
+        its hidden tests read the clean grader's verdicts, so it needs none; without one it
+        cannot put work beside a timed launch, nor hold the GPU from one."""
+        return self.no_gpu or bool(settings.GPU_LOCK.get())
 
     @property
     def limits(self) -> Limits:
@@ -98,6 +104,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         cwd = args.get("cwd") or os.getcwd()
         outer = args.get("env") or os.environ
         env = {k: v for k, v in outer.items() if k.startswith("TILELAB_")}
+        env.update({k: v for k, v in self.environment.items() if k.startswith("TILELAB_")})
         for name in (settings.GPU_LOCK.name, settings.COUNTERS_LOCK.name,
                      settings.START_LOCK.name):
             env.pop(name, None)  # the lock is the grader's, never the notebook's

@@ -1,11 +1,13 @@
 """The steps of grading one submission in a class run, in the order :func:`grade_one`
 runs them::
 
-    clean grade -> autograde (guarded) -> scrub -> record -> feedback
+    clean grade + autograde (guarded), at once -> scrub -> record -> feedback
 
 Points come only from the clean grade (the grader's own process, which reads the kernel
 cell without running the notebook); nbgrader's autograde runs the notebook for its
-feedback, and its hidden tests get the clean verdicts back from a cache. Both run in
+feedback, beside it, and its hidden tests get the clean verdicts back from a cache, waiting
+for them where the clean grade still runs (:func:`grade_beside`; one after the other
+without sandboxes). Both run in
 bubblewrap sandboxes (unless the instructor asked for none): a notebook sees a read-only
 copy of its own submission and nothing else of the course, so no submission is ever
 copied back, deleted or rewritten by the grader.
@@ -13,8 +15,11 @@ copied back, deleted or rewritten by the grader.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +31,7 @@ from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.classroom import course, guards, submissions
 from tilelab.grading import scoring, scratch
-from tilelab.grading.cache import cache_verdict
+from tilelab.grading.cache import cache_verdict, mark_done
 from tilelab.grading.sandbox import grade_source
 from tilelab.grading.verdict import Verdict
 
@@ -177,16 +182,27 @@ def off_the_gpu(run: ClassRun) -> dict[str, str | None]:
             **({} if run.sandboxed else {"CUDA_VISIBLE_DEVICES": ""})}
 
 
-def autograde(run: ClassRun, sub: Submission, cache: Path) -> None:
+def autograde(run: ClassRun, sub: Submission, cache: Path, beside: Future | None = None) -> None:
     """nbgrader runs the notebook (hidden tests read the cache), guarded: processes left
-    behind are killed, a gradebook changed beyond this student's rows is restored."""
+    behind are killed, a gradebook changed beyond this student's rows is restored.
+    ``beside``: the clean grade, still running (:func:`grade_beside`): the sandboxed
+    kernel is told where the verdicts come and how long to wait for them, and the guard
+    ends only once the clean grade has."""
     db = Path(run.api.coursedir.db_url.removeprefix("sqlite:///"))
-    with (
-        guards.GradebookGuard(db, sub.student) as guard,
-        settings.environ({**settings.VERDICT_CACHE.set_to(cache), **off_the_gpu(run)}),
-        guards.Reaper() as reaper,
-    ):
-        result = run.api.autograde(sub.assignment, sub.student, force=True, create=True)
+    told: contextlib.AbstractContextManager = contextlib.nullcontext()
+    if beside is None:
+        told = settings.environ({**settings.VERDICT_CACHE.set_to(cache), **off_the_gpu(run)})
+    else:  # nothing set in this process's environment, which the clean grade reads
+        kernels = run.api.config.SandboxedKernelManager
+        kernels.no_gpu = True
+        kernels.environment = {**settings.VERDICT_CACHE.set_to(cache),
+                               **settings.VERDICT_WAIT.set_to(verdict_wait(run.cell_timeout))}
+    with guards.GradebookGuard(db, sub.student) as guard, told, guards.Reaper() as reaper:
+        try:
+            result = run.api.autograde(sub.assignment, sub.student, force=True, create=True)
+        finally:  # the clean grade's processes end before the reaper looks for leftovers
+            if beside is not None:
+                futures.wait([beside])
     if reaper.killed:
         sub.problem(run, "processes", f"the notebook left {len(reaper.killed)} process(es) "
                     "running after its cells ended; they were killed")
@@ -196,6 +212,29 @@ def autograde(run: ClassRun, sub: Submission, cache: Path) -> None:
         run.failed(sub.assignment, sub.student, "autograde",
                    result.get("error") or result.get("log") or "")
         sub.notes.append(autograde_problem(result))
+
+
+def verdict_wait(cell_timeout: float) -> float:
+    """Seconds a hidden test waits for the clean grade's verdict: all but the last two of a
+    cell's, so that the wait never becomes the cell's timeout (never under half of it)."""
+    return max(cell_timeout - 2.0, cell_timeout / 2)
+
+
+def grade_beside(run: ClassRun, sub: Submission, cache: Path) -> None:
+    """The clean grade and nbgrader's run of the notebook at once (sandboxed runs): the
+    notebook, in its sandbox without a GPU, starts its kernel and runs its cells while the
+    clean worker grades; its hidden tests wait for the verdicts in ``cache``
+    (:func:`tilelab.grading.cache.cached_verdict`), marked complete when the clean grade
+    ends, whatever its end."""
+
+    def clean() -> None:
+        try:
+            clean_grade(run, sub, cache)
+        finally:
+            mark_done(cache)
+
+    with ThreadPoolExecutor(1, thread_name_prefix="tilelab-clean-grade") as pool:
+        autograde(run, sub, cache, beside=pool.submit(clean))
 
 
 def scrub(run: ClassRun, sub: Submission) -> None:
@@ -250,8 +289,11 @@ def grade_one(run: ClassRun, assignment: str, student: str,
     else:
         sub.own_text = submissions.read_capped(folder / sub.notebook)  # before its code runs
         with scratch.folder("verdicts") as tmp:
-            clean_grade(run, sub, Path(tmp))
-            autograde(run, sub, Path(tmp))
+            if run.sandboxed:
+                grade_beside(run, sub, Path(tmp))
+            else:  # the notebook's process shares this one's environment: one at a time
+                clean_grade(run, sub, Path(tmp))
+                autograde(run, sub, Path(tmp))
     scrub(run, sub)
     record(run, sub)
     feedback(run, sub, refused=refusal is not None)
