@@ -10,7 +10,8 @@ used alone. They are listed in :data:`EMULATOR_VARIABLES` for reference.
 
 The class run (:mod:`tilelab.classroom`) sets the protocol variables below for the
 notebooks nbgrader runs: ``TILELAB_BACKEND``, ``TILELAB_CLASS_GRADING``,
-``TILELAB_AWARD_SPEED_WITHOUT_GPU`` and, per submission, ``TILELAB_VERDICT_CACHE``.
+``TILELAB_AWARD_SPEED_WITHOUT_GPU`` and, per submission, ``TILELAB_VERDICT_CACHE`` (with
+``TILELAB_VERDICT_WAIT`` where the notebook runs beside the clean grade).
 """
 
 from __future__ import annotations
