@@ -234,7 +234,9 @@ def grade_beside(run: ClassRun, sub: Submission, cache: Path) -> None:
             mark_done(cache)
 
     with ThreadPoolExecutor(1, thread_name_prefix="tilelab-clean-grade") as pool:
-        autograde(run, sub, cache, beside=pool.submit(clean))
+        graded = pool.submit(clean)
+        autograde(run, sub, cache, beside=graded)
+    graded.result()  # the clean grade's own failure (it records its own), raised as in turn
 
 
 def scrub(run: ClassRun, sub: Submission) -> None:
