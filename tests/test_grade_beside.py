@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -61,3 +62,54 @@ def test_the_notebook_runs_while_the_clean_grade_does_and_its_guard_ends_after_i
 @pytest.mark.parametrize("cell, wait", [(120, 118.0), (10, 8.0), (3, 1.5)])
 def test_a_hidden_test_waits_less_than_its_cells_time_limit(cell, wait):
     assert steps.verdict_wait(cell) == wait
+
+
+@pytest.mark.timeout(300)
+def test_a_stop_during_the_clean_grade_ends_the_notebook_at_once_and_is_raised(
+        tmp_path, monkeypatch):
+    """A signal reaches the thread that grades (nbgrader, on the other, would take it for
+    the notebook's failure and go on): the notebook's sandboxed kernel is killed, and the
+    stop is raised once both threads have ended, long before the cell would have; the dead
+    kernel's sandbox is cleaned up as a live one's is."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from tilelab.classroom import jupyter_sandbox
+
+    own = tmp_path / "submitted" / "ann"
+    own.mkdir(parents=True)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time"),
+                                         nbformat.v4.new_code_cell("time.sleep(200)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    ended: dict[str, object] = {}
+
+    def autograde(assignment, student, **kw):
+        try:
+            NotebookClient(nb, kernel_manager_class=jupyter_sandbox.SandboxedKernelManager,
+                           timeout=250, resources={"metadata": {"path": str(own)}}).execute()
+        except Exception as exc:  # as nbgrader reports it
+            ended["notebook"] = type(exc).__name__
+            return {"success": False, "error": repr(exc)}
+        return {"success": True}
+
+    def clean(run, sub, cache):
+        deadline = time.monotonic() + 120
+        while not list(jupyter_sandbox._RUNNING) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(3)  # its cells run
+        ended["sockets"] = [km._ipc_dir for km in jupyter_sandbox._RUNNING]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(steps, "clean_grade", clean)
+    api = SimpleNamespace(config=Config(), autograde=autograde,
+                          coursedir=SimpleNamespace(db_url=f"sqlite:///{tmp_path / 'gb.db'}"))
+    run = SimpleNamespace(api=api, cell_timeout=250, failures=[],
+                          failed=lambda *a: run.failures.append(a))
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        steps.grade_beside(run, steps.Submission("01-naive", "ann"), tmp_path)
+    assert time.monotonic() - t0 < 100  # the cell alone sleeps 200 s
+    assert ended["notebook"] == "DeadKernelError"
+    assert not list(jupyter_sandbox._RUNNING)
+    assert len(ended["sockets"]) == 1 and not os.path.exists(ended["sockets"][0])  # cleaned up

@@ -6,6 +6,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 
 import nbformat
 import psutil
@@ -29,6 +30,21 @@ def test_the_reaper_kills_what_the_block_left_running():
     finally:
         before.kill()
         before.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux subreaper")
+def test_after_the_reapers_block_an_orphan_is_not_this_processs_zombie():
+    """A long-lived worker is a subreaper only inside the block: orphans of later processes
+    (a sandbox's, say) go to init, not to a worker that would never reap them."""
+    with guards.Reaper():
+        pass
+    orphan = subprocess.run(  # a child that ends at once, leaving a short-lived grandchild
+        [sys.executable, "-c", "import subprocess, sys; print(subprocess.Popen([sys.executable,"
+         " '-c', 'import time; time.sleep(0.5)']).pid)"],
+        check=True, capture_output=True, text=True)
+    pid = int(orphan.stdout)
+    time.sleep(1.0)  # it has ended
+    assert pid not in {p.pid for p in psutil.Process().children()}  # init's, not our zombie
 
 
 def _gradebook(path, rows):

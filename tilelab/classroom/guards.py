@@ -30,6 +30,7 @@ import psutil
 from tilelab.grading import scratch
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
 
 
 # ------------------------------------------------------------------ processes
@@ -46,16 +47,32 @@ def _alive_descendants() -> dict[int, psutil.Process]:
     return out
 
 
+def _subreaper(on: int | None = None) -> int:
+    """Whether this process is a child subreaper (Linux; 0 elsewhere); ``on``: set it first."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if on is not None:
+            libc.prctl(PR_SET_CHILD_SUBREAPER, on, 0, 0, 0)
+        state = ctypes.c_int(0)
+        libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(state), 0, 0, 0)
+        return state.value
+    except (OSError, AttributeError):
+        return 0
+
+
 class Reaper:
-    """Kills the processes started inside the ``with`` block that are still alive at its end."""
+    """Kills the processes started inside the ``with`` block that are still alive at its end.
+    This process is a child subreaper only meanwhile: an orphan of a later process goes to
+    init, never becoming a zombie of a long-lived worker that no block reaps."""
 
     def __init__(self) -> None:
         self.killed: list[int] = []
 
     def __enter__(self) -> Reaper:
-        if sys.platform.startswith("linux"):
-            with contextlib.suppress(OSError, AttributeError):
-                ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        self.was_subreaper = _subreaper()
+        _subreaper(1)
         self.before = set(_alive_descendants())
         return self
 
@@ -73,6 +90,7 @@ class Reaper:
             with contextlib.suppress(psutil.Error):  # sandboxes' processes): reap them
                 if p.pid not in self.before and p.status() == psutil.STATUS_ZOMBIE:
                     p.wait(timeout=0)
+        _subreaper(self.was_subreaper)
 
 
 # ------------------------------------------------------------------ gradebook

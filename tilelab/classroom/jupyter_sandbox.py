@@ -15,10 +15,12 @@ bound into the sandbox at the same path. Interrupts go as messages on the contro
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import tempfile
+import weakref
 from typing import Any
 
 import zmq
@@ -51,6 +53,21 @@ def ipc_folder() -> str:
         return path
     scratch.remove(path)
     return tempfile.mkdtemp(prefix="tilelab-k-", dir="/tmp")
+
+
+#: The sandboxed kernels this process runs now (:func:`stop_kernels`).
+_RUNNING: weakref.WeakSet[SandboxedKernelManager] = weakref.WeakSet()
+
+
+def stop_kernels() -> None:
+    """Kill every sandboxed kernel this process runs now (its launcher: the sandbox dies with
+    it), from any thread: a class run that stops ends the notebook it runs, whose client
+    then finds its kernel dead and returns."""
+    for km in list(_RUNNING):
+        process = getattr(km.provisioner, "process", None)
+        if process is not None:
+            with contextlib.suppress(OSError):
+                process.kill()
 
 
 class SandboxedKernelManager(AsyncKernelManager):
@@ -142,17 +159,22 @@ class SandboxedKernelManager(AsyncKernelManager):
         # a kernel's own stdout and stderr (not its cells' outputs, which come over ZeroMQ)
         # would go to the class run's terminal, unbounded: they are dropped
         kw["stdout"] = kw["stderr"] = subprocess.DEVNULL
+        _RUNNING.add(self)
         return cmd, kw
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         if not restart:
+            _RUNNING.discard(self)
             if self._cgroup is not None:  # whatever the kernel left, then its cgroup
                 self._cgroup.close()
                 self._cgroup = None
             if self._ipc_sized:
                 unmount(self._ipc_dir)
             shutil.rmtree(self._ipc_dir, ignore_errors=True)
+
+    # what nbclient calls for a kernel found dead (the base class's points past the above)
+    cleanup_resources = _async_cleanup_resources
 
 
 OUTPUT_LIMIT = 4 << 20  # bytes of outputs one notebook may leave (all its cells)

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections.abc import Sequence
-from concurrent import futures
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +29,7 @@ from nbgrader.apps.api import NbGraderAPI
 
 from tilelab import settings
 from tilelab.catalog import exercises
-from tilelab.classroom import course, guards, submissions
+from tilelab.classroom import course, guards, jupyter_sandbox, submissions
 from tilelab.grading import scoring, scratch
 from tilelab.grading.cache import cache_verdict, mark_done
 from tilelab.grading.sandbox import grade_source
@@ -182,16 +182,18 @@ def off_the_gpu(run: ClassRun) -> dict[str, str | None]:
             **({} if run.sandboxed else {"CUDA_VISIBLE_DEVICES": ""})}
 
 
-def autograde(run: ClassRun, sub: Submission, cache: Path, beside: Future | None = None) -> None:
+def autograde(run: ClassRun, sub: Submission, cache: Path,
+              beside: threading.Event | None = None) -> None:
     """nbgrader runs the notebook (hidden tests read the cache), guarded: processes left
     behind are killed, a gradebook changed beyond this student's rows is restored.
-    ``beside``: the clean grade, still running (:func:`grade_beside`): the sandboxed
-    kernel is told where the verdicts come and how long to wait for them, and the guard
-    ends only once the clean grade has."""
+    ``beside``: set once the clean grade, running meanwhile (:func:`grade_beside`), has
+    ended: the sandboxed kernel is told where the verdicts come and how long to wait for
+    them, and the guard ends only after the clean grade (whose processes it would kill)."""
     db = Path(run.api.coursedir.db_url.removeprefix("sqlite:///"))
     told: contextlib.AbstractContextManager = contextlib.nullcontext()
-    if beside is None:
-        told = settings.environ({**settings.VERDICT_CACHE.set_to(cache), **off_the_gpu(run)})
+    if beside is None:  # the verdicts are all there: no wait, whatever this process has
+        told = settings.environ({**settings.VERDICT_CACHE.set_to(cache),
+                                 **settings.VERDICT_WAIT.set_to(None), **off_the_gpu(run)})
     else:  # nothing set in this process's environment, which the clean grade reads
         kernels = run.api.config.SandboxedKernelManager
         kernels.no_gpu = True
@@ -200,9 +202,9 @@ def autograde(run: ClassRun, sub: Submission, cache: Path, beside: Future | None
     with guards.GradebookGuard(db, sub.student) as guard, told, guards.Reaper() as reaper:
         try:
             result = run.api.autograde(sub.assignment, sub.student, force=True, create=True)
-        finally:  # the clean grade's processes end before the reaper looks for leftovers
+        finally:
             if beside is not None:
-                futures.wait([beside])
+                beside.wait()
     if reaper.killed:
         sub.problem(run, "processes", f"the notebook left {len(reaper.killed)} process(es) "
                     "running after its cells ended; they were killed")
@@ -222,21 +224,28 @@ def verdict_wait(cell_timeout: float) -> float:
 
 def grade_beside(run: ClassRun, sub: Submission, cache: Path) -> None:
     """The clean grade and nbgrader's run of the notebook at once (sandboxed runs): the
-    notebook, in its sandbox without a GPU, starts its kernel and runs its cells while the
-    clean worker grades; its hidden tests wait for the verdicts in ``cache``
-    (:func:`tilelab.grading.cache.cached_verdict`), marked complete when the clean grade
-    ends, whatever its end."""
-
-    def clean() -> None:
+    notebook, in its sandbox without a GPU, starts its kernel and runs its cells on a
+    thread of its own while the clean worker grades on this one; its hidden tests wait for
+    the verdicts in ``cache`` (:func:`tilelab.grading.cache.cached_verdict`), marked
+    complete when the clean grade ends, whatever its end. A stop (a signal, which reaches
+    this thread: nbgrader would take it for the notebook's failure) ends the notebook's
+    kernel, and is raised once both have ended."""
+    ended = threading.Event()
+    pool = ThreadPoolExecutor(1, thread_name_prefix="tilelab-notebook")
+    try:
+        notebook = pool.submit(autograde, run, sub, cache, ended)
         try:
             clean_grade(run, sub, cache)
         finally:
             mark_done(cache)
-
-    with ThreadPoolExecutor(1, thread_name_prefix="tilelab-clean-grade") as pool:
-        graded = pool.submit(clean)
-        autograde(run, sub, cache, beside=graded)
-    graded.result()  # the clean grade's own failure (it records its own), raised as in turn
+            ended.set()
+        notebook.result()  # the notebook's step failed: the grader's own failure
+    except BaseException as exc:
+        if not isinstance(exc, Exception):  # stopping: not one more cell
+            jupyter_sandbox.stop_kernels()
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 def scrub(run: ClassRun, sub: Submission) -> None:
@@ -295,6 +304,7 @@ def grade_one(run: ClassRun, assignment: str, student: str,
                 grade_beside(run, sub, Path(tmp))
             else:  # the notebook's process shares this one's environment: one at a time
                 clean_grade(run, sub, Path(tmp))
+                mark_done(Path(tmp))
                 autograde(run, sub, Path(tmp))
     scrub(run, sub)
     record(run, sub)

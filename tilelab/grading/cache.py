@@ -6,10 +6,10 @@ tests' call to the grader then gets that verdict back instead of grading a secon
 
 The notebook may run while the clean worker still grades (a sandboxed class run starts
 both at once): then ``TILELAB_VERDICT_WAIT`` gives the seconds a hidden test waits for its
-verdict, and the grader marks the folder :data:`DONE` once every kernel is graded, so a
-source the clean worker never grades (the notebook changed it) waits no longer. Each
-verdict file appears whole (written aside, then renamed), so a reader never sees half of
-one.
+verdict, and the grader marks the folder :data:`DONE` once every kernel is graded (in
+every class run), so a source the clean worker never grades (the notebook changed it)
+waits no longer, nor is it graded a second time, in the notebook. Each verdict file appears
+whole (written aside, then renamed), so a reader never sees half of one.
 """
 
 from __future__ import annotations
@@ -59,30 +59,40 @@ def _read(path: Path) -> Verdict | None:
 def cached_verdict(exercise_id: str, source: str | bytes) -> Verdict | None:
     """The class run's verdict of ``source``, when a class run is on and has one; where the
     clean worker may still be grading (``TILELAB_VERDICT_WAIT``), after waiting for it.
-    A verdict still not there when the wait ends says so (the grade comes from the clean
-    worker's verdict all the same)."""
+    Once the folder is complete, a source it has no verdict for (the notebook changed its
+    kernel as it ran) is not graded here: the class run grades the submitted cell, once.
+    A verdict still not there when the wait ends says so too. Either way the points come
+    from the clean worker's verdict of the submitted cell."""
     folder = settings.VERDICT_CACHE.get()
     if not folder:
         return None
     path = _path(folder, exercise_id, source)
     wait = settings.VERDICT_WAIT.get()
     deadline, pause = time.monotonic() + wait, 0.005
-    while (v := _read(path)) is None and wait:
+    while (v := _read(path)) is None:
         if Path(folder, DONE).exists():  # written after every verdict: one last look
-            v = _read(path)
+            if (v := _read(path)) is None:
+                return _unread(exercise_id, DIFFERS)
             break
+        if not wait:  # a folder that is never marked complete: grade it here
+            return None
         if time.monotonic() >= deadline:
-            return Verdict.for_exercise(exercises.get(exercise_id), settings.BACKEND.get(),
-                                        message=NOT_READY.format(wait=wait))
+            return _unread(exercise_id, NOT_READY.format(wait=wait))
         time.sleep(pause)
         pause = min(2 * pause, 0.1)
-    if v is None:
-        return None
     v.messages.append(NOTE)
     return v
 
 
+def _unread(exercise_id: str, why: str) -> Verdict:
+    return Verdict.for_exercise(exercises.get(exercise_id), settings.BACKEND.get(),
+                                message=why)
+
+
+_SEE = ("the points come from the class grader's verdict of the submitted kernel cell, and "
+        "tilelab_verdict.txt beside this feedback holds its report")
 NOT_READY = ("not shown here: the class grader's clean process was still grading this kernel "
-             "{wait:g} s after this cell asked for its verdict; the points come from that "
-             "verdict all the same, and tilelab_verdict.txt beside this feedback holds its "
-             "report")
+             "{wait:g} s after this cell asked for its verdict; " + _SEE)
+DIFFERS = ("not graded here: the kernel this cell checks is not the text of the notebook's "
+           "submitted kernel cell (the notebook changed it as it ran), and a class run "
+           "grades that cell, once, in its own process; " + _SEE)
