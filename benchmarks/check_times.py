@@ -12,7 +12,9 @@ comes near: a check runs mostly on one core; a sandbox's processes are not count
 With ``--backend gpu`` (on a machine with a GPU) it also prints the median seconds of each
 grading step of the sandboxed checks (the verdict's ``step_seconds``) and of each moment of
 their ``timeline`` (when the worker's CUDA was ready, each GPU tool's steps, the speed run's
-wait for the GPU's lock).
+wait for the GPU's lock), after a line naming the lock settings the checks ran with
+(``TILELAB_START_LOCK``, ``TILELAB_COUNTERS_LOCK``): with the start lock shared, each GPU
+tool's CUDA start waits behind the speed run's timed rounds, and a check takes longer.
 
 With ``--notebook`` it times a notebook's visible check instead (``tilelab.notebook.check``
 called in one long-lived process, as a Jupyter kernel calls it; sandboxed): p50 and p95
@@ -40,6 +42,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tilelab import settings  # noqa: E402
 from tilelab.catalog import exercises  # noqa: E402
 
 
@@ -123,6 +126,9 @@ def main() -> None:
     print(f"{'exercise':<18} {'p50 s':>7} {'p95 s':>7}   {'unsandboxed p50':>15} "
           f"{'p95':>6} {'cpu s':>6}  (n={a.repeat}, {a.backend}, after one warm-up check; "
           f"cpu: median CPU seconds of the unsandboxed check's processes)")
+    if a.backend == "gpu":  # they decide what a check's GPU tools wait for
+        print("    " + ", ".join(f"{v.name}={v.get()}" for v in (settings.START_LOCK,
+                                                             settings.COUNTERS_LOCK)))
     chosen = [exercises.get(e) for e in a.exercise] if a.exercise else \
         list(exercises.EXERCISES.values())
     with tempfile.TemporaryDirectory() as tmp:
