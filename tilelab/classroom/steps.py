@@ -6,8 +6,8 @@ runs them::
 Points come only from the clean grade (the grader's own process, which reads the kernel
 cell without running the notebook); nbgrader's autograde runs the notebook for its
 feedback, beside it, and its hidden tests get the clean verdicts back from a cache, waiting
-for them where the clean grade still runs (:func:`grade_beside`; one after the other
-without sandboxes). Both run in
+for them where the clean grade still runs (:func:`grade_beside`, on a GPU in sandboxes;
+one after the other on the emulator, and without sandboxes). Both run in
 bubblewrap sandboxes (unless the instructor asked for none): a notebook sees a read-only
 copy of its own submission and nothing else of the course, so no submission is ever
 copied back, deleted or rewritten by the grader.
@@ -302,9 +302,10 @@ def grade_one(run: ClassRun, assignment: str, student: str,
         with scratch.folder("verdicts") as tmp:
             if run.sandboxed and run.backend == "gpu":
                 grade_beside(run, sub, Path(tmp))
-            else:  # the emulator's launches have CPU-time limits a notebook beside would
-                # eat into (an honest kernel timed out on a loaded 2-core machine); without
-                # a sandbox the notebook shares this process's environment: one at a time
+            else:  # on the emulator a clean-clone suite once saw an honest kernel's launches
+                # overrun their time budget with the notebook beside (cause not found);
+                # without a sandbox the notebook shares this process's environment: one at
+                # a time
                 clean_grade(run, sub, Path(tmp))
                 mark_done(Path(tmp))
                 autograde(run, sub, Path(tmp))
