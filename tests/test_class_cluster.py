@@ -1,10 +1,10 @@
 """The class run's Dask executor: its tasks on a cluster of local processes (the emulator).
 
 The same tasks give the same results in this process and on 2 workers; a worker killed
-(kill -9) in the middle of a task costs nothing; a task whose worker dies twice gets 0
-points and the run goes on. Also the cluster's own rules: one thread per worker, one
-worker per GPU, the Slurm job script. The driver itself (resume, the CSVs, the summary):
-``tests/test_classroom.py``.
+(kill -9) in the middle of a task, or while it makes the course's inputs, costs nothing; a
+task whose worker dies twice gets 0 points and the run goes on. Also the cluster's own
+rules: one thread per worker, one worker per GPU, the Slurm job script. The driver itself
+(resume, the CSVs, the summary): ``tests/test_classroom.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import dask
 import pytest
-from distributed import Client
+from distributed import Client, Worker, WorkerPlugin
 from nbgrader.api import Gradebook
 from test_classroom import (
     EMU,
@@ -122,7 +122,8 @@ class Killer(threading.Thread):
         with Client(self.address, timeout=30) as client:
             seen: dict[tuple[str, str], float] = {}
             while not self.stop.is_set() and any(self.times.values()):
-                for worker, keys in client.processing().items():
+                # the tasks running, not those queued (a worker that just died is left out)
+                for worker, keys in client.run(executing, on_error="ignore").items():
                     for key in keys:
                         student = key[2] if isinstance(key, tuple) else ""
                         if not self.times.get(student):
@@ -134,6 +135,25 @@ class Killer(threading.Thread):
                             self.killed.append((student, worker))
                             self.times[student] -= 1
                 time.sleep(0.2)
+
+
+def executing(dask_worker: Worker) -> list:
+    """The keys of the tasks a worker is running (:meth:`Client.run` passes the worker)."""
+    return [ts.key for ts in dask_worker.state.executing]
+
+
+class DiesMakingTheCourse(WorkerPlugin):
+    """Kills the first worker that starts making the course's inputs (a machine lost at
+    that moment), once: ``marker`` is made first."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def transition(self, key: object, start: str, finish: str, **kw: object) -> None:
+        if (finish == "executing" and str(key).startswith("tilelab-course")
+                and not os.path.exists(self.marker)):
+            Path(self.marker).touch()
+            os._exit(1)
 
 
 def naive_points(root: Path, student: str) -> tuple[float, float]:
@@ -165,7 +185,10 @@ def test_a_killed_worker_costs_nothing_and_twice_killed_gets_zero(tmp_path):
         ("sleepy", "01-naive"): sleepy(solution_kernel("naive"), 10),  # killed once
         ("crasher", "01-naive"): sleepy(stub, 60),  # its worker dies each time it runs
     })
+    marker = tmp_path / "died"
     with dask.config.set(start.CONFIG), start.local_cluster(2, gpus=False) as cluster:
+        with Client(cluster.scheduler_address) as client:  # and one making the course's inputs
+            client.register_plugin(DiesMakingTheCourse(str(marker)))
         killer = Killer(cluster.scheduler_address, {"sleepy": 1, "crasher": 2})
         killer.start()
         try:
@@ -176,6 +199,7 @@ def test_a_killed_worker_costs_nothing_and_twice_killed_gets_zero(tmp_path):
         finally:
             killer.stop.set()
             killer.join(30)
+    assert marker.exists()  # a worker died making the inputs every task reads: no one's doing
     assert [s for s, _ in killer.killed].count("sleepy") == 1
     assert [s for s, _ in killer.killed].count("crasher") == 2
     want = expected_points(EMU)

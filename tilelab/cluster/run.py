@@ -6,7 +6,11 @@ scheduler's address, and yields each result as it arrives. No more tasks are in 
 than the cluster has workers, and the scheduler never runs a task again itself
 (:data:`tilelab.cluster.start.SCHEDULER_ALLOWED_FAILURES`), so a worker that dies was
 running exactly one task: this executor runs that task again once a worker is free, and a
-task whose worker dies twice gets 0 points with a message saying so.
+task whose worker dies twice gets 0 points with a message saying so. A worker that dies
+while it makes the course's inputs (a task of their own, which every grading task reads)
+is no submission's doing: the inputs are made again and the tasks waiting on them are
+run again, no death counted; where that happens more than :data:`COURSE_LOSSES` times,
+the tasks left are graded on the next run.
 """
 
 from __future__ import annotations
@@ -21,6 +25,12 @@ from distributed.scheduler import KilledWorker
 from tilelab.classroom import task
 from tilelab.cluster import start
 
+#: Times the course's inputs may be lost (their worker died while making them) in one run.
+COURSE_LOSSES = 3
+COURSE_LOST = (
+    "not graded in this run: the grading cluster's workers died {n} times while they made "
+    "the course's inputs (nothing this submission did); it is graded again on the next run"
+)
 KILLED = (
     "the grading worker died {n} times while running this submission (its code killed the "
     "grading process, or used all of its memory); the other submissions were graded"
@@ -59,7 +69,7 @@ class OnDask:
             # worker deaths behind one KilledWorker: 1 where the scheduler reruns nothing
             deaths = start.allowed_failures(client) + 1
             died: dict[tuple[str, str], int] = {}  # (assignment, student) -> deaths so far
-            course_future = client.submit(_identity, course, key="tilelab-course", pure=False)
+            inputs = [client.submit(_identity, course, key="tilelab-course", pure=False)]
             pending = list(reversed(todo))
             futures: dict[Any, task.Submission] = {}
 
@@ -68,8 +78,9 @@ class OnDask:
                     sub = pending.pop()
                     run = died.get((sub.assignment, sub.student), 0)
                     fut = client.submit(
-                        grade_on_worker, course_future, sub,
-                        key=("tilelab-grade", sub.assignment, sub.student, run), pure=False,
+                        grade_on_worker, inputs[-1], sub,
+                        key=("tilelab-grade", sub.assignment, sub.student, run, len(inputs)),
+                        pure=False,
                     )
                     futures[fut] = sub
                     ac.add(fut)
@@ -82,7 +93,20 @@ class OnDask:
                 submit_more(ac)
                 try:
                     result = fut.result()
-                except KilledWorker:
+                except KilledWorker as exc:
+                    if exc.task in {f.key for f in inputs}:  # lost: the course's inputs
+                        fut.release()
+                        if exc.task == inputs[-1].key and len(inputs) <= COURSE_LOSSES:
+                            inputs.append(client.submit(
+                                _identity, course, key=f"tilelab-course-{len(inputs)}",
+                                pure=False))
+                        if exc.task != inputs[-1].key:  # made again: run this task again
+                            pending.append(sub)
+                            submit_more(ac)
+                            continue
+                        yield task.zero_result(course, sub, "worker",
+                                               COURSE_LOST.format(n=len(inputs)), retry=True)
+                        continue
                     who = (sub.assignment, sub.student)
                     n = died[who] = died.get(who, 0) + deaths
                     if n <= start.ALLOWED_FAILURES:  # again, next, once a worker is free
