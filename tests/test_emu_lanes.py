@@ -22,7 +22,7 @@ from tilelab.catalog import exercises
 from tilelab.catalog.reference import KERNELS
 from tilelab.device.runtime import get_runtime
 from tilelab.emu import native
-from tilelab.grading import correctness, pipeline
+from tilelab.grading import correctness, limits, pipeline
 from tilelab.grading.limits import MAX_EMU_LANES, emu_lanes
 from tilelab.grading.pipeline import build
 from tilelab.grading.verdict import Verdict
@@ -98,6 +98,42 @@ def test_a_check_stopped_early_starts_no_further_launch():
         next(checked)
         checked.close()
     assert 1 <= fn.launches <= 2 < len(NAIVE.shapes)  # the one read, at most one under way
+
+
+class Recording(ThreadPoolExecutor):
+    """A pool that keeps every future it hands out, in order."""
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(workers)
+        self.futures: list[Future] = []
+
+    def submit(self, *args: object, **kw: object) -> Future:
+        future = super().submit(*args, **kw)
+        self.futures.append(future)
+        return future
+
+
+def test_a_check_stopped_early_stops_the_launches_under_way(monkeypatch):
+    """An endless kernel's first launch (the smallest shape) times out; the largest one,
+    started beside it with a limit many times longer, is stopped, not waited for."""
+    monkeypatch.delenv("TILELAB_EMU_TIMEOUT", raising=False)
+    monkeypatch.setattr(limits, "EMU_LAUNCH_BASE_S", 1.0)  # the smallest shape's limit
+    endless = ROWS_BELOW_64.replace("if (row < 64 && ", "while (true) if (", 1)
+    rt, fn = get_runtime("emu"), naive_function(endless)
+    largest = max(NAIVE.shapes, key=NAIVE.problem.work)
+    assert limits.emu_launch_seconds(NAIVE.problem, largest) > 10
+    with Recording(2) as pool:
+        checked = correctness.check_shapes(rt, fn, NAIVE.problem, NAIVE.launch, NAIVE.shapes,
+                                           np.random.default_rng(), quick=True, pool=pool)
+        shape, first = next(checked)
+        checked.close()
+    assert shape == NAIVE.shapes[0] and isinstance(first, emu.KernelTimeout)
+    beside = pool.futures[1]  # the largest shape's launch, queued right after the first
+    assert isinstance(beside.exception(), emu.LaunchStopped), beside.exception()
+    assert "no longer needed" in str(beside.exception())
+    rest = pool.futures[2:]  # never started, or (the first lane's next) stopped too
+    assert all(f.cancelled() or isinstance(f.exception(), emu.LaunchStopped) for f in rest)
+    assert sum(f.cancelled() for f in rest) >= len(rest) - 1
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (ptxas's report)")

@@ -72,6 +72,11 @@ class KernelTimeout(LaunchError):
     """The kernel did not finish within the time limit."""
 
 
+class LaunchStopped(LaunchError):
+    """The launch was stopped before it ended because its caller no longer wanted its
+    result (a check that had already failed at another shape)."""
+
+
 class KernelCrash(LaunchError):
     """The kernel died: a signal, an abort, a failed ``assert``, a stack overflow."""
 

@@ -16,6 +16,7 @@ from .errors import (
     EmulatorError,
     KernelCrash,
     KernelTimeout,
+    LaunchStopped,
     OutOfBoundsAccess,
 )
 from .kernels import param_name
@@ -71,6 +72,10 @@ def source_line(library: Path, pcs: list[int]) -> int | None:
 def raise_for(report: dict, child: ChildResult, ctx: LaunchContext) -> None:
     """Raise the error a non-``ok`` report (or a timeout, or a silent death) describes."""
     name = ctx.kernel["name"]
+    if child.stopped:
+        raise LaunchStopped(f"the launch of kernel '{name}' (grid {ctx.grid}, block "
+                            f"{ctx.block}) was stopped before it ended: its result was no "
+                            "longer needed.")
     if child.timed_out:
         raise KernelTimeout(
             f"kernel '{name}' did not finish within {ctx.timeout:g} s (grid {ctx.grid}, block "

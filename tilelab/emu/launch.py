@@ -12,6 +12,7 @@ import ctypes
 import json
 import mmap
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -47,8 +48,9 @@ def _round(n: int) -> int:
 
 def run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
         block: tuple[int, int, int], shared: int, timeout: float,
-        globals_: Sequence[np.ndarray] = ()) -> Outcome:
+        globals_: Sequence[np.ndarray] = (), stop: threading.Event | None = None) -> Outcome:
     """Launch kernel ``index`` of ``lib``; copy results into the plan's sinks on success.
+    Setting ``stop`` ends the launch at once (:func:`~tilelab.emu.native.run_forked`).
 
     ``globals_`` holds the bytes of each of the library's device globals (uint8 arrays):
     they are copied in before the grid runs and updated after it succeeds.
@@ -63,7 +65,7 @@ def run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
         view = np.frombuffer(region, dtype=np.uint8)
         try:
             return _run(lib, index, plan, grid, block, shared, timeout, globals_, first_global,
-                        offsets, view, base)
+                        offsets, view, base, stop)
         finally:
             del view
 
@@ -71,7 +73,7 @@ def run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
 def _run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
          block: tuple[int, int, int], shared: int, timeout: float,
          globals_: Sequence[np.ndarray], first_global: int, offsets: list[int],
-         view: np.ndarray, base: int) -> Outcome:
+         view: np.ndarray, base: int, stop: threading.Event | None) -> Outcome:
     """:func:`run`, its buffers laid out at ``offsets`` of ``view``, the shared mapping at
     address ``base``."""
     for b, off in zip(plan.buffers, offsets, strict=True):
@@ -118,7 +120,7 @@ def _run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
         entry.restype = ctypes.c_int
         entry(ctypes.addressof(spec), table + index * ctypes.sizeof(KernelDesc))
 
-    result = run_forked(child, timeout, region=base)
+    result = run_forked(child, timeout, region=base, stop=stop)
     report = {"status": "forged"} if result.forged else _parse(result.report)
     if report.get("status") == "ok" and not result.timed_out:
         for b, off in zip(plan.buffers, offsets, strict=True):

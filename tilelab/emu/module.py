@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
+import threading
 import time
 from collections.abc import Sequence
 
@@ -220,8 +221,12 @@ class Function(FunctionAPI):
 
     def __call__(self, *args: object, block: Sequence[int] = (1, 1, 1),
                  grid: Sequence[int] = (1, 1), shared: int = 0, stream: object = None,
-                 time_kernel: bool = False, timeout: float | None = None) -> float | None:
-        """Launch on the CPU; returns the kernel's run time in seconds if ``time_kernel``."""
+                 time_kernel: bool = False, timeout: float | None = None,
+                 stop: threading.Event | None = None) -> float | None:
+        """Launch on the CPU; returns the kernel's run time in seconds if ``time_kernel``.
+        ``timeout``: seconds (see :func:`~tilelab.emu.geometry.timeout_seconds`); setting
+        ``stop`` (from another thread) ends the launch at once with
+        :class:`~tilelab.emu.errors.LaunchStopped`."""
         t0 = time.perf_counter()
         lib = self.module.library
         b, g, shared = check_launch(block, grid, shared, self.static_shared,
@@ -231,7 +236,7 @@ class Function(FunctionAPI):
         plan = plan_arguments(self._desc, args)
         limit = timeout_seconds(timeout)
         outcome = launch.run(lib, self._index, plan, g, b, shared, limit,
-                             self.module.global_bytes())
+                             self.module.global_bytes(), stop)
         report = LaunchReport(self.name, g, b, shared,
                               outcome.child.stdout.decode("utf-8", errors="replace"),
                               outcome.child.stdout_truncated,

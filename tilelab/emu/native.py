@@ -117,6 +117,7 @@ class ChildResult:
     timed_out: bool
     seconds: float
     forged: bool = False
+    stopped: bool = False  # killed because its caller no longer wanted the result
 
 
 def new_tag() -> bytes:
@@ -223,16 +224,21 @@ def _unmap_regions(keep: int | None) -> None:
 REPORT_FD = 3
 
 
+#: How often a child's wait looks at its ``stop`` event (seconds).
+STOP_POLL_S = 0.05
+
+
 def run_forked(child: Callable[[int, bytes], None], timeout: float,
-               stdout_cap: int = 1 << 20, region: int | None = None) -> ChildResult:
+               stdout_cap: int = 1 << 20, region: int | None = None,
+               stop: threading.Event | None = None) -> ChildResult:
     """Fork; the child calls ``child(REPORT_FD, tag)`` with its stdout on a pipe, then exits.
     Of the shared mappings :func:`shared_region` made, the child keeps only ``region``'s.
 
     The child writes one report line on ``report_fd``, headed by ``tag`` (see
     :func:`tagged`); anything else found on that pipe marks the result ``forged``. The
     parent collects the report pipe and the child's stdout (keeping at most ``stdout_cap``
-    bytes), kills the child's process group after ``timeout`` seconds, and survives
-    whatever the child does.
+    bytes), kills the child's process group after ``timeout`` seconds, or as soon as
+    ``stop`` is set (the result's ``stopped``), and survives whatever the child does.
     """
     tag = new_tag()
     t0 = time.monotonic()
@@ -268,7 +274,7 @@ def run_forked(child: Callable[[int, bytes], None], timeout: float,
     with contextlib.suppress(OSError):  # the child got there first (or already exited)
         os.setpgid(pid, pid)
     report, out = bytearray(), bytearray()
-    truncated = timed_out = False
+    truncated = timed_out = stopped = False
     sel = selectors.DefaultSelector()
     sel.register(rep_r, selectors.EVENT_READ)
     sel.register(out_r, selectors.EVENT_READ)
@@ -286,6 +292,11 @@ def run_forked(child: Callable[[int, bytes], None], timeout: float,
             if left <= 0:
                 timed_out = True
                 break
+            if stop is not None:
+                if stop.is_set():
+                    stopped = True
+                    break
+                left = min(left, STOP_POLL_S)
             for key, _ in sel.select(left):
                 if key.fd == pidfd:
                     sel.unregister(pidfd)
@@ -303,7 +314,7 @@ def run_forked(child: Callable[[int, bytes], None], timeout: float,
                     truncated = truncated or len(data) > room
                     out += data[:max(room, 0)]
     finally:
-        if timed_out or pipes or pidfd >= 0:
+        if timed_out or stopped or pipes or pidfd >= 0:
             _kill_group(pid)
         sel.close()
         for fd in (rep_r, out_r, pidfd):
@@ -314,7 +325,8 @@ def run_forked(child: Callable[[int, bytes], None], timeout: float,
     status = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None
     sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else None
     payload, forged = untag(bytes(report), tag)
-    return ChildResult(payload, bytes(out), truncated, status, sig, timed_out, seconds, forged)
+    return ChildResult(payload, bytes(out), truncated, status, sig, timed_out, seconds, forged,
+                       stopped)
 
 
 def _detach(parent: int) -> None:

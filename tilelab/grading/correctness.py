@@ -7,6 +7,7 @@ element and its likely cause: never written, boundary, race, or indexing.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,10 +39,12 @@ class CheckOverBudget(KernelTimeout):
 @dataclass(frozen=True)
 class Budget:
     """The time a check's emulated launches have together (:func:`emu_check_seconds`):
-    ``seconds`` in all, ending at ``ends`` (``time.monotonic()``)."""
+    ``seconds`` in all, ending at ``ends`` (``time.monotonic()``); setting ``stop`` ends
+    every launch under way at once (the check no longer needs their results)."""
 
     seconds: float
     ends: float
+    stop: threading.Event = field(default_factory=threading.Event, compare=False)
 
     @classmethod
     def starting_now(cls, seconds: float) -> Budget:
@@ -115,7 +118,8 @@ def _launch(rt: Runtime, fn: Any, problem: Problem, launch_: Launch, shape: Shap
     args = problem.arguments(bufs, shape)
     try:
         fn(*args, block=launch_.block, grid=launch_.grid(sizes),
-           **({"timeout": limit} if limit else {}))
+           **({"timeout": limit} if limit else {}),
+           **({"stop": budget.stop} if limit and budget is not None else {}))
     except Exception as exc:
         if cut and budget is not None and isinstance(exc, KernelTimeout):
             raise budget.error(problem, shape) from None
@@ -268,8 +272,8 @@ def check_shapes(
     every shape's inputs are drawn now, in shape order, and the launches queued on it: the
     first shape's (the smallest, where a broken kernel fails soonest), then the others
     largest first (the check waits for its longest launch); the results still come in
-    shape order, and the queue is emptied when the caller stops reading (launches under
-    way end first). Else one launch at a time, each when its result is asked for.
+    shape order, and when the caller stops reading the queue is emptied and the launches
+    under way are stopped. Else one launch at a time, each when its result is asked for.
 
     On the emulator the launches have, together, ``budget_s`` seconds from now (by default
     :func:`~tilelab.grading.limits.emu_check_seconds`): the launch it stops, and every one
@@ -288,7 +292,7 @@ def check_shapes(
     for i in [0, *sorted(range(1, len(shapes)), key=lambda i: -problem.work(shapes[i]))]:
         jobs[i] = pool.submit(check_inputs, rt, fn, problem, launch_, shapes[i], inputs[i],
                               quick=quick, budget=budget)
-    return _in_order(list(zip(shapes, jobs, strict=True)))
+    return _in_order(list(zip(shapes, jobs, strict=True)), budget)
 
 
 def _one_by_one(rt: Runtime, fn: Any, problem: Problem, launch_: Launch,
@@ -331,8 +335,8 @@ def _held_once(rt: Runtime, fn: Any, problem: Problem, launch_: Launch,
         yield shape, result
 
 
-def _in_order(jobs: list[tuple[Shape, Future]]) -> Iterator[tuple[Shape, ShapeResult |
-                                                                      Exception]]:
+def _in_order(jobs: list[tuple[Shape, Future]], budget: Budget | None) -> Iterator[
+        tuple[Shape, ShapeResult | Exception]]:
     try:
         for shape, job in jobs:
             try:
@@ -342,3 +346,5 @@ def _in_order(jobs: list[tuple[Shape, Future]]) -> Iterator[tuple[Shape, ShapeRe
     finally:
         for _, job in jobs:
             job.cancel()  # only those not started
+        if budget is not None:  # and those under way: an endless one would hold the check
+            budget.stop.set()
