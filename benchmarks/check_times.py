@@ -12,7 +12,8 @@ comes near: a check runs mostly on one core; a sandbox's processes are not count
 With ``--backend gpu`` (on a machine with a GPU) it also prints the median seconds of each
 grading step of the sandboxed checks (the verdict's ``step_seconds``) and of each moment of
 their ``timeline`` (when the worker's CUDA was ready, each GPU tool's steps, the speed run's
-wait for the GPU's lock), after a line naming the lock settings the checks ran with
+wait for the GPU's lock), and the unsandboxed checks' timeline (where a sandbox's time goes),
+after a line naming the lock settings the checks ran with
 (``TILELAB_START_LOCK``, ``TILELAB_COUNTERS_LOCK``): with the start lock shared, each GPU
 tool's CUDA start waits behind the speed run's timed rounds, and a check takes longer.
 
@@ -139,14 +140,16 @@ def main() -> None:
             timed(cmd, env)  # warm the user's caches
             if not a.no_yardstick:
                 timed(cmd, plain)
-            boxed, bare, steps, timelines = [], [], [], []
+            boxed, bare, steps, timelines, bare_timelines = [], [], [], [], []
             for _ in range(a.repeat):
                 seconds, cpu, verdict = timed(cmd, env)
                 boxed.append((seconds, cpu))
                 steps.append(verdict.get("step_seconds", {}))
                 timelines.append(verdict.get("timeline", {}))
                 if not a.no_yardstick:
-                    bare.append(timed(cmd, plain)[:2])
+                    seconds, cpu, verdict = timed(cmd, plain)
+                    bare.append((seconds, cpu))
+                    bare_timelines.append(verdict.get("timeline", {}))
             p50, p95 = np.percentile([s for s, _ in boxed], [50, 95])
             line = f"{ex.id:<18} {p50:>7.2f} {p95:>7.2f}"
             if bare:
@@ -155,7 +158,10 @@ def main() -> None:
                          f"{statistics.median(c for _, c in bare):>6.2f}")
             print(line, flush=True)
             if a.backend == "gpu":
-                for title, runs in (("steps", steps), ("timeline", timelines)):
+                for title, runs in (("steps", steps), ("timeline", timelines),
+                                    ("timeline unsandboxed", bare_timelines)):
+                    if not runs:
+                        continue
                     names = sorted({k for s in runs for k in s}, key=lambda k: (
                         k.split("_")[0], statistics.median(s.get(k, 0.0) for s in runs)))
                     print(f"    {title} (median s): " + ", ".join(
