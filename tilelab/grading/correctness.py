@@ -116,10 +116,13 @@ def _launch(rt: Runtime, fn: Any, problem: Problem, launch_: Launch, shape: Shap
     bufs = {name: rt.to_device(arr) for name, arr in inputs.items()}
     bufs[problem.output] = rt.to_device(out)
     args = problem.arguments(bufs, shape)
+    emu_args: dict[str, Any] = {}
+    if limit:  # the emulator's: its time limit, and the check's stop (see _in_order)
+        emu_args["timeout"] = limit
+        if budget is not None:
+            emu_args["stop"] = budget.stop
     try:
-        fn(*args, block=launch_.block, grid=launch_.grid(sizes),
-           **({"timeout": limit} if limit else {}),
-           **({"stop": budget.stop} if limit and budget is not None else {}))
+        fn(*args, block=launch_.block, grid=launch_.grid(sizes), **emu_args)
     except Exception as exc:
         if cut and budget is not None and isinstance(exc, KernelTimeout):
             raise budget.error(problem, shape) from None
