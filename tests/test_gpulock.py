@@ -418,9 +418,9 @@ def test_a_speed_runs_timed_rounds_are_alone_and_its_checks_hold_nothing(
     right = launch_check(ex, shape)
     unwritten = rt.SourceModule(UNWRITTEN_SOURCE).get_function(UNWRITTEN)
 
-    def check(inputs, got):
+    def check(inputs, got, wide):
         seen.append("check" if probe(fcntl.LOCK_EX) else "check while held")
-        return right(inputs, got)
+        return right(inputs, got, wide)
 
     kernels = {
         "candidate": Timed(counted(rt.SourceModule(ex.reference.source())

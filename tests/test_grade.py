@@ -346,9 +346,9 @@ def test_a_timed_round_the_cpu_held_up_is_run_again_on_new_inputs_for_every_kern
     unwritten = _unwritten(rt)
     seen: list[bytes] = []
 
-    def check(inputs, got):
+    def check(inputs, got, wide):
         seen.append(inputs["A"].tobytes())
-        return right(inputs, got)
+        return right(inputs, got, wide)
 
     kernels = {
         "candidate": Timed(rt.SourceModule(ex.reference.source()).get_function(ex.kernel),
@@ -432,6 +432,40 @@ def test_each_launch_gets_inputs_no_other_launch_saw():
             assert not np.array_equal(a, b)
             # not the same rows shifted either (no output rebuilt from an earlier one)
             assert not any(np.array_equal(a[s:], b[:-s]) for s in range(1, 48))
+
+
+def test_a_launchs_float64_check_reads_pools_widened_once_and_judges_as_before():
+    """A speed run checks every launch against float64 on sampled rows; the whole inputs
+    (a matmul's B) come from pools widened once per run, not per launch, and the reference
+    and error scale are the very ones widening each launch's inputs gives."""
+    import numpy as np
+
+    from tilelab.device.bench import InputSets, Sample, sampled_rows
+    from tilelab.grading.diagnosis import POISON_BITS
+    from tilelab.grading.pipeline import ROWS_PER_LAUNCH, SampledRows, launch_check
+
+    ex, shape = exercises.get("tiled"), (96, 80, 72)
+    rng = np.random.default_rng(3)
+    sets = InputSets(ex.problem.make_inputs, shape, rng, 6)
+    for j in range(len(sets)):
+        wide, plain = sets.wide(j), sets[j]
+        assert np.array_equal(wide.value("B"), plain["B"].astype(np.float64))
+        assert np.array_equal(wide.magnitude("B"), np.abs(plain["B"].astype(np.float64)))
+        pick = sampled_rows(rng, shape[0], ROWS_PER_LAUNCH)
+        made = SampledRows(ex, shape, plain, pick=pick, wide=wide).known
+        assert all(np.array_equal(a, b) for a, b in
+                   zip(made, SampledRows(ex, shape, plain, pick=pick).known, strict=True))
+    # one widened pool for every launch: windows of the same memory
+    assert sets.wide(1).value("B").base is sets.wide(4).value("B").base
+    assert sets.wide(1).magnitude("B").base is sets.wide(4).magnitude("B").base
+    check, plain = launch_check(ex, shape), sets[2]
+    right = (plain["A"].astype(np.float64) @ plain["B"]).astype(np.float32)
+    rows = sampled_rows(rng, shape[0], ROWS_PER_LAUNCH)
+    assert check(plain, Sample.of(right, POISON_BITS, rows), sets.wide(2)) is None
+    wrong = right.copy()
+    wrong[rows[1], 5] += 1.0
+    assert f"first at C[{rows[1]}][5]" in check(plain, Sample.of(wrong, POISON_BITS, rows),
+                                                sets.wide(2))
 
 
 def test_a_wrong_timed_launch_earns_nothing_and_says_why():

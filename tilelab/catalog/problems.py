@@ -97,12 +97,16 @@ class Problem:
         launch's time grows with."""
         return max(self.flops(shape), self.bytes_moved(shape))
 
-    def error_bound(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
-        """Per-element scale of an acceptable float32 error (|A|·|B| for a product)."""
+    def error_bound(self, inputs: dict[str, np.ndarray],
+                    magnitude: Callable[[str], np.ndarray] | None = None) -> np.ndarray:
+        """Per-element scale of an acceptable float32 error (|A|·|B| for a product;
+        ``magnitude``: an input's absolute values in float64 by its name, where they were
+        made before)."""
         if self.bound is not None:
             return self.bound(inputs)
         if self.name == "matmul":
-            return np.abs(_wide(inputs["A"])) @ np.abs(_wide(inputs["B"]))
+            mag = magnitude or (lambda k: np.abs(_wide(inputs[k])))
+            return mag("A") @ mag("B")
         return np.zeros(self.output_shape(tuple(inputs["in"].shape)))
 
 

@@ -215,13 +215,49 @@ class InputSets:
         self.pools = {k: np.concatenate([a.ravel(), make(shape, rng)[k].ravel()])
                       for k, a in base.items()}
         self.offsets = {k: _offsets(a.size, a.shape[-1], count, rng) for k, a in base.items()}
+        self._wide: dict[tuple[str, bool], np.ndarray] = {}  # pools widened (:meth:`widened`)
 
     def __len__(self) -> int:
         return self.count
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
-        return {k: self.pools[k][self.offsets[k][i]:self.offsets[k][i] + int(np.prod(s))]
-                .reshape(s) for k, s in self.shapes.items()}
+        return {k: self._window(self.pools[k], k, i) for k in self.shapes}
+
+    def _window(self, pool: np.ndarray, name: str, i: int) -> np.ndarray:
+        start = self.offsets[name][i]
+        return pool[start:start + int(np.prod(self.shapes[name]))].reshape(self.shapes[name])
+
+    def wide(self, i: int) -> Wide:
+        """Launch ``i``'s inputs in float64 and their magnitudes, for its check."""
+        return Wide(self, i)
+
+    def widened(self, name: str, i: int, magnitude: bool = False) -> np.ndarray:
+        """Input ``name`` of launch ``i`` in float64 (``magnitude``: its absolute values): a
+        window of its pool, widened once for every launch (a speed run checks each
+        launch against float64: widening a 2048 x 2048 input per launch cost a matmul's
+        check more than its float64 product)."""
+        return self._window(self._widened_pool(name, magnitude), name, i)
+
+    def _widened_pool(self, name: str, magnitude: bool) -> np.ndarray:
+        key = (name, magnitude)
+        if key not in self._wide:
+            self._wide[key] = (np.abs(self._widened_pool(name, False)) if magnitude
+                               else self.pools[name].astype(np.float64))
+        return self._wide[key]
+
+
+class Wide:
+    """One launch's inputs in float64, and their magnitudes, by name
+    (:meth:`InputSets.widened`: windows of pools widened once)."""
+
+    def __init__(self, sets: InputSets, i: int) -> None:
+        self.sets, self.i = sets, i
+
+    def value(self, name: str) -> np.ndarray:
+        return self.sets.widened(name, self.i)
+
+    def magnitude(self, name: str) -> np.ndarray:
+        return self.sets.widened(name, self.i, magnitude=True)
 
 
 class DevicePools:
@@ -356,9 +392,9 @@ class Rotation:
         return Sample(int(self.counted[0]), self.words, rows, data)
 
 
-#: checks one launch's output (its :class:`Sample`) against its inputs: None when right,
-#: else why not
-Check = Callable[[dict[str, np.ndarray], Sample], "str | None"]
+#: checks one launch's output (its :class:`Sample`) against its inputs (and their float64
+#: copies, :class:`Wide`, where it has them): None when right, else why not
+Check = Callable[[dict[str, np.ndarray], Sample, "Wide | None"], "str | None"]
 #: a context manager's factory: a region of a GPU's lock (see :func:`time_checked`)
 Region = Callable[[], contextlib.AbstractContextManager[Any]]
 
@@ -469,7 +505,7 @@ def time_checked(
             for j, outputs in held:
                 inputs = sets[j]
                 for key, got in outputs.items():
-                    why = check(inputs, got)
+                    why = check(inputs, got, sets.wide(j))
                     if why is not None:
                         raise WrongLaunch(key, j, warmup + repeat + redone, why)
         if held_up:  # the outputs checked first: a wrong launch is that, held up or not

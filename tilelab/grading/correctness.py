@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -174,14 +174,15 @@ def compare(
     return result
 
 
-def expectation(problem: Problem,
-                inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+def expectation(problem: Problem, inputs: dict[str, np.ndarray],
+                magnitude: Callable[[str], np.ndarray] | None = None,
+                ) -> tuple[np.ndarray, np.ndarray | None]:
     """The float64 reference of ``inputs`` and, unless the problem is exact, each element's
-    error scale (:meth:`Problem.error_bound`)."""
+    error scale (:meth:`Problem.error_bound`, given ``magnitude``)."""
     expected = problem.reference(inputs)
     if problem.exact:
         return expected, None
-    return expected, problem.error_bound(inputs) + np.finfo(np.float32).tiny
+    return expected, problem.error_bound(inputs, magnitude) + np.finfo(np.float32).tiny
 
 
 def explain(result: ShapeResult, problem: Problem, launch_: Launch, why: Any,

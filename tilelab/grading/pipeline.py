@@ -40,6 +40,7 @@ from tilelab.device.bench import (
     HeldUp,
     Sample,
     Timed,
+    Wide,
     WrongLaunch,
     sampled_rows,
     time_checked,
@@ -687,12 +688,13 @@ def launch_check(ex: Exercise, shape: tuple) -> Any:
 
     last: list[Any] = [None, None, None]  # a round's inputs, rows, and their reference
 
-    def check(inputs: dict[str, np.ndarray], got: Sample) -> str | None:
+    def check(inputs: dict[str, np.ndarray], got: Sample, wide: Wide | None = None) -> str | None:
         if got.unwritten:
             return (f"{got.unwritten} of {got.size} elements of {ex.problem.output} were never "
                     "written (still the NaN poison filled in before this launch).")
         if last[0] is not inputs or last[1] is not got.rows:  # a new round
-            last[:] = [inputs, got.rows, SampledRows(ex, shape, inputs, pick=got.rows)]
+            last[:] = [inputs, got.rows, SampledRows(ex, shape, inputs, pick=got.rows,
+                                                     wide=wide)]
         res = last[2].compare_rows(got.data)
         where = "every row" if got.rows is None else f"{len(got.rows)} sampled rows"
         return None if res.ok else f"on {where}, {res.message}"
@@ -719,11 +721,12 @@ class SampledRows:
     """``rows`` output rows drawn at random from ``rng`` (all of them when there are no
     more), or the rows ``pick`` drawn before (None: all), their inputs and their float64
     reference: a matmul's rows of C are A's rows, a transpose's rows of ``out`` are ``in``'s
-    columns. :meth:`compare` checks an output's rows."""
+    columns. :meth:`compare` checks an output's rows. ``wide``: the inputs in float64 and
+    their magnitudes, made before (an input read whole is taken from there)."""
 
     def __init__(self, ex: Exercise, shape: tuple, inputs: dict[str, np.ndarray],
                  rng: np.random.Generator | None = None, rows: int = SAMPLED_ROWS,
-                 pick: np.ndarray | None = None) -> None:
+                 pick: np.ndarray | None = None, wide: Wide | None = None) -> None:
         self.ex = ex
         n = ex.problem.output_shape(shape)[0]
         if rng is not None:
@@ -738,7 +741,14 @@ class SampledRows:
                 first = ex.problem.arg_order[0]  # A: its rows are C's rows
                 sub, self.shape = {**inputs, first: inputs[first][self.pick]}, (rows, *shape[1:])
         self.sub = sub  # the reference and error scale from one float64 copy of each input
-        self.known = expectation(ex.problem, {k: a.astype(np.float64) for k, a in sub.items()})
+        if wide is None:
+            self.known = expectation(ex.problem, {k: a.astype(np.float64) for k, a in sub.items()})
+            return
+        whole = {k for k, a in sub.items() if a is inputs[k]}  # not a pick of its rows
+        wide_sub = {k: wide.value(k) if k in whole else a.astype(np.float64)
+                    for k, a in sub.items()}
+        self.known = expectation(ex.problem, wide_sub, lambda k: (
+            wide.magnitude(k) if k in whole else np.abs(wide_sub[k])))
 
     def compare(self, got: np.ndarray) -> Any:
         """``got``'s sampled rows against their reference (a :class:`ShapeResult`)."""
