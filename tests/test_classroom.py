@@ -30,7 +30,7 @@ from nbgrader.coursedir import CourseDirectory
 
 from tilelab import classroom
 from tilelab.catalog import exercises
-from tilelab.classroom import course, kernel_csv, resume, submissions
+from tilelab.classroom import course, kernel_csv, resume, submissions, task
 from tilelab.classroom.progress import Progress
 from tilelab.classroom.run import read_submission
 from tilelab.classroom.summary import table as summary_table
@@ -496,6 +496,25 @@ def test_an_interrupted_run_grades_only_what_is_missing_or_changed(tmp_path):
     assert again(force=True)["graded"] == total
     stale = again(gates={"naive": 9.0})
     assert stale["graded"] == total and stale["up_to_date"] == 0
+
+
+def test_a_class_runs_template_gradebook_is_released_once_per_process(tmp_path):
+    """nbgrader's release of an assignment, which the template gradebook every task starts
+    from records, takes seconds: made once per process for the same course files and
+    assignments, made again when a file or the assignments change."""
+    root = tmp_path / "course"
+    copy_course(root)
+    files = task.course_files(course.open_api(root, None))
+    first = task.template_gradebook(files, ["01-naive"])
+    assert task.template_gradebook(dict(files), ["01-naive"]) is first
+    config = next(name for name in files if name.endswith("nbgrader_config.py"))
+    changed = task.template_gradebook({**files, config: files[config] + b"\n# edited\n"},
+                                      ["01-naive"])
+    assert changed is not first
+    db = tmp_path / "template.db"
+    db.write_bytes(changed)
+    with Gradebook(f"sqlite:///{db}") as gb:  # what the tasks start from
+        assert [nb.name for nb in gb.find_assignment("01-naive").notebooks] == ["naive"]
 
 
 def test_a_speed_the_grader_could_not_measure_is_graded_again_on_the_next_run():

@@ -72,6 +72,8 @@ def test_launches_in_lanes_give_each_shape_its_own_result_in_order():
         lanes = list(correctness.check_shapes(rt, fn, NAIVE.problem, NAIVE.launch,
                                               NAIVE.shapes, rng, quick=True, pool=pool))
     assert [s for s, _ in lanes] == [s for s, _ in alone] == list(NAIVE.shapes)
+    failed = [f"{s}: {type(r).__name__}: {r}" for s, r in alone + lanes if not hasattr(r, "ok")]
+    assert not failed, failed  # a launch that failed rather than judged (its message)
     verdicts = [(r.ok, r.total) for _, r in lanes]
     assert verdicts == [(r.ok, r.total) for _, r in alone]
     assert {ok for ok, _ in verdicts} == {True, False}  # the test tells shapes apart

@@ -104,9 +104,25 @@ def course_files(api: NbGraderAPI) -> dict[str, bytes]:
     return files
 
 
+#: templates made in this process: (course files' digest, assignments) -> gradebook bytes
+_TEMPLATES: dict[tuple[str, tuple[str, ...]], bytes] = {}
+_TEMPLATES_KEPT = 8
+
+
 def template_gradebook(files: dict[str, bytes], assignments: list[str]) -> bytes:
     """A SQLite gradebook that knows every assignment's cells (nbgrader's release records
-    them), built once in a private copy of the course."""
+    them), built in a private copy of the course once per process for the same course files
+    and assignments (a rerun, or a test's next class run, reads it from memory: a release
+    costs nbgrader about two seconds per assignment)."""
+    key = (resume.digest_files(files), tuple(assignments))
+    if key not in _TEMPLATES:
+        if len(_TEMPLATES) >= _TEMPLATES_KEPT:
+            _TEMPLATES.pop(next(iter(_TEMPLATES)))  # the oldest
+        _TEMPLATES[key] = _release_gradebook(files, assignments)
+    return _TEMPLATES[key]
+
+
+def _release_gradebook(files: dict[str, bytes], assignments: list[str]) -> bytes:
     with scratch.folder("template") as tmp:
         root = Path(tmp)
         _write(root, files)
