@@ -455,10 +455,10 @@ def interrupt_after(root: Path, verdict_files: int, *args: str) -> None:
 @pytest.mark.slow
 def test_an_interrupted_run_grades_only_what_is_missing_or_changed(tmp_path):
     root = tmp_path / "course"
-    small_class(root, ["alice", "bob", "frank"])  # three honest learners, one process
+    small_class(root, ["alice", "bob"])  # two learners (each grade takes seconds), one process
     interrupt_after(root, 1, *([] if SANDBOXED else ["--no-sandbox"]))
     done = len(list((root / "autograder" / "feedback").glob("*/*/tilelab_verdict.json")))
-    total = 3
+    total = 2
     assert 1 <= done < total
 
     def again(**kw):
@@ -490,8 +490,8 @@ def test_an_interrupted_run_grades_only_what_is_missing_or_changed(tmp_path):
     assert fixed["graded"] == 1 and fixed["submissions"][0]["student"] == "bob"
     assert points_in_gradebook(root)["bob"]["naive"] == (3, 0)
     # --student regrades that student even though nothing changed
-    one = again(students=["frank"])
-    assert [s["student"] for s in one["submissions"]] == ["frank"]
+    one = again(students=["alice"])
+    assert [s["student"] for s in one["submissions"]] == ["alice"]
     # --force regrades everything; a changed grading input (a gate) makes everything stale
     assert again(force=True)["graded"] == total
     stale = again(gates={"naive": 9.0})
