@@ -741,14 +741,12 @@ class SampledRows:
                 first = ex.problem.arg_order[0]  # A: its rows are C's rows
                 sub, self.shape = {**inputs, first: inputs[first][self.pick]}, (rows, *shape[1:])
         self.sub = sub  # the reference and error scale from one float64 copy of each input
-        if wide is None:
-            self.known = expectation(ex.problem, {k: a.astype(np.float64) for k, a in sub.items()})
-            return
-        whole = {k for k, a in sub.items() if a is inputs[k]}  # not a pick of its rows
-        wide_sub = {k: wide.value(k) if k in whole else a.astype(np.float64)
-                    for k, a in sub.items()}
+        # inputs read whole (not a pick of their rows) from ``wide``, the rest widened here
+        whole = {k for k, a in sub.items() if wide is not None and a is inputs[k]}
+        wide_sub = {k: wide.value(k) if wide is not None and k in whole
+                    else a.astype(np.float64) for k, a in sub.items()}
         self.known = expectation(ex.problem, wide_sub, lambda k: (
-            wide.magnitude(k) if k in whole else np.abs(wide_sub[k])))
+            wide.magnitude(k) if wide is not None and k in whole else np.abs(wide_sub[k])))
 
     def compare(self, got: np.ndarray) -> Any:
         """``got``'s sampled rows against their reference (a :class:`ShapeResult`)."""
