@@ -6,6 +6,7 @@ read the real counters."""
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -251,8 +252,28 @@ def test_ncu_counts_one_timed_launch_drawn_after_those_a_graded_run_makes_first(
     assert cmd[cmd.index("--counted") + 1] == cmd[cmd.index("--launch-skip") + 1]
     shared = counters.command("ncu", ex, "k.cu", 17, "shared")
     assert shared[shared.index("--lock") + 1] == "shared"
+    # ncu's own section files are not read where a folder is named (the metrics are)
+    assert "--section-folder" not in cmd
+    sections = counters.command("ncu", ex, "k.cu", 17, sections="empty")
+    at = sections.index("--section-folder")
+    assert sections[at + 1] == "empty" and at < sections.index(sys.executable)
     draws = {counters.draw() for _ in range(400)}
     assert min(draws) >= WARMUP and max(draws) < WARMUP + REPEAT and len(draws) > REPEAT // 2
+
+
+def test_a_counting_names_an_empty_folder_of_its_own_for_ncus_sections():
+    """Nsight Compute reads no section files as it starts (about 0.3 s of a check on an
+    H200): the folder it is given is the counting's own, and empty."""
+    counting = counters.Counting("naive")
+    try:
+        folder = Path(counting.source).parent / "sections"
+        assert folder.is_dir() and not any(folder.iterdir())
+        if counting.sidecar is not None:  # ncu is installed: it was told so
+            argv = counting.sidecar.proc.args
+            assert argv[argv.index("--section-folder") + 1] == str(folder)
+    finally:
+        counting.stop()
+    assert not folder.exists()
 
 
 def test_the_counted_run_gives_every_speed_launch_inputs_no_other_launch_saw():

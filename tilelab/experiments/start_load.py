@@ -79,7 +79,7 @@ def command(kind: str, source: str) -> list[str]:
         if ncu is None:
             raise RuntimeError("ncu is not installed")
         return counters.command(ncu, ex, source, counters.draw(), gpulock.counted_mode(),
-                                wait=True)
+                                wait=True, sections=os.path.dirname(source))
     raise ValueError(f"no start of kind {kind!r}; choose from {', '.join(KINDS)}")
 
 

@@ -142,7 +142,8 @@ LAUNCHES = WARMUP + REPEAT
 
 
 def command(ncu: str, ex: Exercise, source_path: str, counted: int,
-            lock: str = gpulock.ALONE, wait: bool = False) -> list[str]:
+            lock: str = gpulock.ALONE, wait: bool = False,
+            sections: str | None = None) -> list[str]:
     """ncu over speed-shape launch ``counted`` (0-based, of :data:`LAUNCHES`) of the kernel
     in ``source_path``, after its launches at the exercise's graded shapes. The counted
     launch holds a shared GPU's one profiler and its lock as ``lock`` says, the others share
@@ -150,10 +151,13 @@ def command(ncu: str, ex: Exercise, source_path: str, counted: int,
     the GPU's clocks as they are (``--clock-control none``: the figures are counts, and a
     clock locked for the profiler would slow another task's timed launches), profiles
     the worker alone (not the compiler it may start) and, with ``wait``, the worker waits
-    for go (:mod:`tilelab.grading.sidecar`)."""
+    for go (:mod:`tilelab.grading.sidecar`). ``sections``: an empty folder for ncu's
+    section files, so that it reads none as it starts (the metrics are named here; its
+    stock sections and their rules cost a check about 0.3 s on an H200)."""
     skip = len(ex.shapes) + counted
     return [ncu, "--csv", "--print-units", "base", "--clock-control", "none",
             "--target-processes", "application-only",
+            *(["--section-folder", sections] if sections else []),
             "--launch-skip", str(skip), "--launch-count", "1",
             "--metrics", ",".join(METRICS.values()), sys.executable,
             "-m", "tilelab.grading.worker", "--launch-once", "--at", "speed", "--launches",
@@ -182,6 +186,8 @@ class Counting:
         self.marks: dict[str, float] = {}  # "ncu_<step>": seconds (Sidecar.timeline)
         self._tmp = tempfile.TemporaryDirectory(prefix="tilelab-ncu-")
         self.source = os.path.join(self._tmp.name, "kernel.cu")
+        sections = os.path.join(self._tmp.name, "sections")  # empty (:func:`command`)
+        os.mkdir(sections)
         ncu = find_ncu()
         if ncu is None:
             self.problem = problem(settings.LESSON_WITHOUT_COUNTERS.name) or "ncu is not installed"
@@ -189,7 +195,8 @@ class Counting:
         try:
             self.sidecar = Sidecar(
                 command(ncu, exercises.get(exercise_id), self.source, draw(),
-                        gpulock.counted_mode(), wait=True), self._tmp.name, "ncu")
+                        gpulock.counted_mode(), wait=True, sections=sections),
+                self._tmp.name, "ncu")
         except OSError as exc:  # not executable, say: the lesson is not measured, and why
             self.problem = f"ncu ({ncu}) could not be started: {exc}"
 

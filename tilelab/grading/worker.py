@@ -106,6 +106,7 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
     start_driver()  # the tool's own start with it, before the GPU's lock: no GPU work
     sidecar.mark("driver")
     rt = gpulock.start_cuda(lambda: get_runtime("gpu"))
+    sidecar.mark("cuda")
     once, sets = launch_plan(exercise_id, at, launches, shape, np.random.default_rng())
     sidecar.mark("ready")
     if wait and not sidecar.wait_for_go(sys.stdin):
@@ -113,6 +114,7 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
     sidecar.mark("go")
     with open(source_path, encoding="utf-8") as f:
         fn = build(rt, f.read()).get_function(ex.kernel)
+    sidecar.mark("built")
 
     def launches() -> Iterator[Callable[[], None]]:
         for s, inputs in once:
@@ -134,6 +136,7 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
             for _, run in zip(range(counted), plan):  # noqa: B905 (plan may be longer)
                 run()
                 i += 1
+    sidecar.mark("pre")
     for run in plan:  # the counted launch (ncu has what it counts: no later one), or
         with launch_lock(i, counted, lock):  # with none counted, each as --lock says
             run()
