@@ -313,8 +313,10 @@ def test_a_patched_grader_in_the_notebook_earns_nothing(graded_emu):
     db = f"sqlite:///{root / 'autograder' / 'gradebook.db'}"
     with Gradebook(db, "tilelab") as gb:
         grade = gb.find_grade("test_naive_correct", "naive", "01-naive", "mallory")
-        assert grade.auto_score == 3  # the notebook's own (patched) test passed ...
-        assert grade.score == 0  # ... but the clean re-grade decides
+        # the notebook's own (patched) test passed, but the clean re-grade decides, and no
+        # score of the notebook's making stays beneath it (a manual score cleared in
+        # formgrader falls back to the automatic one)
+        assert grade.score == grade.manual_score == grade.auto_score == 0
 
 
 @pytest.fixture(scope="module")
@@ -580,6 +582,41 @@ def test_a_submission_holding_a_link_sends_a_task_no_file_only_the_links_names(t
     assert sub.digest != plain.digest  # a rerun sees the change
     # a link to a folder is never followed by any reader of the class run's files
     assert resume.read_tree(folder) == {"naive.ipynb": b"{}"}
+    (folder / "course").unlink()  # a hard link is a plain file to every reader: refused too
+    os.link(secret / "gradebook.db", folder / "grades.txt")
+    sub = read_submission(cd, "mallory", "01-naive")
+    assert sub.files == {} and sub.unsafe == [
+        "grades.txt (a hard link: the file has another name on this disk)"]
+
+
+@pytest.mark.skipif(not SANDBOXED, reason="the notebook's budget is its sandbox's")
+def test_a_notebook_longer_in_all_than_its_budget_is_stopped_and_named(tmp_path, monkeypatch):
+    """Cells that each stay under the cell limit cannot add up without bound: the notebook
+    is stopped at ``TILELAB_NOTEBOOK_TIMEOUT``, the summary and the learner's verdict say
+    so, and the kernel keeps its points from the clean grade."""
+    root = tmp_path / "course"
+    copy_course(root)
+    nb = submission("01-naive", {"naive": kernel_cell(released_stub("naive"),
+                                                      solution_kernel("naive"))})
+    nb["cells"] += [{"cell_type": "code", "metadata": {}, "execution_count": None,
+                     "outputs": [], "source": "import time\ntime.sleep(4)\n"}] * 6
+    write_submissions(root, {("slow", "01-naive"): json.dumps(nb).encode()})
+    monkeypatch.setenv("TILELAB_NOTEBOOK_TIMEOUT", "10")
+    began = time.monotonic()
+    summary = classroom.grade_class(root, backend="emu", progress=False, cell_timeout=6,
+                                    sandboxed=True)
+    stopped = [f for f in summary["failures"] if f["step"] == "timeout"]
+    assert len(stopped) == 1 and stopped[0]["student"] == "slow", summary["failures"]
+    assert "longer than the 10 s a class run allows one notebook" in stopped[0]["error"]
+    # named for what it was, not as nbgrader's failure (no notebook ran to its end, so
+    # nbgrader has no feedback page to make: the verdict files are the feedback)
+    assert "autograde" not in {f["step"] for f in summary["failures"]}
+    assert time.monotonic() - began < 60  # not 6 cells of 4 s after the hidden tests
+    doc = json.loads((root / "autograder" / "feedback" / "slow" / "01-naive" /
+                      "tilelab_verdict.json").read_text())
+    naive = next(v for v in doc["verdicts"] if v["exercise"] == "naive")
+    assert naive["points_correct"] == exercises.get("naive").points_correct
+    assert any("all its cells together" in m for m in naive["messages"])
 
 
 def test_a_file_name_that_is_not_utf8_refuses_its_submission_only(tmp_path):

@@ -73,6 +73,10 @@ def test_a_missing_or_broken_notebook_is_explained(tmp_path):
     broken.write_text("{ not json", encoding="utf-8")
     with pytest.raises(classroom.KernelCellError, match="not a readable notebook"):
         classroom.extract_kernel(broken, "naive")
+    deep = tmp_path / "deep.ipynb"  # JSON nested past Python's recursion limit: the
+    deep.write_text("[" * 200_000 + "]" * 200_000, encoding="utf-8")  # file's fault
+    with pytest.raises(classroom.KernelCellError, match="nested too deeply to read"):
+        classroom.extract_kernel(deep, "naive")
 
 
 def test_an_unreadable_kernel_scores_zero_with_the_reason(tmp_path):
@@ -124,3 +128,20 @@ def test_a_huge_notebook_is_refused_without_being_read(tmp_path):
         f.truncate(submissions.NOTEBOOK_READ_LIMIT + 1)  # sparse
     with pytest.raises(classroom.KernelCellError, match="MiB a notebook may be"):
         classroom.extract_kernel(path, "naive")
+
+
+def test_a_timestamp_nbgrader_cannot_read_is_named_as_the_cause(tmp_path):
+    """nbgrader fails the whole notebook over a timestamp.txt that holds no time, and says
+    only "see the above traceback": the learner is told which file, and what to do."""
+    from tilelab.classroom.steps import autograde_problem
+    from tilelab.classroom.submissions import unreadable_timestamp
+
+    failed = {"success": False, "log": "[ERROR] Please see the the above traceback"}
+    assert unreadable_timestamp(tmp_path) is None  # none: nbgrader uses the run's time
+    (tmp_path / "timestamp.txt").write_text("2026-01-31 17:00:00.000000 UTC")
+    assert unreadable_timestamp(tmp_path) is None
+    assert "timestamp.txt" not in autograde_problem(failed, tmp_path)
+    (tmp_path / "timestamp.txt").write_bytes(b"not a date\x00\xff")
+    said = autograde_problem(failed, tmp_path)
+    assert "its timestamp.txt does not hold a time nbgrader can read" in said
+    assert said.endswith("graded from the submitted file alone")

@@ -384,6 +384,10 @@ SANDBOX_CASES = [
          kernel=NAIVE, edit="link_notebook"),
     Case("d04", "a link to the course folder and a named pipe beside its notebook",
          "symbolic link", kernel=NAIVE, edit="link_course"),
+    Case("d07", "a hard link to the solutions' notebook beside its own", "a hard link",
+         kernel=NAIVE, edit="hard_link"),
+    Case("d08", "a timestamp.txt that holds no time", "timestamp.txt does not hold a time",
+         kernel=NAIVE, edit="bad_timestamp", points=(3, 0)),
     # gates passed without the lesson
     Case("g01", "a plain transpose as the padded one", "no shared-memory access",
          kernel=NAIVE_TRANSPOSE, exercise="transpose_padded", points=(3, 0)),
@@ -549,6 +553,10 @@ def build(root: Path, port: int) -> None:
         if case.edit == "link_notebook":  # the clean grade would read the reference kernel
             (folder / "naive.ipynb").unlink()
             (folder / "naive.ipynb").symlink_to(root / "solutions" / "01-naive" / "naive.ipynb")
+        if case.edit == "bad_timestamp":  # nbgrader fails the notebook: the file is named
+            (folder / "timestamp.txt").write_bytes(b"not a date\x00\xff")
+        if case.edit == "hard_link":  # a plain file to every reader: the solutions, copied
+            os.link(root / "solutions" / "01-naive" / "naive.ipynb", folder / "ref.txt")
         if case.edit == "link_course":  # nbgrader's copy would bring the gradebook along
             (folder / "course").symlink_to(root / "autograder", target_is_directory=True)
             os.mkfifo(folder / "pipe")

@@ -103,13 +103,15 @@ def test_links_and_special_files_in_a_submission_are_found(tmp_path):
     (folder / "data" / "grades.txt").symlink_to(secret)
     (folder / "zero").symlink_to("/dev/zero")
     (folder / "elsewhere").symlink_to(tmp_path, target_is_directory=True)
+    os.link(secret, folder / "data" / "copy.txt")  # the gradebook's bytes, under a new name
     os.mkfifo(folder / "pipe")
     with socket.socket(socket.AF_UNIX) as s:
         s.bind(str(folder / "sock"))
         found = unsafe_entries(folder, limit=10)
     assert sorted(found) == sorted([
         "data/grades.txt (a symbolic link)", "zero (a symbolic link)",
-        "elsewhere (a symbolic link)", "pipe (not a plain file)", "sock (not a plain file)"])
+        "elsewhere (a symbolic link)", "pipe (not a plain file)", "sock (not a plain file)",
+        "data/copy.txt (a hard link: the file has another name on this disk)"])
     assert len(unsafe_entries(folder, limit=2)) == 2
     linked = tmp_path / "submitted" / "eve"
     linked.symlink_to(folder.parent, target_is_directory=True)  # the student's folder a link

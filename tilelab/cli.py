@@ -42,8 +42,9 @@ def cmd_list(a: argparse.Namespace) -> int:
         print(f"    {e['signature']}")
         print(f"    launch: {e['launch']}")
         deg = (
-            f"; on the emulator: the worst access line's average bank-conflict degree <= "
-            f"{e['max_bank_degree']}"
+            f"; without a GPU the speed is not measured; the emulator shows the worst "
+            f"access line's average bank-conflict degree as feedback (a padded tile: <= "
+            f"{e['max_bank_degree']})"
             if e["max_bank_degree"]
             else ""
         )

@@ -110,6 +110,9 @@ GRADE_TIMEOUT: Variable[float] = Variable(
 CELL_TIMEOUT: Variable[int] = Variable(
     "TILELAB_CELL_TIMEOUT", "120", _positive(int), "a whole number of seconds above 0",
     "how long one notebook cell may run during a class run")
+NOTEBOOK_TIMEOUT: Variable[int] = Variable(
+    "TILELAB_NOTEBOOK_TIMEOUT", "600", _positive(int), "a whole number of seconds above 0",
+    "how long one notebook may run in all (every cell together) during a class run")
 AWARD_SPEED_WITHOUT_GPU: Variable[bool] = Variable(
     "TILELAB_AWARD_SPEED_WITHOUT_GPU", "", _flag, "1/true/yes or 0/false/no",
     "award speed points where speed cannot be measured (no GPU); set by `tilelab grade`")
@@ -153,7 +156,8 @@ START_LOCK: Variable[str] = Variable(
     "(a timed round waits for them), or none where `tilelab bench start_load` showed that "
     "other processes' starts and ends leave timed launches as they are on this GPU")
 
-ALL: tuple[Variable, ...] = (BACKEND, GRADE_TIMEOUT, CELL_TIMEOUT, AWARD_SPEED_WITHOUT_GPU,
+ALL: tuple[Variable, ...] = (BACKEND, GRADE_TIMEOUT, CELL_TIMEOUT, NOTEBOOK_TIMEOUT,
+                             AWARD_SPEED_WITHOUT_GPU,
                              LESSON_WITHOUT_COUNTERS, CLASS_GRADING, VERDICT_CACHE, VERDICT_WAIT,
                              SANDBOXED,
                              BOOK_DATA, BOOK_STRICT, GPU_LOCK, COUNTERS_LOCK,

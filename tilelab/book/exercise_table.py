@@ -19,7 +19,8 @@ def rows() -> list[list[str]]:
     out = []
     for ex in exercises.EXERCISES.values():
         d = ex.to_dict()
-        emu = (f"worst access line's average bank-conflict degree ≤ {d['max_bank_degree']}"
+        emu = (f"correctness; as feedback, the worst access line's average bank-conflict "
+               f"degree (a padded tile: ≤ {d['max_bank_degree']})"
                if d.get("max_bank_degree") else "correctness only")
         shape = " × ".join(str(s) for s in d["speed_shape"])
         pts = d["points"]

@@ -79,11 +79,13 @@ def _alembic_on_path() -> None:
 
 
 def open_api(course_root: str | Path, cell_timeout: int | None = None,
-             sandboxed: bool = False, gradebook: Path | None = None) -> NbGraderAPI:
+             sandboxed: bool = False, gradebook: Path | None = None,
+             notebook_timeout: int | None = None) -> NbGraderAPI:
     """nbgrader's Python API on this course (with a per-cell time limit, if given: during
     ``tilelab grade`` it replaces the config file's limit, which a manual
     ``nbgrader autograde`` keeps). The course config is read here, once; ``sandboxed``:
-    every notebook's kernel runs in a bubblewrap sandbox (:mod:`tilelab.classroom.jupyter_sandbox`);
+    every notebook's kernel runs in a bubblewrap sandbox (:mod:`tilelab.classroom.jupyter_sandbox`),
+    which lives at most ``notebook_timeout`` seconds where given (all its cells);
     ``gradebook``: a SQLite file of its own, in place of the configured one, with
     ``course_root`` as the root (a private copy of the course)."""
     _alembic_on_path()
@@ -96,6 +98,8 @@ def open_api(course_root: str | Path, cell_timeout: int | None = None,
         config.ExecutePreprocessor.timeout = cell_timeout
     if sandboxed:
         sandbox_autograde(config)
+        if notebook_timeout is not None:
+            config.SandboxedKernelManager.wall_seconds = float(notebook_timeout)
     active_content.sanitize_pipelines(config)  # no learner script in what is opened
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
 
@@ -169,8 +173,11 @@ def record(
     verdicts: Sequence[Verdict],
     award_without_gpu: bool,
 ) -> dict[str, dict[str, float]]:
-    """Write the verdicts' points over the hidden tests' scores (nbgrader manual scores),
-    and each report as the comment on the kernel cell. Returns the points written."""
+    """Write the verdicts' points over the hidden tests' scores, as their nbgrader manual
+    scores and their automatic ones alike (a notebook that patched its own tests leaves no
+    score of its making beneath: clearing a manual score in formgrader, or an export of
+    the automatic ones, gives the clean grade too), and each report as the comment on the
+    kernel cell. Returns the points written."""
     nb = notebook_id(assignment)
     written: dict[str, dict[str, float]] = {}
     with gradebook(coursedir) as gb:
@@ -185,7 +192,7 @@ def record(
                 if kind not in test_kinds(v.exercise):
                     continue
                 grade = gb.find_grade(test_cell_id(v.exercise, kind), nb, assignment, student)
-                grade.manual_score = min(points, grade.max_score)
+                grade.manual_score = grade.auto_score = min(points, grade.max_score)
                 grade.needs_manual_grade = False
                 written[v.exercise][kind] = grade.manual_score
             comment = gb.find_comment(kernel_cell_id(v.exercise), nb, assignment, student)

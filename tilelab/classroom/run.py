@@ -107,6 +107,7 @@ def grade_class(
         bubblewrap.require()  # before any submission runs
         limits.warn_missing_caps()
     timeout = settings.CELL_TIMEOUT.get() if cell_timeout is None else cell_timeout
+    notebook_timeout = settings.NOTEBOOK_TIMEOUT.get()
     api = course.open_api(course_root, timeout)  # the config, read once
     cd = api.coursedir
     work, strangers = course.to_grade(api, assignments, students)
@@ -125,6 +126,7 @@ def grade_class(
         "backend": chosen,
         "award_speed_without_gpu": award_speed_without_gpu,
         "cell_timeout": timeout,
+        "notebook_timeout": notebook_timeout,
         "gates": all_gates,
         "sandboxed": sandboxed,
     }
@@ -149,6 +151,7 @@ def grade_class(
                     backend=chosen,
                     award_speed_without_gpu=award_speed_without_gpu,
                     cell_timeout=timeout,
+                    notebook_timeout=notebook_timeout,
                     gates=gates or {},
                     digest=digest,
                     sandboxed=sandboxed,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ class ClassRun:
     failures: list[dict[str, Any]] = field(default_factory=list)
     secret: list[tuple[str, ...]] = field(default_factory=list)  # the solution blocks
     sandboxed: bool = True
+    notebook_timeout: int = 600  # seconds a sandboxed notebook may run, all cells together
 
     def __post_init__(self) -> None:
         cd = self.api.coursedir
@@ -199,10 +201,12 @@ def autograde(run: ClassRun, sub: Submission, cache: Path,
         kernels.no_gpu = True
         kernels.environment = {**settings.VERDICT_CACHE.set_to(cache),
                                **settings.VERDICT_WAIT.set_to(verdict_wait(run.cell_timeout))}
+    began = time.monotonic()
     with guards.GradebookGuard(db, sub.student) as guard, told, guards.Reaper() as reaper:
         try:
             result = run.api.autograde(sub.assignment, sub.student, force=True, create=True)
         finally:
+            ran = time.monotonic() - began
             if beside is not None:
                 beside.wait()
     if reaper.killed:
@@ -210,10 +214,15 @@ def autograde(run: ClassRun, sub: Submission, cache: Path,
                     "running after its cells ended; they were killed")
     if guard.tampered:
         sub.problem(run, "gradebook", guard.tampered)
+    elif not result.get("success") and run.sandboxed and ran >= run.notebook_timeout:
+        sub.problem(run, "timeout", f"the notebook ran longer than the {run.notebook_timeout} "
+                    "s a class run allows one notebook, all its cells together, and was "
+                    "stopped")
     elif not result.get("success"):
         run.failed(sub.assignment, sub.student, "autograde",
                    result.get("error") or result.get("log") or "")
-        sub.notes.append(autograde_problem(result))
+        sub.notes.append(autograde_problem(
+            result, run.folder("submitted", sub.student, sub.assignment)))
 
 
 def verdict_wait(cell_timeout: float) -> float:
@@ -334,10 +343,14 @@ def summary_line(sub: Submission) -> dict[str, Any]:
 # ------------------------------------------------------------------ texts and files
 
 
-def autograde_problem(result: dict[str, Any]) -> str:
-    """A learner's sentence for an nbgrader autograde that failed."""
+def autograde_problem(result: dict[str, Any], submitted: Path | None = None) -> str:
+    """A learner's sentence for an nbgrader autograde that failed (``submitted``: the
+    submission's folder, whose timestamp.txt nbgrader reads first)."""
     log = (result.get("error") or "") + (result.get("log") or "")
-    if "CellTimeoutError" in log or "timed out" in log.lower():
+    stamp = submissions.unreadable_timestamp(submitted) if submitted is not None else None
+    if stamp:
+        why = stamp
+    elif "CellTimeoutError" in log or "timed out" in log.lower():
         why = "a cell ran past the time limit and could not be interrupted"
     elif "DeadKernelError" in log or "Kernel died" in log:
         why = "the notebook's Python process died (os._exit? a crash?)"

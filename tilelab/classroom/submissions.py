@@ -28,7 +28,8 @@ NOTEBOOK_LIMIT = 16 * 1024**2  # a submitted notebook larger than this is not gr
 SUBMISSION_LIMIT = 256 * 1024**2  # nor a submission whose files add up to more
 #: nor one of more files (nbgrader's copy and ignore rules take time quadratic in the count)
 FILE_COUNT_LIMIT = 500
-UNREADABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, nbformat.ValidationError)
+UNREADABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError,
+              nbformat.ValidationError)
 
 
 class KernelCellError(ValueError):
@@ -63,8 +64,10 @@ def _utf8(name: str) -> bool:
 def unsafe_entries(folder: Path, limit: int = 5) -> list[str]:
     """What in a submission folder is neither a plain file nor a folder: symbolic links
     (nbgrader's copy and every reader follow them, to the gradebook, the solutions or
-    /dev/zero), named pipes, sockets, device nodes, and names that are not UTF-8 text; the
-    folder itself included. At most ``limit`` names, relative to ``folder``."""
+    /dev/zero), files with another name on this disk (a hard link is a plain file to
+    every reader, and its bytes may be the gradebook's or the solutions'), named pipes,
+    sockets, device nodes, and names that are not UTF-8 text; the folder itself included.
+    At most ``limit`` names, relative to ``folder``."""
     found: list[str] = []
     for path in (folder.parent, folder):
         if path.is_symlink():
@@ -74,7 +77,8 @@ def unsafe_entries(folder: Path, limit: int = 5) -> list[str]:
     for root, dirs, files in os.walk(folder, followlinks=False):
         for name in (*dirs, *files):
             path = Path(root, name)
-            mode = path.lstat().st_mode
+            st = path.lstat()
+            mode = st.st_mode
             if not _utf8(name):
                 shown = os.fsencode(path.relative_to(folder)).decode("utf-8", "backslashreplace")
                 found.append(f"{shown} (a name that is not UTF-8 text: rename it)")
@@ -82,6 +86,9 @@ def unsafe_entries(folder: Path, limit: int = 5) -> list[str]:
                 found.append(f"{path.relative_to(folder)} (a symbolic link)")
             elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 found.append(f"{path.relative_to(folder)} (not a plain file)")
+            elif stat.S_ISREG(mode) and st.st_nlink > 1:
+                found.append(f"{path.relative_to(folder)} (a hard link: the file has another "
+                             "name on this disk)")
             if len(found) >= limit:
                 return found
     return found
@@ -143,6 +150,25 @@ def refusal(entries: list[str]) -> str:
             "files, rename or remove the rest, and submit again")
 
 
+def unreadable_timestamp(folder: Path) -> str | None:
+    """Why nbgrader cannot read the submission's ``timestamp.txt`` as a time (it then fails
+    the whole notebook), in a learner's words; None where it can, or there is none."""
+    from nbgrader.utils import parse_utc
+
+    path = folder / "timestamp.txt"
+    if path.is_symlink() or not path.is_file():
+        return None
+    with open(path, "rb") as f:
+        text = f.read(1024).decode("utf-8", "replace").strip()
+    try:
+        parse_utc(text)
+    except Exception:  # dateutil's ParserError, OverflowError, ValueError...
+        return (f"its timestamp.txt does not hold a time nbgrader can read ({text[:40]!r}); "
+                "nbgrader submit writes one, such as 2026-01-31 17:00:00 UTC: submit with "
+                "it, or remove the file")
+    return None
+
+
 def read_capped(path: Path) -> str:
     """The first ``NOTEBOOK_READ_LIMIT`` bytes of a file, as text ("" if unreadable)."""
     try:
@@ -187,7 +213,8 @@ def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
             + (f" (the folder holds {', '.join(others)}: the wrong assignment?)" if others else "")
         ) from None
     except UNREADABLE as exc:
-        raise KernelCellError(f"{path.name} is not a readable notebook ({exc})") from None
+        why = "its JSON is nested too deeply to read" if isinstance(exc, RecursionError) else exc
+        raise KernelCellError(f"{path.name} is not a readable notebook ({why})") from None
     found = [c for c in cells if _grade_id(c) == grade_id]
     if len(found) > 1:
         raise KernelCellError(

@@ -53,6 +53,7 @@ class Course:
     gates: dict[str, float]
     digest: str  # :func:`tilelab.classroom.resume.inputs_digest` of all the above
     sandboxed: bool = True  # each kernel and notebook of a task in a bubblewrap sandbox
+    notebook_timeout: int = 600  # seconds one notebook may run, all its cells together
 
 
 @dataclass(frozen=True)
@@ -137,9 +138,11 @@ def _release_gradebook(files: dict[str, bytes], assignments: list[str]) -> bytes
         return Path(api.coursedir.db_url.removeprefix("sqlite:///")).read_bytes()
 
 
-def open_private_api(root: Path, cell_timeout: int | None, sandboxed: bool = True) -> NbGraderAPI:
+def open_private_api(root: Path, cell_timeout: int | None, sandboxed: bool = True,
+                     notebook_timeout: int | None = None) -> NbGraderAPI:
     """nbgrader's API on a private course root, with its own SQLite gradebook."""
-    return nbcourse.open_api(root, cell_timeout, sandboxed, gradebook=root / GRADEBOOK)
+    return nbcourse.open_api(root, cell_timeout, sandboxed, gradebook=root / GRADEBOOK,
+                             notebook_timeout=notebook_timeout)
 
 
 def _write(root: Path, files: dict[str, bytes]) -> None:
@@ -164,7 +167,8 @@ def grade(course: Course, sub: Submission, refusal: Refusal | None = None) -> Re
     with scratch.folder("task") as tmp:
         root = Path(tmp) / "course"
         _write(root, course.files)
-        api = open_private_api(root, course.cell_timeout, course.sandboxed)
+        api = open_private_api(root, course.cell_timeout, course.sandboxed,
+                               course.notebook_timeout)
         cd = api.coursedir
         db = Path(cd.db_url.removeprefix("sqlite:///"))
         db.parent.mkdir(parents=True, exist_ok=True)
@@ -174,7 +178,7 @@ def grade(course: Course, sub: Submission, refusal: Refusal | None = None) -> Re
             _write(submitted, sub.files)
         run = ClassRun(
             api, chosen, gpu, course.award_speed_without_gpu, course.cell_timeout, course.gates,
-            sandboxed=course.sandboxed,
+            sandboxed=course.sandboxed, notebook_timeout=course.notebook_timeout,
         )
         with settings.environ(protocol(run)), warnings.catch_warnings():
             warnings.simplefilter("ignore", SAWarning)  # nbgrader's own autoflush warnings
