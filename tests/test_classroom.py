@@ -500,6 +500,31 @@ def test_an_interrupted_run_grades_only_what_is_missing_or_changed(tmp_path):
     assert stale["graded"] == total and stale["up_to_date"] == 0
 
 
+def test_points_the_source_notebook_and_the_registry_disagree_on_are_named(tmp_path):
+    """An instructor who edits a hidden test's points in the solutions' notebook only
+    would see one total in grades.csv and another in the verdicts: the run says which."""
+    root = tmp_path / "course"
+    copy_course(root)
+    api = course.open_api(root)
+    course.ensure_in_gradebook(api, "01-naive")
+    assert course.points_disagreements(api.coursedir, "01-naive") == []
+    edited = tmp_path / "edited"
+    copy_course(edited)
+    path = edited / "solutions" / "01-naive" / "naive.ipynb"
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("grade_id") == "test_naive_correct":
+            cell["metadata"]["nbgrader"]["points"] = 5
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    api = course.open_api(edited)
+    course.ensure_in_gradebook(api, "01-naive")
+    said = course.points_disagreements(api.coursedir, "01-naive")
+    want = exercises.get("naive").points_correct
+    assert said == [f"test_naive_correct is worth 5 points in the source notebook and "
+                    f"{want:g} in the course's registry: grades.csv totals the notebook's, "
+                    "the verdicts and this summary the registry's; make them agree"]
+
+
 def test_a_class_runs_template_gradebook_is_released_once_per_process(tmp_path):
     """nbgrader's release of an assignment, which the template gradebook every task starts
     from records, takes seconds: made once per process for the same course files and

@@ -166,6 +166,30 @@ def ensure_in_gradebook(api: NbGraderAPI, assignment: str) -> None:
             release(api.coursedir.root, [assignment], dest=tmp)
 
 
+def points_disagreements(coursedir: CourseDirectory, assignment: str) -> list[str]:
+    """Hidden tests whose points in the gradebook (from the source notebook, which nbgrader
+    totals in grades.csv) differ from the course registry's (which the verdicts and the
+    run's summary use), each as a sentence saying what to make agree."""
+    nb = notebook_id(assignment)
+    found = []
+    with gradebook(coursedir) as gb:
+        try:
+            cells = {c.name: c.max_score for c in gb.find_notebook(nb, assignment).grade_cells}
+        except MissingEntry:
+            return []
+        for exercise_id in exercises.ASSIGNMENTS.get(assignment, ()):
+            ex = exercises.get(exercise_id)
+            for kind in test_kinds(exercise_id):
+                want = ex.points_correct if kind == "correct" else ex.points_speed
+                got = cells.get(test_cell_id(exercise_id, kind))
+                if got is not None and got != want:
+                    found.append(f"{test_cell_id(exercise_id, kind)} is worth {got:g} points "
+                                 f"in the source notebook and {want:g} in the course's "
+                                 "registry: grades.csv totals the notebook's, the verdicts "
+                                 "and this summary the registry's; make them agree")
+    return found
+
+
 def record(
     coursedir: CourseDirectory,
     assignment: str,

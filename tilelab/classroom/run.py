@@ -121,6 +121,8 @@ def grade_class(
             course.ensure_in_gradebook(api, a)
         except Exception as exc:
             out["failures"].append({"assignment": a, "step": "release", "error": str(exc)})
+        out["failures"].extend({"assignment": a, "step": "points", "error": why}
+                               for why in course.points_disagreements(cd, a))
     files = task.course_files(api)
     run_settings = {
         "backend": chosen,
