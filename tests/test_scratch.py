@@ -3,6 +3,7 @@ the folder of a check killed mid-grading is removed by the next process that mak
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -94,28 +95,51 @@ def test_a_live_processs_folder_is_never_swept(tmp_path):
 
 
 CLASS_RUN = """
-import sys
+import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
-from test_classroom import small_class
+from test_classroom import slow_notebook, small_class, write_submissions
 from tilelab import classroom
 root = Path(sys.argv[1])
 small_class(root, ["alice"])
-summary = classroom.grade_class(root, students=["alice"], backend="emu", progress=False)
-assert summary["failures"] == [], summary["failures"]
+write_submissions(root, {("slow", "01-naive"): slow_notebook()})
+summary = classroom.grade_class(root, backend="emu", progress=False, cell_timeout=4)
+print(json.dumps(summary["failures"]))
 """
 
 
 @needs_sandbox
 @pytest.mark.slow
-def test_a_small_class_run_leaves_no_folder(tmp_path):
+def test_a_class_run_leaves_no_folder_and_stops_a_notebook_at_its_budget(tmp_path):
+    """A small class run leaves nothing in $TMPDIR, even of a notebook whose kernel was
+    killed: cells that each stay under the cell limit cannot add up without bound. That
+    notebook is stopped at ``TILELAB_NOTEBOOK_TIMEOUT``, the summary and the learner's
+    verdict say so, and its kernel keeps the clean grade's points; the honest student
+    beside it is graded as ever."""
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
-    run = subprocess.run([sys.executable, "-c", CLASS_RUN, str(tmp_path / "course"),
-                          str(Path(__file__).parent)], env=_env(tmpdir), capture_output=True,
-                         text=True, timeout=600, check=False)
+    root = tmp_path / "course"
+    run = subprocess.run([sys.executable, "-c", CLASS_RUN, str(root),
+                          str(Path(__file__).parent)],
+                         env={**_env(tmpdir), "TILELAB_NOTEBOOK_TIMEOUT": "6"},
+                         capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     assert list(tmpdir.iterdir()) == []
+    failures = json.loads(run.stdout.strip().splitlines()[-1])
+    assert {f["student"] for f in failures} == {"slow"}, failures
+    stopped = [f for f in failures if f["step"] == "timeout"]
+    assert len(stopped) == 1, failures
+    assert "longer than the 6 s a class run allows one notebook" in stopped[0]["error"]
+    # named for what it was, not as nbgrader's failure (no notebook ran to its end, so
+    # nbgrader has no feedback page to make: the verdict files are the feedback)
+    assert "autograde" not in {f["step"] for f in failures}
+    feedback = root / "autograder" / "feedback"
+    for student in ("alice", "slow"):
+        doc = json.loads((feedback / student / "01-naive" / "tilelab_verdict.json").read_text())
+        naive = next(v for v in doc["verdicts"] if v["exercise"] == "naive")
+        assert naive["points_correct"] == exercises.get("naive").points_correct, student
+        stopped_note = any("all its cells together" in m for m in naive["messages"])
+        assert stopped_note == (student == "slow")
 
 
 def test_the_kernels_socket_folder_stays_short_under_a_deep_tmpdir(tmp_path):
