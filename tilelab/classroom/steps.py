@@ -52,7 +52,8 @@ class ClassRun:
     failures: list[dict[str, Any]] = field(default_factory=list)
     secret: list[tuple[str, ...]] = field(default_factory=list)  # the solution blocks
     sandboxed: bool = True
-    notebook_timeout: int = 600  # seconds a sandboxed notebook may run, all cells together
+    #: seconds a sandboxed notebook may run, all its cells together
+    notebook_timeout: int = int(settings.NOTEBOOK_TIMEOUT.default)
 
     def __post_init__(self) -> None:
         cd = self.api.coursedir
@@ -343,12 +344,11 @@ def summary_line(sub: Submission) -> dict[str, Any]:
 # ------------------------------------------------------------------ texts and files
 
 
-def autograde_problem(result: dict[str, Any], submitted: Path | None = None) -> str:
+def autograde_problem(result: dict[str, Any], submitted: Path) -> str:
     """A learner's sentence for an nbgrader autograde that failed (``submitted``: the
     submission's folder, whose timestamp.txt nbgrader reads first)."""
     log = (result.get("error") or "") + (result.get("log") or "")
-    stamp = submissions.unreadable_timestamp(submitted) if submitted is not None else None
-    if stamp:
+    if stamp := submissions.unreadable_timestamp(submitted):
         why = stamp
     elif "CellTimeoutError" in log or "timed out" in log.lower():
         why = "a cell ran past the time limit and could not be interrupted"

@@ -53,7 +53,8 @@ class Course:
     gates: dict[str, float]
     digest: str  # :func:`tilelab.classroom.resume.inputs_digest` of all the above
     sandboxed: bool = True  # each kernel and notebook of a task in a bubblewrap sandbox
-    notebook_timeout: int = 600  # seconds one notebook may run, all its cells together
+    #: seconds one notebook may run, all its cells together
+    notebook_timeout: int = int(settings.NOTEBOOK_TIMEOUT.default)
 
 
 @dataclass(frozen=True)
