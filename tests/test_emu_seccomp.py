@@ -109,6 +109,41 @@ def test_the_grid_filter_allows_writes_only_to_its_descriptors():
                                                 "operating system (execve)")
 
 
+SLEEP_STOPPED = """
+import ctypes, os, signal, sys, time
+from tilelab.emu import seccomp
+code = seccomp.loading_filter() if sys.argv[1] == "loading" else seccomp.grid_filter((1, 2))
+pid = os.fork()
+if pid == 0:
+    class Timespec(ctypes.Structure):
+        _fields_ = [("s", ctypes.c_long), ("ns", ctypes.c_long)]
+    libc = ctypes.CDLL(None)
+    futex = seccomp._lib().seccomp_syscall_resolve_name(b"futex")
+    word = ctypes.c_int(0)
+    seccomp.install(code)
+    # a wait with a relative timeout, which a stop interrupts and the kernel resumes
+    libc.syscall(futex, ctypes.byref(word), 0, 0, ctypes.byref(Timespec(0, 600_000_000)))
+    os._exit(0)
+time.sleep(0.2)
+os.kill(pid, signal.SIGSTOP)
+time.sleep(0.1)
+os.kill(pid, signal.SIGCONT)
+_, status = os.waitpid(pid, 0)
+print(os.WTERMSIG(status) if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}")
+"""
+
+
+@pytest.mark.parametrize("which", ["loading", "grid"])
+def test_a_child_stopped_and_continued_mid_sleep_is_not_taken_for_a_system_call(which):
+    """A stop and continue (a class run suspended with Ctrl-Z and resumed) makes the kernel
+    resume an interrupted sleep through restart_syscall: without it in the filter, every
+    child then loading a module was killed, and its honest learner told that the module
+    called the operating system."""
+    out = subprocess.run([sys.executable, "-c", SLEEP_STOPPED, which], capture_output=True,
+                         text=True, timeout=60, check=True).stdout.strip()
+    assert out == "exit 0", f"the child ended by signal {out} (31: SIGSYS, the filter)"
+
+
 # The report pipe: the filters let the runtime write it, so learner code can reach it too;
 # what the parent accepts is the one line headed by a tag drawn afresh for each child.
 FIND_PIPE = (

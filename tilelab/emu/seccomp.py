@@ -49,7 +49,9 @@ _O_WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _LOW32 = 0xFFFFFFFF
 
 # What loading the library, Python's last steps in the child and the runtime's set-up use
-# (names of every architecture: those a machine lacks are left out there).
+# (names of every architecture: those a machine lacks are left out there). Both lists hold
+# restart_syscall: the kernel's own resumption of an allowed sleep or wait that a stop and
+# continue (a class run suspended with Ctrl-Z, say) interrupted.
 _LOADING = (
     "read", "write", "close", "stat", "fstat", "lstat", "lseek", "mmap", "mprotect", "munmap",
     "brk", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "pread64", "readv", "writev",
@@ -59,12 +61,13 @@ _LOADING = (
     "newfstatat", "readlinkat", "faccessat", "getrandom", "statx", "faccessat2", "nanosleep",
     "mmap2", "fstat64", "stat64", "lstat64", "fstatat64", "_llseek", "fcntl64", "ugetrlimit",
     "clock_gettime64", "clock_getres_time64", "clock_nanosleep_time64", "futex_time64",
-    "sigreturn", "prlimit64",
+    "sigreturn", "prlimit64", "restart_syscall",
 )
 # While the grid runs: memory, the clock, exit; write, mmap and mprotect are checked.
 _GRID = (
     "brk", "munmap", "mremap", "madvise", "rt_sigreturn", "sigreturn", "exit", "exit_group",
     "clock_gettime", "clock_gettime64", "gettimeofday", "futex", "futex_time64",
+    "restart_syscall",
 )
 
 
