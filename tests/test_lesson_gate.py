@@ -235,21 +235,22 @@ def test_no_correct_variant_is_refused_by_its_counters(exercise_id, key):
 
 def test_ncu_counts_one_timed_launch_drawn_after_those_a_graded_run_makes_first():
     """The counted process launches as a graded run does: once at every graded shape, then
-    a speed run's launches; ncu counts one drawn among the timed ones."""
+    a speed run's launches; ncu counts one drawn among the timed ones, the one the worker
+    profiles after its warm-up (ncu profiles nothing from the start)."""
     from tilelab.device.bench import REPEAT, WARMUP
 
     ex = exercises.get("transpose_padded")
     cmd = counters.command("ncu", ex, "k.cu", 17)
-    assert cmd[cmd.index("--launch-skip") + 1] == str(len(ex.shapes) + 17)
-    assert cmd[cmd.index("--launch-count") + 1] == "1"
+    assert cmd[cmd.index("--counted") + 1] == str(len(ex.shapes) + 17)
+    assert cmd[cmd.index("--profile-from-start") + 1] == "off"
+    assert cmd[cmd.index("--launch-count") + 1] == str(counters.PROFILED) == "2"
+    assert "--launch-skip" not in cmd
     assert cmd[cmd.index("--launches") + 1] == str(WARMUP + REPEAT)
     assert cmd[cmd.index("--at") + 1] == "speed"
     # each counted launch alone on a shared GPU unless set otherwise; the clocks left as
     # they are (a clock the profiler locked would slow another task's timed launches)
     assert cmd[cmd.index("--lock") + 1] == "alone"
     assert cmd[cmd.index("--clock-control") + 1] == "none"
-    # the launch the child makes with the profiler held is the one ncu counts
-    assert cmd[cmd.index("--counted") + 1] == cmd[cmd.index("--launch-skip") + 1]
     shared = counters.command("ncu", ex, "k.cu", 17, "shared")
     assert shared[shared.index("--lock") + 1] == "shared"
     # ncu's own section files are not read where a folder is named (the metrics are)
@@ -320,6 +321,30 @@ def test_an_ncu_that_reads_nothing_leaves_the_lesson_not_measured(tmp_path, monk
     lesson_gate(Run(ex, None, ex.reference.source(), text=ex.reference.source()), v)
     assert not v.speed_passed and "lesson was not measured" in " ".join(v.messages)
     assert "driver resource" in v.counters["error"]
+
+
+def ncu_table(*launches: tuple[str, float]) -> str:
+    """ncu's CSV details of profiled launches, each a kernel's name and the value of every
+    metric the grader names."""
+    rows = ['"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"']
+    rows += [f'"{i}","{name}","{metric}","","{value}"' for i, (name, value) in enumerate(launches)
+             for metric in counters.METRICS.values()]
+    return "\n".join(rows)
+
+
+def test_the_counts_are_the_counted_launchs_never_the_warm_ups(tmp_path, monkeypatch):
+    """ncu profiles the worker's warm-up launch (an empty kernel, its first-profile set-up
+    done outside the counted launch's hold), then the counted one: the lesson reads the
+    second; any other number of profiled launches reads nothing."""
+    two = ncu_table((counters.WARM_UP_KERNEL, 0.0), ("transpose_padded", 7.0))
+    ncu_on_path(tmp_path, monkeypatch, f"#!/bin/sh\ncat <<'EOF'\n{two}\nEOF\n")
+    ex = exercises.get("transpose_padded")
+    counts = counters.measure(ex.id, ex.reference.source())
+    assert set(counts) == set(counters.METRICS) and set(counts.values()) == {7.0}
+    one = ncu_table(("transpose_padded", 7.0))
+    ncu_on_path(tmp_path, monkeypatch, f"#!/bin/sh\ncat <<'EOF'\n{one}\nEOF\n")
+    with pytest.raises(counters.CountersUnavailable, match="profiled 1 launches, expected 2"):
+        counters.measure(ex.id, ex.reference.source())
 
 
 def test_counting_started_early_and_not_needed_ends_with_all_it_started(tmp_path, monkeypatch):

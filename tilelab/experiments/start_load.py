@@ -10,7 +10,8 @@ exercise's reference against its baseline, checked launches, medians) is measure
 GPU to itself, then while :data:`CHURN` processes of one kind start and end back to back
 on the same GPU, taking no lock (each the grading worker that starts CUDA and waits for a
 source that never comes, as a tool started ahead of a grade does, plain or under
-compute-sanitizer's memcheck or racecheck or under Nsight Compute), for each kind, then
+compute-sanitizer's memcheck or racecheck or under Nsight Compute, which also makes its
+profiled warm-up launch, :func:`tilelab.grading.counters.warm_up`), for each kind, then
 alone again. "Equal" means every figure (the speedup and both kernels' median times) is
 within :data:`TOLERANCE` of the first reading alone, or within what the second reading
 alone differs by. Where every kind is equal, a class run's CUDA starts and ends may take
@@ -197,7 +198,8 @@ def description(rows: list[dict[str, Any]], seconds: float) -> str:
         f"({RUNS} runs per reading, each figure their median), with the GPU to itself, then "
         f"while {CHURN} processes of one kind started CUDA and ended back to back on the "
         "same GPU, taking no lock (the grading worker as a tool starts it ahead of a grade: "
-        "plain, under compute-sanitizer's memcheck or racecheck, or under Nsight Compute; "
+        "plain, under compute-sanitizer's memcheck or racecheck, or under Nsight Compute "
+        "with its profiled warm-up launch of an empty kernel; "
         "starts: how many ended meanwhile), then alone again. equal: the speedup and both "
         f"kernels' median times beside the starts were within {TOLERANCE:.0%} of the first "
         "reading alone, or within what the second reading alone differed by (shift and "

@@ -271,6 +271,13 @@ def start_mode() -> str:
     return settings.START_LOCK.get()
 
 
+def starting() -> contextlib.AbstractContextManager[None]:
+    """How the rest of a process's start holds the GPU, as its CUDA start does
+    (:func:`start_cuda`): shared, or nothing where :func:`start_mode` is :data:`NONE`. Taken
+    after :func:`profiler` where both are (the order every holder of both keeps)."""
+    return contextlib.nullcontext() if start_mode() == NONE else shared()
+
+
 def start_cuda(start: Callable[[], T]) -> T:
     """``start()`` (the process's CUDA start, e.g. ``get_runtime("gpu")``) under the shared
     lock; and from the first of the process's :mod:`atexit` handlers on, the lock shared

@@ -24,6 +24,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 # one BLAS thread (before numpy loads): this process's emulated launches fork on threads
@@ -88,7 +89,9 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
     grader). Each launch holds the GPU's lock as ``lock`` says, or, where ``counted`` names
     the launch ncu counts, that one holds this GPU's one profiler and ``lock``'s mode and the
     launches before it share the GPU, in one hold (several ncu processes then overlap but
-    for their counted launches: the driver serves one profiled launch at a time). Making
+    for their counted launches: the driver serves one profiled launch at a time). Under
+    ncu, its first-profile set-up is done once CUDA has started (:func:`counters.warm_up`)
+    and the counted launch alone is profiled besides (:func:`counters.profiled`). Making
     inputs holds nothing. With ``wait``, the source is read only once the grader says go on
     standard input
     (:mod:`tilelab.grading.sidecar`); nothing is launched when it never does."""
@@ -97,6 +100,7 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
     from tilelab.catalog import exercises
     from tilelab.device.bench import DevicePools, Rotation, Timed
     from tilelab.device.runtime import get_runtime, start_driver
+    from tilelab.grading import counters
     from tilelab.grading.correctness import launch
     from tilelab.grading.diagnosis import POISON_BITS
     from tilelab.grading.pipeline import build
@@ -107,7 +111,15 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
     sidecar.mark("driver")
     rt = gpulock.start_cuda(lambda: get_runtime("gpu"))
     sidecar.mark("cuda")
-    once, sets = launch_plan(exercise_id, at, launches, shape, np.random.default_rng())
+    if counted >= 0:  # under Nsight Compute: its set-up, now, while the inputs are made
+        with ThreadPoolExecutor(1) as pool:
+            planned = pool.submit(launch_plan, exercise_id, at, launches, shape,
+                                  np.random.default_rng())
+            counters.warm_up()
+            sidecar.mark("warmed")
+            once, sets = planned.result()
+    else:
+        once, sets = launch_plan(exercise_id, at, launches, shape, np.random.default_rng())
     sidecar.mark("ready")
     if wait and not sidecar.wait_for_go(sys.stdin):
         return
@@ -138,7 +150,8 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
                 i += 1
     sidecar.mark("pre")
     for run in plan:  # the counted launch (ncu has what it counts: no later one), or
-        with launch_lock(i, counted, lock):  # with none counted, each as --lock says
+        with (launch_lock(i, counted, lock),  # with none counted, each as --lock says
+              counters.profiled() if i == counted else contextlib.nullcontext()):
             run()
         if i == counted:
             break
