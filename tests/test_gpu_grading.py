@@ -83,6 +83,33 @@ def test_memcheck_flags_an_out_of_bounds_store():
     assert res["memcheck"]["errors"] > 0
 
 
+def test_racecheck_runs_where_the_build_has_shared_memory_and_only_there():
+    """Whether racecheck runs is read from the compiled kernel (its static shared memory):
+    the naive reference has none, and racecheck, which looks for races in shared memory
+    alone, is named as not run; the same kernel staging through a shared array gets
+    racecheck; memcheck runs over both."""
+    from tilelab.grading.pipeline import NO_SHARED_MEMORY
+    from tilelab.grading.sanitizer import find_sanitizer
+
+    if find_sanitizer() is None:
+        pytest.skip("compute-sanitizer not installed")
+    plain = _report(grade_source("naive", KERNELS["naive"].source(), backend_name="gpu"))
+    assert plain.correct and plain.sanitizer["memcheck"]["errors"] == 0
+    assert plain.sanitizer["racecheck"]["summary"].endswith(NO_SHARED_MEMORY)
+    assert "not run" not in plain.sanitizer["memcheck"]["summary"]
+    staged = KERNELS["naive"].source().replace(
+        "    int row = blockIdx.y",
+        "    __shared__ float stage[256];\n"
+        "    stage[threadIdx.y * 16 + threadIdx.x] = 0.0f;\n"
+        "    int row = blockIdx.y", 1).replace(
+        "        float acc = 0.0f;", "        float acc = stage[threadIdx.y * 16 + threadIdx.x];")
+    assert "float acc = stage" in staged
+    v = _report(grade_source("naive", staged, backend_name="gpu", speed=False))
+    assert v.correct, scoring.report(v)
+    assert v.sanitizer["racecheck"]["summary"] == "compute-sanitizer racecheck: 0 problem(s)"
+    assert v.sanitizer["memcheck"]["errors"] == 0
+
+
 def test_the_class_runs_base_cache_holds_every_speed_runs_course_build():
     from tilelab.device.runtime import PYCUDA_CACHE
     from tilelab.grading import basecache

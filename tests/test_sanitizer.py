@@ -60,6 +60,19 @@ def test_both_tools_run_at_once_and_are_read_back(stand_in):
     assert sorted(os.listdir(stand_in)) == ["memcheck", "racecheck"]
 
 
+def test_a_clean_tools_summary_names_no_first_problem():
+    """racecheck's own summary line ("0 hazards displayed") is its count, not a hazard."""
+    clean = sanitizer.parse("racecheck", "========= COMPUTE-SANITIZER\n========= RACECHECK "
+                            "SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n")
+    assert clean["summary"] == "compute-sanitizer racecheck: 0 problem(s)"
+    racy = sanitizer.parse("racecheck", "========= Error: Race reported between Write access "
+                           "at 0x10 in k\n========= RACECHECK SUMMARY: 1 hazard displayed "
+                           "(1 error, 0 warnings)\n")
+    assert racy["errors"] == 1
+    assert racy["summary"].endswith("; first: Error: Race reported between Write access at "
+                                    "0x10 in k")
+
+
 def test_a_tool_past_its_time_is_stopped_and_not_judged(stand_in, monkeypatch):
     monkeypatch.setenv("MEET", str(stand_in / "nowhere"))  # neither can mark its start
     tools = sanitizer.Sanitizers("tiled", timeout=0.5)
@@ -78,6 +91,37 @@ def test_tools_never_given_the_source_are_never_judged(stand_in):
     with pytest.raises(RuntimeError, match="never given the source"):
         tools.results()
     assert all(t.proc.poll() is not None for t in tools.tools.values())
+    assert not os.path.exists(tools._tmp.name)
+
+
+# racecheck waits for go, as the real worker does; memcheck ends at once
+WAITING_RACECHECK = textwrap.dedent("""\
+    #!/bin/sh
+    if [ "$2" = racecheck ]; then
+      read line
+      echo "========= RACECHECK SUMMARY: 3 hazards displayed (3 errors, 0 warnings)"
+    else
+      echo "========= ERROR SUMMARY: 0 errors"
+    fi
+    """)
+
+
+def test_a_tool_skipped_is_ended_at_once_and_reported_as_not_run(stand_in):
+    """racecheck over a kernel with no shared memory: ended where it stands (its start is
+    the heaviest of the tools'), never given the source, and named as not run, and why."""
+    (stand_in.parent / "bin" / "compute-sanitizer").write_text(WAITING_RACECHECK)
+    tools = sanitizer.Sanitizers("naive", timeout=60)
+    racecheck = tools.tools["racecheck"]
+    assert not racecheck.wait(0.2)  # waiting for its source
+    tools.skip("racecheck", "no shared memory")
+    assert racecheck.proc.poll() is not None and "racecheck" not in tools.tools
+    tools.skip("racecheck", "asked twice")  # nothing more: it is reported once
+    tools.go(KERNELS["naive"].source())
+    res = tools.results()
+    assert res["racecheck"] == {"tool": "racecheck", "errors": 0,
+                                "summary": "compute-sanitizer racecheck: not run: "
+                                           "no shared memory"}
+    assert res["memcheck"]["errors"] == 0 and "not run" not in res["memcheck"]["summary"]
     assert not os.path.exists(tools._tmp.name)
 
 

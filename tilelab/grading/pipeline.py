@@ -397,14 +397,26 @@ def _analysis_launch(run: Run, rng: np.random.Generator) -> tuple[Any, Any]:
     return fn, check_function(run.rt, fn, run.ex.problem, run.ex.launch, shape, rng)
 
 
+#: why racecheck is not run over a kernel whose build has no shared memory
+NO_SHARED_MEMORY = ("the kernel has no shared memory (its build declares none, and the "
+                    "grader launches it with none), and racecheck looks for races in shared "
+                    "memory only; memcheck checks its other accesses")
+
+
 def sanitizer(run: Run, v: Verdict) -> bool:
     """On a GPU, once the kernel compiles: compute-sanitizer's racecheck and memcheck over
     one launch each, given the source now (started ahead by the worker, or here) and run
-    beside the grader's next steps; :func:`sanitizer_verdict` reads them last."""
+    beside the grader's next steps; :func:`sanitizer_verdict` reads them last. racecheck
+    only where the build has shared memory (its static size, read from the compiled
+    function: no spelling of the source decides it; no launch gives dynamic shared
+    memory): it finds hazards in shared memory alone, and its start is the heaviest of the
+    tools' (it holds back Nsight Compute's, on a check's longest path)."""
     if not (run.rt.name == "gpu" and run.sanitize):
         return True
     tools = run.ahead.take_sanitizers() if run.ahead is not None else None
     run.sanitizing = tools or Sanitizers(run.ex.id)
+    if not run.fn.shared_size_bytes:
+        run.sanitizing.skip("racecheck", NO_SHARED_MEMORY)
     run.sanitizing.go(run.text)
     return True
 

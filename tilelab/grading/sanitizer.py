@@ -44,7 +44,7 @@ def parse(tool: str, output: str) -> dict[str, Any]:
     hazards = [
         ln.strip()
         for ln in output.splitlines()
-        if ln.startswith("=========")
+        if ln.startswith("=========") and "SUMMARY" not in ln  # its count, not a hazard
         and ("hazard" in ln or "Invalid" in ln or "Race reported" in ln)
     ]
     summary = f"compute-sanitizer {tool}: {errors} problem(s)" + (
@@ -106,6 +106,7 @@ class Sanitizers:
         self.skipped: dict[str, Any] | None = None
         self.given = False
         self.marks: dict[str, float] = {}  # "<tool>_<step>": seconds (Sidecar.timeline)
+        self.not_run: dict[str, dict[str, Any]] = {}  # tools skipped (:meth:`skip`)
         self._tmp = tempfile.TemporaryDirectory(prefix="tilelab-sanitize-")
         self.source = os.path.join(self._tmp.name, "kernel.cu")
         exe = find_sanitizer()
@@ -118,6 +119,15 @@ class Sanitizers:
                 command(exe, tool, exercise_id, self.source,
                         shape=shape or grading_shape(exercise_id), wait=True),
                 self._tmp.name, tool, merge=True)
+
+    def skip(self, tool: str, why: str) -> None:
+        """Run ``tool`` no further (ended now, whatever it was doing), and report it as not
+        run, and ``why``."""
+        sidecar = self.tools.pop(tool, None)
+        if sidecar is not None:
+            sidecar.stop()
+            self.not_run[tool] = {"tool": tool, "errors": 0,
+                                  "summary": f"compute-sanitizer {tool}: not run: {why}"}
 
     def go(self, source: str) -> None:
         """Give both tools the (validated) source: each launches the kernel once."""
@@ -135,7 +145,7 @@ class Sanitizers:
             self.stop()
             raise RuntimeError("the sanitizers were never given the source (go)")
         deadline = time.monotonic() + self.timeout
-        results: dict[str, Any] = {}
+        results: dict[str, Any] = dict(self.not_run)
         try:
             for tool, sidecar in self.tools.items():
                 if not sidecar.wait(deadline - time.monotonic()):
