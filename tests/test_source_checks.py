@@ -311,6 +311,16 @@ OUTSIDE = {
     "a statement expression": (_with("float acc = 0.0f;", "float acc = ({ 0.0f; });"),
                                "statement expression"),
     "a stringizing macro": ("#define STR(x) #x\n" + NAIVE_BODY, "# in the body"),
+    "a macro standing for __shared__": ("#define SMEM __shared__\n" + NAIVE_BODY,
+                                        "SMEM standing for __shared__"),
+    "a macro declaring a shared array": ("#define TILE_OF(n) __shared__ float n[32][33]\n"
+                                         + NAIVE_BODY, "TILE_OF standing for __shared__"),
+    "a macro standing for __global__": ("#define KERNEL __global__\n" + NAIVE_BODY,
+                                        "KERNEL standing for __global__"),
+    "a macro standing for __restrict__": ("#define R __restrict__\n" + NAIVE_BODY,
+                                          "R standing for __restrict__"),
+    "a macro standing for extern": ("#define DYNAMIC extern\n" + NAIVE_BODY,
+                                    "DYNAMIC standing for extern"),
     "a macro reaching libc": ("#define RUN system\n" + _with(
         "float acc = 0.0f;", "char c[1] = {0}; RUN(c); float acc = 0.0f;"), "system"),
 }

@@ -163,8 +163,8 @@ def validate(run: Run, v: Verdict) -> bool:
     anything outside the graded subset of CUDA C (:mod:`tilelab.grading.subset`)."""
     try:
         run.text = validate_source(run.source)
+        check_subset(run.text)  # first: a macro standing for __restrict__ is named as such
         check_signature(run.text, run.ex.kernel, run.ex.signature)
-        check_subset(run.text)
     except SourceRejected as exc:
         v.messages.append(str(exc))
         return False

@@ -93,6 +93,16 @@ def tokens(masked: str) -> list[Token]:
 _OTHER_HASH = re.compile(r"%:|\?\?=")
 
 
+#: CUDA's words the grader reads where a source writes them, never through a macro
+READ_AS_WRITTEN = {
+    "__global__": "it finds the kernel and checks its signature by its declaration",
+    "__restrict__": "the signature check reads each parameter as declared",
+    "__shared__": "the emulator lays out each block's shared memory from the declarations "
+                  "themselves",
+    "extern": "the emulator recognises an extern __shared__ array by its declaration",
+}
+
+
 def _refuse(masked: str, pos: int, what: str, hint: str) -> NotInSubset:
     return NotInSubset(f"line {line_of(masked, pos)}: {what} is not allowed in a graded "
                        f"kernel: {hint}.")
@@ -167,6 +177,11 @@ def _check_directive(masked: str, d: Directive, macros: set[str]) -> None:
         if "#" in body:
             raise _refuse(masked, d.start, f"# in the body of #define {name}",
                           "macros of the graded subset do not make strings or paste tokens")
+        for word in _names(body):
+            if word in READ_AS_WRITTEN:
+                raise _refuse(masked, d.start, f"#define {name} standing for {word}",
+                              f"the grader reads {word} where it is written "
+                              f"({READ_AS_WRITTEN[word]}); write {word} itself there")
         return
     if d.name in CONDITIONALS:
         for n in _names(d.arg):
