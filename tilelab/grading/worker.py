@@ -111,15 +111,13 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
     sidecar.mark("driver")
     rt = gpulock.start_cuda(lambda: get_runtime("gpu"))
     sidecar.mark("cuda")
-    if counted >= 0:  # under Nsight Compute: its set-up, now, while the inputs are made
-        with ThreadPoolExecutor(1) as pool:
-            planned = pool.submit(launch_plan, exercise_id, at, launches, shape,
-                                  np.random.default_rng())
+    with ThreadPoolExecutor(1) as pool:  # the inputs, made while ncu sets itself up
+        planned = pool.submit(launch_plan, exercise_id, at, launches, shape,
+                              np.random.default_rng())
+        if counted >= 0:  # under Nsight Compute: its first-profile set-up, now
             counters.warm_up()
             sidecar.mark("warmed")
-            once, sets = planned.result()
-    else:
-        once, sets = launch_plan(exercise_id, at, launches, shape, np.random.default_rng())
+        once, sets = planned.result()
     sidecar.mark("ready")
     if wait and not sidecar.wait_for_go(sys.stdin):
         return
