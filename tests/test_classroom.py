@@ -175,7 +175,7 @@ def write_submissions(root: Path, files: dict[tuple[str, str], bytes]) -> None:
 
 def enrol(root: Path, students: list[str]) -> None:
     """Add ``students`` to the course's gradebook (nbgrader db student add)."""
-    course._alembic_on_path()
+    course.gradebook_head_in_process()
     db = f"sqlite:///{root / 'autograder' / 'gradebook.db'}"
     with Gradebook(db, "tilelab") as gb:
         for s in students:

@@ -16,7 +16,7 @@ import shutil
 import warnings
 from pathlib import Path
 
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import MissingEntry
 from nbgrader.coursedir import CourseDirectory
 from sqlalchemy.exc import SAWarning
 
@@ -33,7 +33,7 @@ class Writer:
 
     def __init__(self, coursedir: CourseDirectory) -> None:
         self.cd = coursedir
-        self.gb = Gradebook(coursedir.db_url, coursedir.course_id)
+        self.gb = nbcourse.gradebook(coursedir)
 
     def __enter__(self) -> Writer:
         return self
