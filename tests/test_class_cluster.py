@@ -182,7 +182,7 @@ def test_a_killed_worker_costs_nothing_and_twice_killed_gets_zero(tmp_path):
         " int K) { }"
     )
     write_submissions(root, {
-        ("sleepy", "01-naive"): sleepy(solution_kernel("naive"), 10),  # killed once
+        ("sleepy", "01-naive"): sleepy(solution_kernel("naive"), 3),  # killed once
         ("crasher", "01-naive"): sleepy(stub, 60),  # its worker dies each time it runs
     })
     marker = tmp_path / "died"
