@@ -40,19 +40,20 @@ def test_a_new_gradebook_gets_nbgraders_own_stamp_without_a_new_process(tmp_path
 
 
 def test_where_the_migrations_have_two_heads_nbgraders_own_answer_stands(tmp_path, monkeypatch):
+    from alembic.script import ScriptDirectory
+
+    newest = ScriptDirectory(dbutil.ALEMBIC_DIR).get_revision("head")
     folder = tmp_path / "alembic"
     shutil.copytree(dbutil.ALEMBIC_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
     (folder / "versions" / "ffffffffffff_a_second_head.py").write_text(
         '"""A second head beside the newest."""\n'
         "revision = 'ffffffffffff'\n"
-        "down_revision = '282d30a0218e'\n"  # the newest revision's parent: a branch
+        f"down_revision = {newest.down_revision!r}\n"  # the newest one's parent: a branch
         "branch_labels = None\ndepends_on = None\n\n"
         "def upgrade():\n    pass\n\n\ndef downgrade():\n    pass\n"
     )
     monkeypatch.setattr(dbutil, "ALEMBIC_DIR", str(folder))
     with pytest.raises(Exception, match="head"):  # the in-process reading refuses two
-        from alembic.script import ScriptDirectory
-
         ScriptDirectory(str(folder)).get_current_head()
     answers, real = [], course._NBGRADERS_OWN
 
