@@ -17,11 +17,14 @@ after a line naming the lock settings the checks ran with
 (``TILELAB_START_LOCK``, ``TILELAB_COUNTERS_LOCK``): with the start lock shared, each GPU
 tool's CUDA start waits behind the speed run's timed rounds, and a check takes longer.
 
+With ``--edited`` each timed check is of a kernel no check has built (the reference with
+a new comment), as a learner's check after each edit: its builds are in no cache.
+
 With ``--notebook`` it times a notebook's visible check instead (``tilelab.notebook.check``
 called in one long-lived process, as a Jupyter kernel calls it; sandboxed): p50 and p95
 of each exercise after one warm-up check.
 
-    python benchmarks/check_times.py [--repeat 10] [--exercise tiled ...] [--backend gpu]
+    python benchmarks/check_times.py [--repeat 10] [--exercise tiled ...] [--backend gpu] [--edited]
     python benchmarks/check_times.py --notebook [--repeat 10] [--exercise tiled ...]
 """
 
@@ -93,6 +96,20 @@ for exercise_id in ids:
 """
 
 
+class Edits:
+    """Writes the kernel a check reads: ``text``, and where ``edited``, with a comment no
+    earlier check had before each call (a kernel no check has built yet)."""
+
+    def __init__(self, path: Path, text: str, edited: bool) -> None:
+        self.path, self.text, self.edited, self.count = path, text, edited, 0
+        path.write_text(text)
+
+    def __call__(self) -> None:
+        if self.edited:
+            self.count += 1
+            self.path.write_text(f"{self.text}\n// edit {self.count} of {os.getpid()}\n")
+
+
 def notebook_checks(ids: list[str], repeat: int, env: dict[str, str]) -> None:
     """p50 and p95 of ``tilelab.notebook.check`` per exercise, in one process."""
     print(f"{'exercise':<18} {'p50 s':>7} {'p95 s':>7}   (notebook check, n={repeat}, after "
@@ -113,6 +130,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--exercise", nargs="*", help="only these exercises (default: all)")
     parser.add_argument("--backend", choices=("emu", "gpu"), default="emu")
+    parser.add_argument("--edited", action="store_true",
+                        help="each timed check is of a kernel not checked before (the "
+                        "reference with a new comment): a learner's check after an edit, "
+                        "whose builds are not in any cache")
     parser.add_argument("--no-yardstick", action="store_true",
                         help="skip the unsandboxed runs")
     parser.add_argument("--notebook", action="store_true",
@@ -125,7 +146,8 @@ def main() -> None:
         return
     plain = {**env, "TILELAB_SANDBOXED": "1"}  # as if already in a sandbox: none is made
     print(f"{'exercise':<18} {'p50 s':>7} {'p95 s':>7}   {'unsandboxed p50':>15} "
-          f"{'p95':>6} {'cpu s':>6}  (n={a.repeat}, {a.backend}, after one warm-up check; "
+          f"{'p95':>6} {'cpu s':>6}  (n={a.repeat}, {a.backend}, after one warm-up check"
+          f"{', each of an edited kernel' if a.edited else ''}; "
           f"cpu: median CPU seconds of the unsandboxed check's processes)")
     if a.backend == "gpu":  # they decide what a check's GPU tools wait for
         print("    " + ", ".join(f"{v.name}={v.get()}" for v in (settings.START_LOCK,
@@ -135,18 +157,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for ex in chosen:
             src = Path(tmp) / f"{ex.id}.cu"
-            src.write_text(ex.reference.source().replace(ex.reference.name + "(", ex.kernel + "("))
+            text = ex.reference.source().replace(ex.reference.name + "(", ex.kernel + "(")
+            edit = Edits(src, text, a.edited)
             cmd = [sys.executable, "-m", "tilelab.cli", "check", ex.id, str(src), "--json"]
             timed(cmd, env)  # warm the user's caches
             if not a.no_yardstick:
                 timed(cmd, plain)
             boxed, bare, steps, timelines, bare_timelines = [], [], [], [], []
             for _ in range(a.repeat):
+                edit()
                 seconds, cpu, verdict = timed(cmd, env)
                 boxed.append((seconds, cpu))
                 steps.append(verdict.get("step_seconds", {}))
                 timelines.append(verdict.get("timeline", {}))
                 if not a.no_yardstick:
+                    edit()
                     seconds, cpu, verdict = timed(cmd, plain)
                     bare.append((seconds, cpu))
                     bare_timelines.append(verdict.get("timeline", {}))

@@ -92,10 +92,12 @@ def test_two_processes_racing_build_one_base_cache_and_leave_no_temporary_folder
     assert [p.name for p in (folder / "emu").glob("prelude-*.json")] == [p.name for p in probes]
 
 
-def test_a_build_with_the_precompiled_prelude_is_the_build_without_it(cache, monkeypatch):
-    """g++ reads the prelude precompiled (made once, in the cache, outside a sandbox): the
-    library's kernels, shared memory and results are those of a build that reads the
-    headers, and an #include of anything else is refused as before."""
+def test_a_build_with_the_precompiled_prelude_and_runtime_is_the_build_without_them(
+        cache, monkeypatch):
+    """g++ reads the prelude precompiled and links its runtime compiled once (both made
+    once, in the cache, outside a sandbox): the library's kernels, shared memory, results
+    and analysis are those of a build that reads the headers and compiles the runtime with
+    the kernel, and an #include of anything else is refused as before."""
     import numpy as np
 
     from tilelab.device.runtime import get_runtime
@@ -106,31 +108,59 @@ def test_a_build_with_the_precompiled_prelude_is_the_build_without_it(cache, mon
 
     src = reference("tiled")
     flags = emu_compile._flags(False)
-    pch = emu_compile.prelude_pch(flags)
+    runtime = emu_compile.runtime_object(flags)
+    assert runtime is not None and runtime.is_file()
+    assert emu_compile.runtime_object(flags) == runtime  # found, not made again
+    pch = emu_compile.prelude_pch([*flags, emu_compile.SPLIT])
     assert pch is not None and (pch / emu_compile.PCH).is_file()
-    assert emu_compile.prelude_pch(flags) == pch  # found, not made again
+    assert emu_compile.prelude_pch([*flags, emu_compile.SPLIT]) == pch
     seen = []
     real = emu_compile._gxx
 
     def gxx(*args):
         proc, headers, stderr = real(*args)
-        seen.append(headers)
+        seen.append((headers, args))
         return proc, headers, stderr
 
     monkeypatch.setattr(emu_compile, "_gxx", gxx)
     code = translate(src).code
-    with_pch = emu_compile.build(code, analysis=False, source=src)
-    assert seen[-1] == {os.path.realpath(pch / emu_compile.PCH)}  # no header read
-    monkeypatch.setattr(emu_compile, "prelude_pch", lambda flags: None)
-    without = emu_compile.build(code + "// read the headers\n", analysis=False, source=src)
-    assert len(seen[-1]) > 100
-    assert (with_pch.kernels, with_pch.static_shared) == (without.kernels, without.static_shared)
-    monkeypatch.setattr(emu_compile, "_gxx", real)
+    split = emu_compile.build(code, analysis=False, source=src)
+    headers, args = seen[-1]
+    assert headers == {os.path.realpath(pch / emu_compile.PCH)}  # no header read
+    assert args[-1] == runtime and emu_compile.SPLIT in args[1]
     ex, shape, rt = exercises.get("tiled"), (64, 96, 64), get_runtime("emu")
     inputs = ex.problem.make_inputs(shape, np.random.default_rng(3))
-    got = [launch(rt, rt.SourceModule(src + extra).get_function(ex.kernel), ex.problem,
-                  ex.launch, shape, inputs) for extra in ("", "// read the headers\n")]
-    assert np.array_equal(got[0], got[1])
+
+    def result() -> np.ndarray:
+        fn = rt.SourceModule(src + f"// {len(seen)}\n").get_function(ex.kernel)
+        return launch(rt, fn, ex.problem, ex.launch, shape, inputs)
+
+    def analysis() -> tuple:  # what a race, bank and traffic report says, in any block order
+        from support.emu_samples import TILED_MATMUL, without_barrier
+
+        import tilelab.emu as cuda
+
+        n = 32
+        a, b = (np.arange(n * n, dtype=np.float32).reshape(n, n) for _ in range(2))
+        r = cuda.analyze(without_barrier(TILED_MATMUL, 1) + f"// {len(seen)}\n",
+                         "matmul_tiled", cuda.In(a), cuda.In(b),
+                         cuda.Out(np.zeros((n, n), np.float32)), np.int32(n), np.int32(n),
+                         np.int32(n), block=(16, 16, 1), grid=(2, 2))
+        return (sorted((x.array, sorted(x.lines), sorted(x.kinds)) for x in r.races),
+                r.bank_lines, r.traffic)
+
+    got, analysed = result(), analysis()
+    assert analysed[0] and analysed[1] and analysed[2]  # races, banks and traffic found
+    with monkeypatch.context() as one_unit:
+        one_unit.setattr(emu_compile, "prelude_pch", lambda flags: None)
+        one_unit.setattr(emu_compile, "runtime_object", lambda flags: None)
+        whole = emu_compile.build(code + "// read the headers\n", analysis=False, source=src)
+        headers, args = seen[-1]
+        assert len(headers) > 100 and args[-1] is None and emu_compile.SPLIT not in args[1]
+        assert np.array_equal(result(), got)
+        assert analysis() == analysed
+    assert (split.kernels, split.static_shared) == (whole.kernels, whole.static_shared)
+    monkeypatch.setattr(emu_compile, "_gxx", real)
     with pytest.raises(CompileError, match="not allowed"):
         emu_compile.build(translate('#include "/etc/hostname"\n' + src).code,
                           analysis=False, source=src)

@@ -169,14 +169,16 @@ def _digest(parts: list) -> str:
 
 
 def _gxx(cxx: str, flags: list[str], code: str, tmp: str, ends: float | None = None,
-         pch: Path | None = None) -> tuple[subprocess.CompletedProcess, set[str], str]:
+         pch: Path | None = None, runtime: Path | None = None,
+         ) -> tuple[subprocess.CompletedProcess, set[str], str]:
     """Compile ``code`` to ``tmp/lib.so``: the process, the headers read, the other stderr
     (``ends``: see :func:`_run_gxx`; ``pch``: a folder of :func:`prelude_pch`, searched
-    before the prelude's own)."""
+    before the prelude's own; ``runtime``: :func:`runtime_object`'s object, linked in)."""
     (Path(tmp) / "kernel.cpp").write_text(code)
     first = ["-I", str(pch)] if pch is not None else []
-    proc = _run_gxx([cxx, *flags, "-H", *first, "-I", str(PRELUDE_DIR), "kernel.cpp", "-o",
-                     "lib.so"], tmp, ends)
+    linked = [str(runtime)] if runtime is not None else []
+    proc = _run_gxx([cxx, *flags, "-H", *first, "-I", str(PRELUDE_DIR), "kernel.cpp", *linked,
+                     "-o", "lib.so"], tmp, ends)
     headers, rest, guards = set(), [], False
     for line in proc.stderr.splitlines():
         m = re.match(r"^[.!x]+ (.+)$", line)  # -H: one line per file read
@@ -250,41 +252,70 @@ def _compile_only(flags: list[str]) -> list[str]:
             if f not in ("-shared", "-nodefaultlibs") and not f.startswith(("-Wl,", "-l"))]
 
 
-def prelude_pch(flags: list[str], make: bool | None = None) -> Path | None:
-    """A folder holding the prelude precompiled with ``flags``, so that a kernel's build
-    parses no header (a third of a build's time): found in this process's cache or a
-    base cache, or, where ``make`` (by default: outside a sandbox, whose caches are the
-    base it is given and a cache of its own that ends with it), built once into this
-    process's cache. None where there is none: g++ then reads the headers themselves, and
-    so it does where a precompiled header does not fit the build (g++ checks it)."""
+def _made_once(kind: str, flags: list[str], product: str, argv: list[str],
+               make: bool | None) -> Path | None:
+    """A folder holding ``product``, made once per ``kind``, compile flags, compiler and
+    prelude by running ``argv`` (g++, in the folder): found in this process's cache or a
+    base cache, or, where ``make`` (by default: outside a sandbox, whose caches are the base
+    it is given and a cache of its own that ends with it), made now into this process's
+    cache. None where there is none, or it could not be made."""
     cxx, version = compiler()
-    key = _digest(["pch", 1, _compile_only(flags), version, _prelude_digest(),
+    key = _digest([kind, 1, _compile_only(flags), version, _prelude_digest(),
                    str(PRELUDE_DIR)])
-    root, name = cache_dir(), f"pch-{key}"
+    root, name = cache_dir(), f"{kind}-{key}"
     for folder in (root, *base_caches()):
-        if (folder / name / PCH).is_file():
+        if (folder / name / product).is_file():
             return folder / name
     if not (make if make is not None else not base_caches()):
         return None
     building = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
     try:
-        proc = _run_gxx([cxx, *_compile_only(flags), "-x", "c++-header",
-                         str(PRELUDE_DIR / "tilelab_emu.h"), "-o", PCH], str(building), None)
-        if proc.returncode != 0:
+        if _run_gxx([cxx, *argv], str(building), None).returncode != 0:
             return None
         with contextlib.suppress(OSError):  # another process's may be there first
             os.rename(building, root / name)
-        return root / name if (root / name / PCH).is_file() else None
+        return root / name if (root / name / product).is_file() else None
     finally:
         shutil.rmtree(building, ignore_errors=True)
 
 
+def prelude_pch(flags: list[str], make: bool | None = None) -> Path | None:
+    """A folder holding the prelude precompiled with ``flags``, so that a kernel's build
+    parses no header (see :func:`_made_once` for where it is found and when made). None
+    where there is none: g++ then reads the headers themselves, and so it does where a
+    precompiled header does not fit the build (g++ checks it)."""
+    return _made_once("pch", flags, PCH, [*_compile_only(flags), "-x", "c++-header",
+                                          str(PRELUDE_DIR / "tilelab_emu.h"), "-o", PCH], make)
+
+
+#: The prelude's runtime (scheduler, fault handler, analyses, memory hooks) as one object.
+RUNTIME = "tilelab_emu_rt.o"
+#: Defined in a kernel's build that links :data:`RUNTIME`: its unit declares the runtime.
+SPLIT = "-DTILELAB_SPLIT"
+
+
+def runtime_object(flags: list[str], make: bool | None = None) -> Path | None:
+    """The prelude's out-of-line code and variables compiled once with ``flags`` (the
+    header alone), for a kernel's build to link instead of compiling them again: most of a
+    build's time, whatever the kernel (see :func:`_made_once` for where it is found and
+    when made). None where there is none: the kernel's build then compiles it too."""
+    found = _made_once("rt", flags, RUNTIME,
+                       [*_compile_only(flags), "-include", str(PRELUDE_DIR / "tilelab_emu.h"),
+                        "-x", "c++", "-c", os.devnull, "-o", RUNTIME], make)
+    return found / RUNTIME if found is not None else None
+
+
 def warm() -> None:
-    """Build what every build of the common kinds needs first: the prelude's probe and its
-    precompiled header, for the graded build and the analysis build (a base cache)."""
+    """Build what every build of the common kinds needs first: the prelude's probe, its
+    runtime object and precompiled header, for the graded build and the analysis build (a
+    base cache)."""
     for analysis in (False, True):
         prelude_needs(analysis)
-        prelude_pch(_flags(analysis), make=True)
+        flags = _flags(analysis)
+        if runtime_object(flags, make=True) is not None:
+            prelude_pch([*flags, SPLIT], make=True)
+        else:
+            prelude_pch(flags, make=True)
 
 
 def base_caches(part: str = "emu") -> list[Path]:
@@ -353,6 +384,10 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
         raise CompileError("internal error: a translation must start with the prelude.")
     code = f"{head}\n{hostcalls.poison_pragma(reserved)}\n{rest}"
     flags = [*_flags(analysis, lockstep, fmad), *defines]
+    # a -D may change what the prelude says: such a build compiles all of it, in one unit
+    runtime = None if defines else runtime_object(flags)
+    if runtime is not None:
+        flags.append(SPLIT)
     key = _digest([code, flags, version, _prelude_digest()])
     root = cache_dir()
     for folder in (root, *base_caches()):  # a read-only base's builds are used in place
@@ -368,7 +403,7 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
     gch = os.path.realpath(pch / PCH) if pch is not None else None
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         out = Path(tmp) / "lib.so"
-        proc, headers, stderr = _gxx(cxx, flags, code, tmp, ends, pch)
+        proc, headers, stderr = _gxx(cxx, flags, code, tmp, ends, pch, runtime)
         foreign = sorted(h for h in headers if not needs.allows_header(h) and h != gch)
         if foreign:  # never show what g++ said: it may quote the file
             raise CompileError(f"kernel.cu includes {foreign[0][:120]}, which is not allowed in "
@@ -376,7 +411,7 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
         if proc.returncode == 0 and casts.has_implicit_int_conversions(stderr):
             # convert as a GPU does where a floating value becomes an integer unwritten
             code = casts.rewrite_implicit(code, _diagnostics(cxx, flags, code, tmp, ends))
-            proc, headers, stderr = _gxx(cxx, flags, code, tmp, ends, pch)
+            proc, headers, stderr = _gxx(cxx, flags, code, tmp, ends, pch, runtime)
         if proc.returncode != 0:
             if found := hostcalls.poisoned_names(stderr):
                 raise hostcalls.host_call_error(found, source, found)

@@ -7,6 +7,17 @@
 // instrument shared-memory accesses (see tilelab_emu_analysis.h).
 #pragma once
 
+// A split build (TILELAB_SPLIT; see tilelab.emu.compile.runtime_object): the kernel's unit
+// only declares the runtime's variables and out-of-line functions, and one object compiled
+// from this header alone, once per set of flags, defines them. Without it, one unit does both.
+#ifdef TILELAB_SPLIT
+#define TL_DEF extern
+#define TL_INIT(...)
+#else
+#define TL_DEF
+#define TL_INIT(...) = __VA_ARGS__
+#endif
+
 #include <assert.h>
 #include <float.h>
 #include <limits.h>
@@ -93,8 +104,10 @@ extern uint3 threadIdx;
 extern uint3 blockIdx;
 extern dim3 blockDim;
 extern dim3 gridDim;
+#ifndef TILELAB_SPLIT
 uint3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
+#endif
 constexpr int warpSize = 32;
 
 // ---- math and intrinsics ---------------------------------------------------------------

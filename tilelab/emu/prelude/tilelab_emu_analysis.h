@@ -29,10 +29,10 @@ struct ShArray {
   long dims[4];
   bool dynamic;
 };
-ShArray g_arr[256];
-int g_narr;
-uint8_t* g_word_arr;  // per word of the static section: 1 + its array's id (0: none known)
-int g_dyn_arr = -1;   // the first extern __shared__ array: names the dynamic buffer
+TL_DEF ShArray g_arr[256];
+TL_DEF int g_narr;
+TL_DEF uint8_t* g_word_arr;  // per word of the static section: 1 + its array's id (0: none known)
+TL_DEF int g_dyn_arr TL_INIT(-1);   // the first extern __shared__ array: names the dynamic buffer
 
 TL_NOSAN inline void map_array(int id) {
   const ShArray& a = g_arr[id];
@@ -46,6 +46,7 @@ TL_NOSAN inline void map_array(int id) {
     g_word_arr[w] = (uint8_t)(id + 1);
 }
 
+#ifndef TILELAB_SPLIT
 TL_NOSAN int register_array(const char* name, const void* base, size_t bytes, size_t elem,
                             int rank, const long* dims, bool dynamic) {
   if (g_narr == 255) return 254;
@@ -56,6 +57,7 @@ TL_NOSAN int register_array(const char* name, const void* base, size_t bytes, si
   map_array(g_narr);
   return g_narr++;
 }
+#endif
 
 struct ShReg {
   int id;
@@ -74,12 +76,12 @@ struct Shadow {
   uint32_t wl[2], rl[2];  // code addresses (offsets in the library)
   uint32_t wg[2], rg[2];  // the warp's meeting count at the access
 };
-Shadow* g_shadow;
-uintptr_t g_sec_lo;
-size_t g_sec_words, g_dyn_words;
-uint32_t g_epoch = 1;
-uint32_t g_warp_gen[32];     // meetings (warp-level operations) of each warp of the block
-uint32_t g_lane_gen[1024];   // the last meeting each thread took part in
+TL_DEF Shadow* g_shadow;
+TL_DEF uintptr_t g_sec_lo;
+TL_DEF size_t g_sec_words, g_dyn_words;
+TL_DEF uint32_t g_epoch TL_INIT(1);
+TL_DEF uint32_t g_warp_gen[32];     // meetings (warp-level operations) of each warp of the block
+TL_DEF uint32_t g_lane_gen[1024];   // the last meeting each thread took part in
 
 struct RaceRec {
   int arr;
@@ -90,9 +92,9 @@ struct RaceRec {
   uint3 block;
   bool cross_warp;  // some instance involved two warps: only a block barrier orders it
 };
-RaceRec g_races[128];
-int g_nraces;
-long long g_races_dropped;
+TL_DEF RaceRec g_races[128];
+TL_DEF int g_nraces;
+TL_DEF long long g_races_dropped;
 
 TL_NOSAN inline int array_at(uintptr_t a) {
   if (a - g_sec_lo < g_sec_words * 4) return g_word_arr ? (int)g_word_arr[(a - g_sec_lo) / 4] - 1 : -1;
@@ -225,14 +227,14 @@ struct LineStat {
   int max;
 };
 
-Table<1024>* g_counts;  // this fiber's executions of (pc, arr, w) in this pass
-Table<8192>* g_groups;  // this warp's (pc, arr, w, k) -> index into g_group
-Group* g_group;
-int g_ngroup, g_group_cap;
-Table<1024>* g_stat_index;
-LineStat g_stats[1024];
-int g_nstats;
-int g_warp = -1, g_lane;
+TL_DEF Table<1024>* g_counts;  // this fiber's executions of (pc, arr, w) in this pass
+TL_DEF Table<8192>* g_groups;  // this warp's (pc, arr, w, k) -> index into g_group
+TL_DEF Group* g_group;
+TL_DEF int g_ngroup, g_group_cap;
+TL_DEF Table<1024>* g_stat_index;
+TL_DEF LineStat g_stats[1024];
+TL_DEF int g_nstats;
+TL_DEF int g_warp TL_INIT(-1), g_lane;
 
 TL_NOSAN inline int degree(const Group& g) {
   unsigned size = 1;
@@ -311,6 +313,8 @@ TL_NOSAN inline void bank_add(uintptr_t a, unsigned size, uint32_t pc, int arr, 
   g.size[g_lane] = (uint8_t)(size > 255 ? 255 : size);
 }
 
+TL_NOINLINE TL_NOSAN void record(uintptr_t a, unsigned size, uint32_t pc, int kind);
+#ifndef TILELAB_SPLIT
 TL_NOINLINE TL_NOSAN void record(uintptr_t a, unsigned size, uint32_t pc, int kind) {
   unsigned t = g_cur->linear;
   for (uintptr_t w = a & ~(uintptr_t)3; w < a + size; w += 4) check_race(a, w, t, pc, kind);
@@ -318,6 +322,7 @@ TL_NOINLINE TL_NOSAN void record(uintptr_t a, unsigned size, uint32_t pc, int ki
   if (kind & K_R) bank_add(a, size, pc, arr, 0);
   if (kind & K_W) bank_add(a, size, pc, arr, 1);
 }
+#endif
 
 // Every load and store of the kernel comes here (inlined into the TSan hooks): most are
 // not to shared memory nor near the parameters' buffers, so those tests come first.
@@ -332,6 +337,7 @@ TL_NOSAN inline __attribute__((always_inline)) void an_access(uintptr_t a, unsig
 }
 
 // ---- hooks called by the scheduler --------------------------------------------------------------
+#ifndef TILELAB_SPLIT
 TL_NOSAN void an_launch() {
   g_sec_lo = (uintptr_t)__start_tlshared;
   g_sec_words = round_up(static_shared_bytes(), 4) / 4;
@@ -373,12 +379,14 @@ TL_NOSAN void an_warp_sync(int warp, unsigned lanes) {
   for (int l = 0; l < 32; ++l)
     if ((lanes >> l & 1) && warp * 32 + l < 1024) g_lane_gen[warp * 32 + l] = gen;
 }
+#endif
 
 inline uint3 thread_of(unsigned t) {
   return uint3{t % blockDim.x, (t / blockDim.x) % blockDim.y, t / (blockDim.x * blockDim.y)};
 }
 inline const char* kind_name(int k) { return k == K_W ? "write" : "read"; }
 
+#ifndef TILELAB_SPLIT
 TL_NOSAN void an_write(Out& o) {
   o.s(",\"analysis\":{\"arrays\":[");
   for (int i = 0; i < g_narr; ++i) {
@@ -416,5 +424,6 @@ TL_NOSAN void an_write(Out& o) {
   traffic_write(o);
   o.s("}");
 }
+#endif
 
 }  // namespace tl_emu

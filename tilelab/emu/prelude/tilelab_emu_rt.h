@@ -134,21 +134,22 @@ struct Fiber {
 const size_t kStack = 64 * 1024, kStackGuard = 64 * 1024;
 const size_t kStackColors = 4096;  // room for the tops' offsets (a page)
 const int kMadvGuardInstall = 102;  // MADV_GUARD_INSTALL, where <sys/mman.h> lacks it
-Fiber* g_fibers;
-int g_nfib;
-Fiber* g_cur;
-void* g_sched_sp;
-const KernelDesc* g_kernel;
-void** g_args;
-int g_bar_count, g_bar_total;  // predicate count and threads at the last barrier
-int g_report_fd = -1;
-char g_report_tag[32];  // this launch's tag, heading the one report line (see report())
-bool g_in_block;
+TL_DEF Fiber* g_fibers;
+TL_DEF int g_nfib;
+TL_DEF Fiber* g_cur;
+TL_DEF void* g_sched_sp;
+TL_DEF const KernelDesc* g_kernel;
+TL_DEF void** g_args;
+TL_DEF int g_bar_count, g_bar_total;  // predicate count and threads at the last barrier
+TL_DEF int g_report_fd TL_INIT(-1);
+TL_DEF char g_report_tag[32];  // this launch's tag, heading the one report line (see report())
+TL_DEF bool g_in_block;
 
 [[noreturn]] void fiber_main();
 
 #ifdef TL_ASM_SWITCH
 extern "C" __attribute__((visibility("hidden"))) void tl_emu_switch(void** save, void* to);
+#ifndef TILELAB_SPLIT
 asm(R"(
   .text
   .p2align 4
@@ -173,6 +174,7 @@ tl_emu_switch:
   ret
   .size tl_emu_switch,.-tl_emu_switch
 )");
+#endif
 inline void fiber_init(Fiber* f) {
   void** sp = (void**)((uintptr_t)f->top & ~(uintptr_t)15);
   *--sp = nullptr;                    // fake return address of fiber_main (keeps alignment)
@@ -183,7 +185,7 @@ inline void fiber_init(Fiber* f) {
 TL_NOSAN inline void to_fiber(Fiber* f) { tl_emu_switch(&g_sched_sp, f->sp); }
 TL_NOSAN inline void to_sched(Fiber* f) { tl_emu_switch(&f->sp, g_sched_sp); }
 #else
-ucontext_t g_sched_uc;
+TL_DEF ucontext_t g_sched_uc;
 inline void fiber_init(Fiber* f) {
   getcontext(&f->uc);
   f->uc.uc_stack.ss_sp = f->guard + kStackGuard;
@@ -195,6 +197,7 @@ TL_NOSAN inline void to_fiber(Fiber* f) { swapcontext(&g_sched_uc, &f->uc); }
 TL_NOSAN inline void to_sched(Fiber* f) { swapcontext(&f->uc, &g_sched_uc); }
 #endif
 
+#ifndef TILELAB_SPLIT
 [[noreturn]] void fiber_main() {
   g_kernel->invoke(g_kernel->fn, g_args);
   Fiber* f = g_cur;
@@ -202,7 +205,10 @@ TL_NOSAN inline void to_sched(Fiber* f) { swapcontext(&f->uc, &g_sched_uc); }
   to_sched(f);
   __builtin_unreachable();
 }
+#endif
 
+TL_NOINLINE void barrier_wait(int line, int site, int pred);
+#ifndef TILELAB_SPLIT
 TL_NOINLINE void barrier_wait(int line, int site, int pred) {
   Fiber* f = g_cur;
   f->state = F_WAIT;
@@ -211,6 +217,7 @@ TL_NOINLINE void barrier_wait(int line, int site, int pred) {
   f->pred = pred;
   to_sched(f);
 }
+#endif
 inline void syncthreads(int line, int site) {
   barrier_wait(line, site, 0);
   asm volatile("" ::: "memory");
@@ -229,12 +236,12 @@ inline int syncthreads_and(int line, int site, int pred) {
 // ---- shared memory: the static section, the dynamic buffer, registrations ----------------
 extern "C" char __start_tlshared[] __attribute__((weak, visibility("hidden")));
 extern "C" char __stop_tlshared[] __attribute__((weak, visibility("hidden")));
-unsigned char* g_dyn_shared;  // the launch's dynamic (extern __shared__) buffer
-size_t g_dyn_bytes;
-char* g_dyn_guard;  // PROT_NONE region right after it
-size_t g_dyn_guard_len;
-void** g_dyn_ptrs[64];  // file-scope extern __shared__ pointers to point at the buffer
-int g_ndyn_ptrs;
+TL_DEF unsigned char* g_dyn_shared;  // the launch's dynamic (extern __shared__) buffer
+TL_DEF size_t g_dyn_bytes;
+TL_DEF char* g_dyn_guard;  // PROT_NONE region right after it
+TL_DEF size_t g_dyn_guard_len;
+TL_DEF void** g_dyn_ptrs[64];  // file-scope extern __shared__ pointers to point at the buffer
+TL_DEF int g_ndyn_ptrs;
 
 inline size_t static_shared_bytes() {
   return __start_tlshared ? (size_t)(__stop_tlshared - __start_tlshared) : 0;
@@ -252,7 +259,7 @@ inline bool poisoned(const void* p, size_t n, size_t phase) {
   return true;
 }
 
-size_t g_dyn_request;  // bytes asked for with shared=
+TL_DEF size_t g_dyn_request;  // bytes asked for with shared=
 
 // Analysis mode records each shared array's name and shape; returns its id (-1 otherwise).
 int register_array(const char* name, const void* base, size_t bytes, size_t elem, int rank,
@@ -339,9 +346,9 @@ struct Buf {
   size_t map_len, n, elem;
 };
 const size_t kGuardBefore = 64 * 1024, kGuardAfter = 1024 * 1024, kAllocAlign = 16;
-Buf* g_bufs;
-int g_nbuf;
-size_t g_page;
+TL_DEF Buf* g_bufs;
+TL_DEF int g_nbuf;
+TL_DEF size_t g_page;
 
 inline size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 inline void* map_guarded(size_t before, size_t body, size_t after, char** rw) {
@@ -354,8 +361,8 @@ inline void* map_guarded(size_t before, size_t body, size_t after, char** rw) {
 }
 
 // ---- the fault handler -----------------------------------------------------------------------
-char g_fault_buf[16384];
-uintptr_t g_self_base;
+TL_DEF char g_fault_buf[16384];
+TL_DEF uintptr_t g_self_base;
 
 inline const char* signame(int sig) {
   switch (sig) {
@@ -387,6 +394,8 @@ inline void pcs(Out& o, uintptr_t pc) {
   }
   o.s("]");
 }
+void on_fault(int sig, siginfo_t* si, void* ctx);
+#ifndef TILELAB_SPLIT
 void on_fault(int sig, siginfo_t* si, void* ctx) {
   Out o{g_fault_buf, 0, sizeof g_fault_buf, true};
   uintptr_t addr = (uintptr_t)si->si_addr, pc = 0, sp = 0;
@@ -444,6 +453,7 @@ void on_fault(int sig, siginfo_t* si, void* ctx) {
   pcs(o, pc);
   fatal(o);
 }
+#endif
 inline void install_handlers() {
   static char alt[128 * 1024];
   stack_t ss{};
@@ -477,15 +487,17 @@ inline void an_fiber_begin(Fiber*) {}
 inline void an_epoch_end() {}
 inline void an_pass_end() {}
 inline void an_write(Out&) {}
+#ifndef TILELAB_SPLIT
 int register_array(const char*, const void*, size_t, size_t, int, const long*, bool) {
   return -1;
 }
+#endif
 #endif
 
 // ---- the block scheduler ---------------------------------------------------------------------
 bool resolve_warps();             // tilelab_emu_warp.h: release the warps met at a warp op
 [[noreturn]] void warp_deadlock();
-unsigned g_block_serial;          // blocks run so far: picks the first epoch's thread order
+TL_DEF unsigned g_block_serial;          // blocks run so far: picks the first epoch's thread order
 
 [[noreturn]] inline void divergence(bool exited) {
   Out o{};
@@ -640,11 +652,13 @@ inline void run_grid(uint64_t seed) {
 extern "C" const tl_emu::GlobalDesc tilelab_globals[];
 extern "C" const int tilelab_nglobals;
 
+#ifndef TILELAB_SPLIT
 TL_EXPORT uint64_t tilelab_static_shared_bytes() { return tl_emu::static_shared_bytes(); }
+#endif
 
 // A seccomp filter (struct sock_fprog*) the Python side sets before the launch; installed
 // after the set-up, just before the first block, so the learner's code runs under it.
-TL_EXPORT const void* tilelab_grid_filter = nullptr;
+TL_EXPORT const void* tilelab_grid_filter TL_INIT(nullptr);
 
 namespace tl_emu {
 inline void enter_grid_filter() {
@@ -655,6 +669,7 @@ inline void enter_grid_filter() {
 }
 }  // namespace tl_emu
 
+#ifndef TILELAB_SPLIT
 TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDesc* kernel) {
   using namespace tl_emu;
   g_report_fd = s->report_fd;
@@ -757,3 +772,4 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
   if (tilelab_grid_filter) _exit(0);
   return 0;
 }
+#endif

@@ -13,17 +13,17 @@ struct TouchMap {
   uint64_t* mask;  // per 4-byte element of the buffer
   long n;
 };
-TouchMap g_touch[64][2];  // [parameter][read, write]
-bool g_touch_on;          // inside the traced block
-long g_touch_target;      // its linear block index
-int g_touch_phase;
-uint3 g_touch_block;
+TL_DEF TouchMap g_touch[64][2];  // [parameter][read, write]
+TL_DEF bool g_touch_on;          // inside the traced block
+TL_DEF long g_touch_target;      // its linear block index
+TL_DEF int g_touch_phase;
+TL_DEF uint3 g_touch_block;
 struct TouchWarp {
   uint64_t key;
   long long word[32];  // -1: lane inactive
 };
-TouchWarp g_touch_warps[64];
-int g_ntouch_warps;
+TL_DEF TouchWarp g_touch_warps[64];
+TL_DEF int g_ntouch_warps;
 
 TL_NOSAN inline void touch_launch() {
   long blocks = (long)gridDim.x * gridDim.y * gridDim.z;
@@ -71,6 +71,8 @@ TL_NOSAN inline void touch_shared(const Group& g, uintptr_t base) {
     t.word[l] = (g.mask >> l & 1) ? (long long)((g.addr[l] - base) / 4) : -1;
 }
 
+TL_NOSAN void touch_write(Out& o);
+#ifndef TILELAB_SPLIT
 TL_NOSAN void touch_write(Out& o) {
   o.f(",\"touch\":{\"block\":[%u,%u,%u],\"phases\":%d,\"global\":[", g_touch_block.x,
       g_touch_block.y, g_touch_block.z, g_touch_phase + 1);
@@ -105,3 +107,4 @@ TL_NOSAN void touch_write(Out& o) {
   }
   o.s("]}");
 }
+#endif

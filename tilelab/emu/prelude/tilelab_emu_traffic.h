@@ -21,9 +21,9 @@ struct ParamRegion {
   uintptr_t ptr;     // the parameter's value (a pointer into the buffer)
   int param;
 };
-ParamRegion g_regions[64];
-int g_nregions;
-uintptr_t g_glob_lo, g_glob_span;  // the hull of the regions: the hooks' first test
+TL_DEF ParamRegion g_regions[64];
+TL_DEF int g_nregions;
+TL_DEF uintptr_t g_glob_lo, g_glob_span;  // the hull of the regions: the hooks' first test
 
 // Called at launch, once the buffers are mapped and the pointer arguments set.
 TL_NOSAN inline void traffic_launch() {
@@ -66,6 +66,8 @@ TL_NOSAN inline int param_at(uintptr_t a) {
 
 TL_NOSAN inline void bank_add(uintptr_t a, unsigned size, uint32_t pc, int arr, int w);
 
+TL_NOINLINE TL_NOSAN void global_record(uintptr_t a, unsigned size, uint32_t pc, int kind);
+#ifndef TILELAB_SPLIT
 TL_NOINLINE TL_NOSAN void global_record(uintptr_t a, unsigned size, uint32_t pc, int kind) {
   int p = param_at(a);
   if (p < 0) return;
@@ -74,6 +76,7 @@ TL_NOINLINE TL_NOSAN void global_record(uintptr_t a, unsigned size, uint32_t pc,
   if (kind & K_R) bank_add(a, size, pc, TL_GLOBAL_BASE + p, 0);
   if (kind & K_W) bank_add(a, size, pc, TL_GLOBAL_BASE + p, 1);
 }
+#endif
 
 // ---- per (code address, parameter, kind): requests and sectors -----------------------------
 struct TrafficStat {
@@ -81,10 +84,10 @@ struct TrafficStat {
   long long requests, sectors, lanes, bytes;
   int max_sectors;
 };
-TrafficStat g_traffic[1024];
-int g_ntraffic;
-long long g_traffic_dropped;
-Table<1024>* g_traffic_index;
+TL_DEF TrafficStat g_traffic[1024];
+TL_DEF int g_ntraffic;
+TL_DEF long long g_traffic_dropped;
+TL_DEF Table<1024>* g_traffic_index;
 
 TL_NOSAN inline int sectors(const Group& g) {
   uintptr_t seen[128];
@@ -119,6 +122,8 @@ TL_NOSAN inline void traffic_finish(const Group& g) {
   if (s > t.max_sectors) t.max_sectors = s;
 }
 
+TL_NOSAN void traffic_write(Out& o);
+#ifndef TILELAB_SPLIT
 TL_NOSAN void traffic_write(Out& o) {
   o.s(",\"traffic\":[");
   for (int i = 0; i < g_ntraffic; ++i) {
@@ -132,3 +137,4 @@ TL_NOSAN void traffic_write(Out& o) {
   o.f("],\"traffic_dropped\":%lld", g_traffic_dropped);
   touch_write(o);
 }
+#endif

@@ -17,6 +17,7 @@ inline void an_access(uintptr_t, unsigned, int, uintptr_t) {}
 
 }  // namespace tl_emu
 
+#ifndef TILELAB_SPLIT
 // Hidden (no PLT) and never instrumented themselves.
 #define TL_HOOK extern "C" __attribute__((visibility("hidden"), no_sanitize_thread))
 #define TL_PC ((uintptr_t)__builtin_return_address(0))
@@ -54,3 +55,4 @@ TL_HOOK void __tsan_func_entry(void*) {}
 TL_HOOK void __tsan_func_exit() {}
 TL_HOOK void __tsan_vptr_update(void**, void*) {}
 TL_HOOK void __tsan_vptr_read(void**) {}
+#endif

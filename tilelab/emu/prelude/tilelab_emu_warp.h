@@ -88,6 +88,7 @@ void an_warp_sync(int warp, unsigned lanes);
 inline void an_warp_sync(int, unsigned) {}
 #endif
 
+#ifndef TILELAB_SPLIT
 bool resolve_warps() {
   bool released = false;
   const int n = g_nfib;
@@ -182,7 +183,9 @@ bool resolve_warps() {
   }
   return released;
 }
+#endif
 
+#ifndef TILELAB_SPLIT
 [[noreturn]] void warp_deadlock() {
   Out o{};
   o.s("{\"status\":\"warp\"");
@@ -210,6 +213,7 @@ bool resolve_warps() {
   where(o);
   fatal(o);
 }
+#endif
 
 // A point where the lanes of a warp keep in step (a volatile shared-memory access in a
 // warp-synchronous kernel): the thread lets the others of its pass run first.
