@@ -212,6 +212,48 @@ def test_a_notebook_kernel_runs_sandboxed_over_ipc(tmp_path):
 
 
 @pytest.mark.timeout(300)
+def test_a_notebooks_kernel_is_killed_at_its_end_never_asked_to_shut_down(tmp_path,
+                                                                          monkeypatch):
+    """Once its cells are done the sandboxed kernel is killed at once: asked to shut down,
+    a kernel that ignores the request (and SIGTERM) would hold the class run for
+    jupyter_client's shutdown wait first."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from tilelab.classroom.jupyter_sandbox import SandboxedKernelManager
+
+    asked, killed = [], []
+    ask, kill = (SandboxedKernelManager._async_request_shutdown,
+                 SandboxedKernelManager._async_kill_kernel)
+
+    async def request_shutdown(self, *args, **kwargs):
+        asked.append(self)
+        return await ask(self, *args, **kwargs)
+
+    async def kill_kernel(self, *args, **kwargs):
+        killed.append(self.provisioner.process)
+        return await kill(self, *args, **kwargs)
+
+    monkeypatch.setattr(SandboxedKernelManager, "_async_request_shutdown", request_shutdown)
+    monkeypatch.setattr(SandboxedKernelManager, "_async_kill_kernel", kill_kernel)
+    deaf = ("import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "k = get_ipython().kernel\n"
+            "for handlers in (k.control_handlers, k.shell_handlers):\n"
+            "    handlers['shutdown_request'] = lambda *a, **kw: None\n"
+            "print('deaf')")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(deaf)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    sub = tmp_path / "submitted"
+    sub.mkdir()
+    NotebookClient(nb, kernel_manager_class=SandboxedKernelManager, timeout=60,
+                   resources={"metadata": {"path": str(sub)}}).execute()
+    assert nb.cells[0].outputs[0]["text"] == "deaf\n"
+    assert asked == [] and len(killed) == 1
+    assert killed[0].poll() is not None  # the sandbox's launcher, and the kernel with it
+
+
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("why", ["shared GPU", "graded beside"])
 def test_a_notebook_in_a_class_run_that_shares_its_gpu_gets_neither_gpu_nor_lock(
         tmp_path, monkeypatch, why):

@@ -176,6 +176,16 @@ class SandboxedKernelManager(AsyncKernelManager):
     # what nbclient calls for a kernel found dead (the base class's points past the above)
     cleanup_resources = _async_cleanup_resources
 
+    async def _async_shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
+        """Killed, never asked to shut down: its cells have ended or been interrupted, their
+        outputs are in, and its sandbox holds nothing to keep. Asked, a kernel still stuck
+        in a cell (one that ignores its interrupt) holds the class run for jupyter_client's
+        ``shutdown_wait_time`` (5 s) before it is killed all the same, and even a sound one
+        for about 0.2 s."""
+        await super()._async_shutdown_kernel(now=True, restart=restart)
+
+    shutdown_kernel = _async_shutdown_kernel  # what nbclient calls (as above)
+
 
 OUTPUT_LIMIT = 4 << 20  # bytes of outputs one notebook may leave (all its cells)
 OUTPUT_NOTE = (f"[tilelab: the notebook's outputs and widget messages passed "
