@@ -452,6 +452,9 @@ EVIDENCE_CASES = [  # kernel fixture, exercise, message, points on the emulator
      (0, 0)),
     ("v10", "transpose_padded-pad_at_analysis_shape", "transpose_padded", UNMEASURED, (3, 0)),
     ("v11", "naive-global_race", "naive", "wrong", (0, 0)),
+    ("v12", "naive-mangled_runtime_name", "naive", "_ZN6tl_emu10g_in_blockE " + REFUSED,
+     (0, 0)),
+    ("v13", "naive-libgcc_helper", "naive", "__umodti3 " + REFUSED, (0, 0)),
 ]
 KERNELS_OF = {case.student: case.kernel for case in CASES}
 if os.environ.get("TILELAB_CORPUS_ONLY"):  # a few cases by student id: c13,d05

@@ -389,12 +389,16 @@ def _check_names(masked: str, toks: list[Token], declared: set[str]) -> None:
                 cuda_api.QUALIFIERS and nxt != "(" and name not in cuda_api.TYPES:
             raise _refuse(masked, t.pos, f"{name} without a call",
                           f"call {name}(...); its address is not part of the graded subset")
-        if name in KNOWN or name in declared:
+        if name in KNOWN:
             continue
-        if name.startswith("__") or COMPILER_MACROS.match(name):
-            raise _refuse(masked, t.pos, name, "a name of this form belongs to the compiler "
-                          "or its library; the graded subset is CUDA's device API (math, "
-                          "atomics, warp primitives, barriers), C's types and your own names")
+        if name.startswith("__") or COMPILER_MACROS.match(name):  # declared here or not
+            raise _refuse(masked, t.pos, name, "C and C++ reserve a name that begins with "
+                          "__, or with _ and a capital letter, to the compiler and its "
+                          "libraries, and one the kernel declares could stand for one of "
+                          "theirs (a runtime helper, a mangled name); rename it (the graded "
+                          "subset is CUDA's device API, C's types and your own names)")
+        if name in declared:
+            continue
         raise _refuse(masked, t.pos, name, "it is neither CUDA's device API nor a name this "
                       "source declares; declare it in the kernel cell (the graded subset "
                       "reaches no other library)")
