@@ -4,7 +4,8 @@ compiler sees the source.
 A graded kernel may name only CUDA's device API (:data:`tilelab.emu.cuda_api.NAMES`, less
 the in-kernel clocks), C and C++ keywords and the standard integer and float types, a few
 constants of the allowed headers, and names it declares itself (its ``__device__``
-functions and variables, parameters, locals, types and the macros it ``#define``\\ s).
+functions and variables, parameters, locals, types and the macros it ``#define``\\ s), none
+of them a name C and C++ reserve to the compiler (``__x``, ``_X``).
 Anything else is refused with the construct named and what to write instead: so nvcc and
 the emulator's g++ build see the same program (no test of a compiler's macros, no
 attribute that changes how one of them builds it), no code runs at load, nothing reaches
