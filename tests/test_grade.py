@@ -75,6 +75,12 @@ def test_compile_error_reports_the_learners_line():
     assert "does not compile" in v.messages[0]
     assert f"{line}" in v.messages[0] or f"{line + 1}" in v.messages[0]
     assert list(v.step_seconds) == ["validate", "compile_candidate"]  # it stopped there
+    # g++'s errors on the learner's kernel.cu, the line shown; nothing of the emulator's
+    # prelude, its translation (kernel.cpp) or the names it keeps from the kernel
+    text = v.messages[0]
+    assert "error: expected ',' or ';'" in text and f"{line + 1:>5} | " in text
+    for noise in ("poison", "kernel.cpp", "tilelab_emu", "prelude", "warning"):
+        assert noise not in text, noise
 
 
 def test_the_verdict_times_every_step_it_ran():
