@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import casts, elf, hostcalls, seccomp
-from .errors import CompileError
+from .errors import DID_NOT_COMPILE, CompileError
 from .native import describe_library, run_forked, tagged
 from .translate import translate
 
@@ -532,4 +532,4 @@ def clean_errors(stderr: str, tmp: str = "", source: str = "") -> tuple[str, tup
     if not keep:
         keep = [ln for ln in stderr.replace(tmp + "/", "").splitlines()
                 if "collect2" not in ln][:60]
-    return "kernel.cu did not compile:\n" + "\n".join(keep), tuple(sorted(lines))
+    return DID_NOT_COMPILE + "\n".join(keep), tuple(sorted(lines))

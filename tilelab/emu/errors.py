@@ -7,6 +7,10 @@ class EmulatorError(RuntimeError):
     """Base class of every error the emulator raises."""
 
 
+#: How :func:`tilelab.emu.compile.clean_errors` heads g++'s errors on the learner's kernel.
+DID_NOT_COMPILE = "kernel.cu did not compile:\n"
+
+
 class CompileError(EmulatorError):
     """The kernel source did not compile (or was rejected before compiling).
 

@@ -835,7 +835,7 @@ def _compiler_text(exc: BaseException) -> str:
     their lines (its message, without g++'s notes on the prelude it compiles with), or
     nvcc's output."""
     if isinstance(exc, errors.CompileError):
-        return exc.msg.removeprefix("kernel.cu did not compile:\n").strip()[:4000]
+        return exc.msg.removeprefix(errors.DID_NOT_COMPILE).strip()[:4000]
     text = getattr(exc, "stderr", None) or getattr(exc, "msg", None) or str(exc)
     text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
     return text.strip()[:4000]
