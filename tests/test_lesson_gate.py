@@ -251,6 +251,8 @@ def test_ncu_counts_one_timed_launch_drawn_after_those_a_graded_run_makes_first(
     # they are (a clock the profiler locked would slow another task's timed launches)
     assert cmd[cmd.index("--lock") + 1] == "alone"
     assert cmd[cmd.index("--clock-control") + 1] == "none"
+    # the worker ends once the counted launch is read: its teardown is no part of a check
+    assert cmd[cmd.index("--kill") + 1] == "on" and cmd.index("--kill") < cmd.index(sys.executable)
     shared = counters.command("ncu", ex, "k.cu", 17, "shared")
     assert shared[shared.index("--lock") + 1] == "shared"
     # ncu's own section files are not read where a folder is named (the metrics are)

@@ -6,10 +6,13 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import ctypes
 import functools
 import importlib.util
 import sys
+import threading
 from pathlib import Path
 
 from tilelab import settings
@@ -49,11 +52,15 @@ def gpu_probe() -> tuple[bool, str]:
     return driver_device()
 
 
+def _driver_library() -> ctypes.CDLL:
+    return ctypes.CDLL("libcuda.so.1" if sys.platform != "win32" else "nvcuda.dll")
+
+
 def driver_device() -> tuple[bool, str]:
     """Whether the CUDA driver (``libcuda``) sees a device, and its first device's name
     (or why not)."""
     try:
-        lib = ctypes.CDLL("libcuda.so.1" if sys.platform != "win32" else "nvcuda.dll")
+        lib = _driver_library()
     except OSError as exc:
         return False, f"no CUDA driver or device: {exc}"
     count, device = ctypes.c_int(0), ctypes.c_int(0)
@@ -67,6 +74,33 @@ def driver_device() -> tuple[bool, str]:
             lib.cuDeviceGetName(name, len(name), device) != 0:
         return False, "no CUDA driver or device: the driver could not name device 0"
     return True, name.value.decode(errors="replace")
+
+
+_STARTING: threading.Thread | None = None
+
+
+def begin_driver_start() -> None:
+    """Start the CUDA driver (``cuInit``) on a thread of its own, so that it overlaps what
+    this process imports next: ctypes lets go of the GIL for the call. Under Nsight Compute
+    a grading worker's ``cuInit`` takes about 0.3 s and its imports about 0.6 s (an H200's
+    machine). :func:`driver_started` waits for it (``tilelab.device.runtime.start_driver``
+    does). Where no driver loads or it fails, nothing: PyCUDA's own start says why."""
+    global _STARTING
+    if _STARTING is None:
+        _STARTING = threading.Thread(target=_cu_init, name="tilelab-cuInit", daemon=True)
+        _STARTING.start()
+        atexit.register(_STARTING.join)  # never leave the driver mid-start at the exit
+
+
+def _cu_init() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        _driver_library().cuInit(0)
+
+
+def driver_started() -> None:
+    """Wait for :func:`begin_driver_start`'s thread, where one was begun."""
+    if _STARTING is not None:
+        _STARTING.join()
 
 
 def active() -> str:

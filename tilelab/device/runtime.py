@@ -123,7 +123,9 @@ def _seed(built: Path, into: Path) -> None:
 def start_driver() -> None:
     """The CUDA driver's start (``cuInit``: no context, no GPU memory; in a process that a
     profiler or sanitizer watches, their own start too, most of it), which a shared GPU's
-    lock need not cover: :func:`get_runtime` then makes the context."""
+    lock need not cover: :func:`get_runtime` then makes the context. Where
+    :func:`backend.begin_driver_start` began it on a thread, that start is waited for."""
+    backend.driver_started()
     import pycuda.driver as cuda
 
     cuda.init()

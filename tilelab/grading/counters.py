@@ -168,13 +168,15 @@ def command(ncu: str, ex: Exercise, source_path: str, counted: int,
     the GPU (:mod:`tilelab.grading.gpulock`); ncu leaves
     the GPU's clocks as they are (``--clock-control none``: the figures are counts, and a
     clock locked for the profiler would slow another task's timed launches), profiles
-    the worker alone (not the compiler it may start) and, with ``wait``, the worker waits
-    for go (:mod:`tilelab.grading.sidecar`). ``sections``: an empty folder for ncu's
-    section files, so that it reads none as it starts (the metrics are named here; its
-    stock sections and their rules cost a check about 0.3 s on an H200)."""
+    the worker alone (not the compiler it may start) and ends it once the counted launch is
+    read (``--kill on``: its teardown, about 0.1 s on an H200, is no part of a check) and,
+    with ``wait``, the worker waits for go (:mod:`tilelab.grading.sidecar`). ``sections``:
+    an empty folder for ncu's section files, so that it reads none as it starts (the
+    metrics are named here; its stock sections and their rules cost a check about 0.3 s on
+    an H200)."""
     skip = len(ex.shapes) + counted
     return [ncu, "--csv", "--print-units", "base", "--clock-control", "none",
-            "--target-processes", "application-only",
+            "--target-processes", "application-only", "--kill", "on",
             *(["--section-folder", sections] if sections else []),
             "--profile-from-start", "off", "--launch-count", str(PROFILED),
             "--metrics", ",".join(METRICS.values()), sys.executable,

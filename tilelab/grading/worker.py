@@ -94,7 +94,12 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
     and the counted launch alone is profiled besides (:func:`counters.profiled`). Making
     inputs holds nothing. With ``wait``, the source is read only once the grader says go on
     standard input
-    (:mod:`tilelab.grading.sidecar`); nothing is launched when it never does."""
+    (:mod:`tilelab.grading.sidecar`); nothing is launched when it never does. The CUDA
+    driver starts on a thread while the process imports
+    (:func:`~tilelab.device.backend.begin_driver_start`)."""
+    from tilelab.device import backend
+
+    backend.begin_driver_start()
     import numpy as np
 
     from tilelab.catalog import exercises
@@ -215,6 +220,7 @@ def grade(a: argparse.Namespace) -> dict:
             if gpu:  # the tools first (they start slower), then CUDA's start: GPU work
                 tools = ahead.start(a.exercise, speed=not a.no_speed, sanitize=not a.no_sanitize)
                 marks["worker_tools_started"] = time.perf_counter() - t0
+                backend.begin_driver_start()  # beside the imports below
             from tilelab.device.runtime import get_runtime, start_driver  # after the tools
             from tilelab.grading.pipeline import evaluate
 
