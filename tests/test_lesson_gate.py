@@ -251,8 +251,12 @@ def test_ncu_counts_one_timed_launch_drawn_after_those_a_graded_run_makes_first(
     # they are (a clock the profiler locked would slow another task's timed launches)
     assert cmd[cmd.index("--lock") + 1] == "alone"
     assert cmd[cmd.index("--clock-control") + 1] == "none"
-    # the worker ends once the counted launch is read: its teardown is no part of a check
-    assert cmd[cmd.index("--kill") + 1] == "on" and cmd.index("--kill") < cmd.index(sys.executable)
+    # the worker is ended once the counted launch is read only where asked (teardowns that
+    # take no lock): a killed process's teardown holds none
+    assert "--kill" not in cmd
+    killing = counters.command("ncu", ex, "k.cu", 17, kill=True)
+    assert killing[killing.index("--kill") + 1] == "on"
+    assert killing.index("--kill") < killing.index(sys.executable)
     shared = counters.command("ncu", ex, "k.cu", 17, "shared")
     assert shared[shared.index("--lock") + 1] == "shared"
     # ncu's own section files are not read where a folder is named (the metrics are)
@@ -368,6 +372,24 @@ def test_counting_started_early_and_not_needed_ends_with_all_it_started(tmp_path
     while time.monotonic() < deadline and any(running(p) for p in procs):
         time.sleep(0.05)
     assert not any(running(p) for p in procs) and not folder.exists()
+
+
+@pytest.mark.parametrize("start_lock,kills", [("none", True), ("shared", False)])
+def test_ncu_ends_its_worker_early_only_where_teardowns_take_no_lock(tmp_path, monkeypatch,
+                                                                     start_lock, kills):
+    """With TILELAB_START_LOCK=none ncu ends the worker once its counted launch is read;
+    with shared (the default) the worker ends itself, its teardown under the GPU's lock."""
+    argv = tmp_path / "argv"
+    ncu_on_path(tmp_path, monkeypatch, f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv}\n')
+    monkeypatch.setenv(settings.START_LOCK.name, start_lock)
+    counting = counters.Counting("tiled")
+    counting.go(exercises.get("tiled").reference.source())
+    with pytest.raises(counters.CountersUnavailable):
+        counting.result()  # the stand-in prints no table
+    got = argv.read_text().splitlines()
+    assert ("--kill" in got) == kills and got[-1] == "--wait"
+    if kills:
+        assert got[got.index("--kill") + 1] == "on"
 
 
 def test_an_ncu_that_cannot_be_started_leaves_the_lesson_not_measured(tmp_path, monkeypatch):

@@ -159,7 +159,7 @@ WARM_UP_PTX = f"""
 
 def command(ncu: str, ex: Exercise, source_path: str, counted: int,
             lock: str = gpulock.ALONE, wait: bool = False,
-            sections: str | None = None) -> list[str]:
+            sections: str | None = None, kill: bool = False) -> list[str]:
     """ncu over speed-shape launch ``counted`` (0-based, of :data:`LAUNCHES`) of the kernel
     in ``source_path``, after its launches at the exercise's graded shapes. ncu profiles
     only what the worker brackets with the profiler's start and stop (``--profile-from-start
@@ -168,15 +168,17 @@ def command(ncu: str, ex: Exercise, source_path: str, counted: int,
     the GPU (:mod:`tilelab.grading.gpulock`); ncu leaves
     the GPU's clocks as they are (``--clock-control none``: the figures are counts, and a
     clock locked for the profiler would slow another task's timed launches), profiles
-    the worker alone (not the compiler it may start) and ends it once the counted launch is
-    read (``--kill on``: its teardown, about 0.1 s on an H200, is no part of a check) and,
-    with ``wait``, the worker waits for go (:mod:`tilelab.grading.sidecar`). ``sections``:
+    the worker alone (not the compiler it may start) and, with ``kill``, ends it once the
+    counted launch is read (``--kill on``: its teardown, about 0.1 s on an H200, is then no
+    part of a check; only where teardowns take no lock, :func:`gpulock.start_mode`, since a
+    killed process's teardown holds none) and, with ``wait``, the worker waits for go
+    (:mod:`tilelab.grading.sidecar`). ``sections``:
     an empty folder for ncu's section files, so that it reads none as it starts (the
     metrics are named here; its stock sections and their rules cost a check about 0.3 s on
     an H200)."""
     skip = len(ex.shapes) + counted
     return [ncu, "--csv", "--print-units", "base", "--clock-control", "none",
-            "--target-processes", "application-only", "--kill", "on",
+            "--target-processes", "application-only", *(["--kill", "on"] if kill else []),
             *(["--section-folder", sections] if sections else []),
             "--profile-from-start", "off", "--launch-count", str(PROFILED),
             "--metrics", ",".join(METRICS.values()), sys.executable,
@@ -245,7 +247,8 @@ class Counting:
         try:
             self.sidecar = Sidecar(
                 command(ncu, exercises.get(exercise_id), self.source, draw(),
-                        gpulock.counted_mode(), wait=True, sections=sections),
+                        gpulock.counted_mode(), wait=True, sections=sections,
+                        kill=gpulock.start_mode() == gpulock.NONE),
                 self._tmp.name, "ncu")
         except OSError as exc:  # not executable, say: the lesson is not measured, and why
             self.problem = f"ncu ({ncu}) could not be started: {exc}"
