@@ -81,10 +81,10 @@ _STARTING: threading.Thread | None = None
 
 def begin_driver_start() -> None:
     """Start the CUDA driver (``cuInit``) on a thread of its own, so that it overlaps what
-    this process imports next: ctypes lets go of the GIL for the call. Under Nsight Compute
-    a grading worker's ``cuInit`` takes about 0.3 s and its imports about 0.6 s (an H200's
-    machine). :func:`driver_started` waits for it (``tilelab.device.runtime.start_driver``
-    does). Where no driver loads or it fails, nothing: PyCUDA's own start says why."""
+    this process imports next: ctypes lets go of the GIL for the call (on an H200, under
+    Nsight Compute, a grading worker's ``cuInit`` takes about 0.3 s and its imports about
+    0.6 s). :func:`driver_started` waits for it, as ``tilelab.device.runtime.start_driver``
+    does. Where no driver loads or it fails, nothing: PyCUDA's own start says why."""
     global _STARTING
     if _STARTING is None:
         _STARTING = threading.Thread(target=_cu_init, name="tilelab-cuInit", daemon=True)

@@ -172,10 +172,9 @@ def command(ncu: str, ex: Exercise, source_path: str, counted: int,
     counted launch is read (``--kill on``: its teardown, about 0.1 s on an H200, is then no
     part of a check; only where teardowns take no lock, :func:`gpulock.start_mode`, since a
     killed process's teardown holds none) and, with ``wait``, the worker waits for go
-    (:mod:`tilelab.grading.sidecar`). ``sections``:
-    an empty folder for ncu's section files, so that it reads none as it starts (the
-    metrics are named here; its stock sections and their rules cost a check about 0.3 s on
-    an H200)."""
+    (:mod:`tilelab.grading.sidecar`). ``sections``: an empty folder for ncu's section
+    files, so that it reads none as it starts (the metrics are named here; its stock
+    sections and their rules cost a check about 0.3 s on an H200)."""
     skip = len(ex.shapes) + counted
     return [ncu, "--csv", "--print-units", "base", "--clock-control", "none",
             "--target-processes", "application-only", *(["--kill", "on"] if kill else []),
