@@ -66,6 +66,41 @@ def test_an_unreadable_kernel_cell_is_explained(tmp_path, cell, says):
         classroom.extract_kernel(with_kernel_cell(tmp_path, cell), "naive")
 
 
+K = "__global__ void k() {}"
+
+
+@pytest.mark.parametrize("cell", [
+    f'KERNEL = r"""{K}"""\nNOTE = "tried 32x8 blocks first, slower"',  # a string after it
+    f'KERNEL = "a stub"\nKERNEL = r"""{K}"""',  # set again: the last one counts
+    f'A = KERNEL = r"""{K}"""',
+    f'KERNEL = r"""{K}"""\ndef f():\n    KERNEL = 1\n    return KERNEL',  # f's own name
+])
+def test_the_kernel_is_the_literal_the_cell_sets_the_released_name_to(tmp_path, cell):
+    """What the notebook's own check and hidden tests pass to the grader (KERNEL, here),
+    whatever other strings the cell holds."""
+    assert classroom.extract_kernel(with_kernel_cell(tmp_path, cell), "naive") == K
+
+
+@pytest.mark.parametrize("cell, says", [
+    (f'HELPERS = r"""__device__ float two() {{ return 2; }}"""\nKERNEL = HELPERS + r"""{K}"""',
+     "sets KERNEL last at its line 2, and not to a plain string literal"),
+    (f'MY_KERNEL = r"""{K}"""', "does not assign KERNEL, the name the released notebook "
+                                "gives the kernel .* it assigns MY_KERNEL"),
+    (f'KERNEL = r"""{K}"""\nKERNEL += "// more"', "sets KERNEL last at its line 2"),
+    (f'KERNEL = r"""{K}"""\nfor KERNEL in ["x"]:\n    pass', "sets KERNEL last at its line 2"),
+    (f'KERNEL = r"""{K}"""\nprint(KERNEL := "x")', "sets KERNEL last at its line 2"),
+    (f'KERNEL = r"""{K}"""\ndef f():\n    global KERNEL\n    KERNEL = "x"',
+     "sets KERNEL last at its line 2"),
+    (f'KERNEL, X = r"""{K}""", "x"', "sets KERNEL last at its line 1"),
+])
+def test_a_kernel_name_set_to_anything_but_a_literal_is_refused_with_what_to_write(
+        tmp_path, cell, says):
+    """Never another string of the cell graded in its place: the learner is told which
+    line, and to write the kernel as the released notebook's name = a literal."""
+    with pytest.raises(classroom.KernelCellError, match=says):
+        classroom.extract_kernel(with_kernel_cell(tmp_path, cell), "naive")
+
+
 def test_a_missing_or_broken_notebook_is_explained(tmp_path):
     with pytest.raises(classroom.KernelCellError, match="was not submitted"):
         classroom.extract_kernel(tmp_path / "naive.ipynb", "naive")

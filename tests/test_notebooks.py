@@ -15,6 +15,7 @@ import sys
 import types
 from pathlib import Path
 
+import nbformat
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 from nbgrader.validator import Validator
@@ -272,6 +273,21 @@ def test_without_a_gpu_no_kernel_passes_the_speed_tests(monkeypatch):
              if e.assignment == "03-padded" and e.speed_graded]
     assert len(failed) == len(timed) > 0, failed
     assert all("not measured: needs a GPU" in f["error"] for f in failed)
+
+
+@pytest.mark.parametrize("folder", ["exercises", "solutions"])
+def test_each_kernel_cell_sets_the_name_its_check_and_hidden_tests_pass(folder):
+    """The class run reads the kernel from the name the catalog gives (``variable``): the
+    one each kernel cell sets and each check and hidden test passes to the grader."""
+    for assignment, ids in exercises.ASSIGNMENTS.items():
+        cells = nbformat.read(notebook_path(folder, assignment), as_version=4).cells
+        for exercise_id in ids:
+            name = exercises.get(exercise_id).variable
+            kernel = next(c.source for c in cells if c.metadata.get("nbgrader", {}).get(
+                "grade_id") == f"kernel_{exercise_id}")
+            assert kernel.startswith(f'{name} = r"""'), (exercise_id, kernel[:40])
+            calls = [c.source for c in cells if f'("{exercise_id}", ' in c.source]
+            assert calls and all(f'("{exercise_id}", {name}' in c for c in calls), exercise_id
 
 
 @pytest.mark.parametrize("exercise_id", list(exercises.EXERCISES))

@@ -94,6 +94,9 @@ class Exercise:
     points_speed: float = 2.0
     optional: bool = False  # a stretch exercise: not needed to complete the course
     teaches: str = ""  # the one idea the step asks for (the instructors' page shows it)
+    #: the name the kernel cell assigns the source to (the released notebook's, which its
+    #: checks and hidden tests pass to the grader)
+    variable: str = "KERNEL"
 
     @property
     def speed_graded(self) -> bool:
@@ -131,6 +134,7 @@ class Exercise:
             "optional": self.optional,
             "speed_graded": self.speed_graded,
             "teaches": self.teaches,
+            "variable": self.variable,
         }
 
 
@@ -339,6 +343,15 @@ _EXERCISES = (
           optional=True),
 )
 
+#: each step's kernel-cell name, where it is not KERNEL (the main kernel of an assignment)
+_VARIABLES = {
+    "add2d": "ADD2D", "block_sum": "BLOCK_SUM", "stencil": "STENCIL", "tile_pair": "TILE_PAIR",
+    "first_tile": "FIRST_TILE", "tiled_loop": "TILED_LOOP",
+    "transpose_shared": "TRANSPOSE_SHARED", "transpose_padded": "TRANSPOSE_PADDED",
+    "matmul_at": "MATMUL_AT_T", "matmul_at_padded": "MATMUL_AT", "regblock_1d": "REGBLOCK_1D",
+    "vec4": "VEC4",
+}
+_EXERCISES = tuple(replace(e, variable=_VARIABLES.get(e.id, e.variable)) for e in _EXERCISES)
 EXERCISES: dict[str, Exercise] = {e.id: e for e in _EXERCISES}
 ASSIGNMENTS: dict[str, tuple[str, ...]] = {}
 for _e in _EXERCISES:

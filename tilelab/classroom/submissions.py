@@ -223,7 +223,8 @@ def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
     cell = found[0] if found else None
     if cell is None:
         raise KernelCellError(_missing_cell(path, grade_id, {_grade_id(c) for c in cells}))
-    return kernel_from_cell(str(cell.get("source", "")), grade_id)
+    return kernel_from_cell(str(cell.get("source", "")), grade_id,
+                            exercises.get(exercise_id).variable)
 
 
 def _missing_cell(path: Path, grade_id: str, ids: set[str]) -> str:
@@ -243,20 +244,28 @@ def _missing_cell(path: Path, grade_id: str, ids: set[str]) -> str:
     )
 
 
-def kernel_from_cell(source: str, grade_id: str = "the kernel cell") -> str:
-    """The string literal assigned in a kernel cell (``KERNEL = r\"\"\"...\"\"\"``)."""
+def kernel_from_cell(source: str, grade_id: str = "the kernel cell",
+                     name: str | None = None) -> str:
+    """The string literal a kernel cell assigns to ``name`` (``KERNEL = r\"\"\"...\"\"\"``),
+    the name the released notebook gives it, which its checks and hidden tests pass to the
+    grader; where ``name`` is None, the cell's one string assigned last. What the cell binds
+    ``name`` to last must be that literal: anything else (a sum of strings, a call, another
+    statement that rebinds it) is refused with what to write, since the grader reads the
+    cell without running it."""
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         raise KernelCellError(
             f"{grade_id} is not valid Python (line {exc.lineno}: {exc.msg}); it must be "
-            'NAME = r"""<your CUDA C>"""'
+            f'{name or "NAME"} = r"""<your CUDA C>"""'
         ) from None
     except (MemoryError, RecursionError):  # an expression nested thousands of levels deep
         raise KernelCellError(
             f"{grade_id} is nested too deeply for Python to read (thousands of operators or "
-            'brackets in a row?); it must be NAME = r"""<your CUDA C>"""'
+            f'brackets in a row?); it must be {name or "NAME"} = r"""<your CUDA C>"""'
         ) from None
+    if name is not None:
+        return _assigned_to(tree, name, grade_id)
     found: tuple[str, str] | None = None
     for node in tree.body:
         if isinstance(node, ast.Assign | ast.AnnAssign):
@@ -264,13 +273,9 @@ def kernel_from_cell(source: str, grade_id: str = "the kernel cell") -> str:
             names = [t.id for t in targets if isinstance(t, ast.Name)]
             if found and found[0] in names:
                 found = None  # the literal was rebound: what ran is not what we can read
-            if names and node.value is not None:
-                try:
-                    value = ast.literal_eval(node.value)
-                except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-                    continue
-                if isinstance(value, str):
-                    found = (names[0], value)
+            if names and node.value is not None and isinstance(value := _literal(node.value),
+                                                               str):
+                found = (names[0], value)
     if found is None:
         raise KernelCellError(
             f"{grade_id} does not assign the kernel as a plain string literal "
@@ -278,6 +283,73 @@ def kernel_from_cell(source: str, grade_id: str = "the kernel cell") -> str:
             "the cell, so build the source in the string itself."
         )
     return found[1]
+
+
+def _literal(node: ast.expr) -> object:
+    """A node's value where it is a literal (None where it is not)."""
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return None
+
+
+def _binds(node: ast.AST, name: str) -> bool:
+    """Whether ``node`` itself binds ``name`` in the cell's namespace (an assignment's
+    target, a loop's, an import, a definition, a ``del``, a walrus, ``global``)."""
+    if isinstance(node, ast.Name):
+        return node.id == name and isinstance(node.ctx, ast.Store | ast.Del)
+    if isinstance(node, ast.alias):
+        return (node.asname or node.name.split(".")[0]) == name
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return node.name == name
+    if isinstance(node, ast.Global | ast.Nonlocal):
+        return name in node.names
+    if isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar):
+        return node.name == name
+    return False
+
+
+def _rebinds(statement: ast.stmt, name: str) -> bool:
+    """Whether a top-level statement binds ``name`` anywhere in it: a function's or class's
+    body only through ``global`` (its other names are its own)."""
+    todo: list[ast.AST] = [statement]
+    while todo:
+        node = todo.pop()
+        if _binds(node, name):
+            return True
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            if any(_binds(n, name) for n in ast.walk(node) if isinstance(n, ast.Global)):
+                return True
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _assigned_to(tree: ast.Module, name: str, grade_id: str) -> str:
+    """The literal the cell's last binding of ``name`` assigns (see :func:`kernel_from_cell`)."""
+    last = None
+    for statement in tree.body:
+        if _rebinds(statement, name):
+            last = statement
+    plain = (isinstance(last, ast.Assign) and all(isinstance(t, ast.Name) for t in last.targets)
+             ) or isinstance(last, ast.AnnAssign)
+    if plain and last is not None and last.value is not None and isinstance(
+            value := _literal(last.value), str):
+        return value
+    if last is None:
+        others = sorted({t.id for n in tree.body if isinstance(n, ast.Assign | ast.AnnAssign)
+                         for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                         if isinstance(t, ast.Name)})
+        raise KernelCellError(
+            f"{grade_id} does not assign {name}, the name the released notebook gives the "
+            "kernel (its checks and tests read that name)"
+            + (f"; it assigns {', '.join(others)}" if others else "")
+            + f'. Put your kernel in {name} = r"""<your CUDA C>""".')
+    raise KernelCellError(
+        f"{grade_id} sets {name} last at its line {last.lineno}, and not to a plain string "
+        f'literal ({name} = r"""<your CUDA C>"""); the grader reads the literal without '
+        "running the cell, so build the source in the string itself, and set nothing else "
+        f"to {name}.")
 
 
 #: Consecutive lines of one solution block an output must show, in order, to count as
