@@ -159,3 +159,55 @@ def test_shared_index_out_of_range_in_analysis_mode(banks):
     with pytest.raises(cuda.OutOfBoundsAccess, match=r"index 8 in dimension 1 of s") as info:
         f(cuda.Out(np.zeros(1, np.float32)), block=(16, 1, 1))
     assert info.value.buffer == "s" and info.value.thread == (8, 0, 0)
+
+
+ATOMICS = r"""
+__global__ void exch(const float* x, float* out) {
+    __shared__ float total;
+    if (threadIdx.x == 0) total = 0.0f;
+    __syncthreads();
+    atomicExch(&total, total + x[threadIdx.x]);              // READ_THEN_EXCH
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = total;
+}
+__global__ void adds(const float* x, float* out) {
+    __shared__ float total;
+    __shared__ unsigned bins[4];
+    if (threadIdx.x < 4) bins[threadIdx.x] = 0u;
+    if (threadIdx.x == 0) total = 0.0f;
+    __syncthreads();
+    atomicAdd(&total, x[threadIdx.x]);
+    atomicInc(&bins[threadIdx.x % 4], 1000u);
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = total + bins[1];
+}
+__global__ void store_beside(const float* x, float* out) {
+    __shared__ float total;
+    if (threadIdx.x == 0) total = 0.0f;                      // PLAIN_STORE
+    atomicAdd(&total, x[threadIdx.x]);                       // ATOMIC_ADD
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = total;
+}
+"""
+
+
+@pytest.mark.parametrize(("kernel", "plain", "atomic"), [
+    ("exch", "READ_THEN_EXCH", "READ_THEN_EXCH"),  # atomicExch(&t, t + v): t read plainly
+    ("store_beside", "PLAIN_STORE", "ATOMIC_ADD"),  # a plain store in the atomics' interval
+    ("adds", None, None),  # atomics alone, ordered from the plain stores: no race
+])
+def test_a_plain_access_beside_another_threads_atomic_is_a_race(kernel, plain, atomic):
+    """An atomic is a write to the race analysis: a plain read or write of its word by
+    another thread in the same barrier interval races with it (on a GPU the update is lost);
+    atomics among themselves do not."""
+    f = cuda.SourceModule(ATOMICS, analysis=True).get_function(kernel)
+    f(cuda.In(np.ones(64, np.float32)), cuda.Out(np.zeros(1, np.float32)), block=(64, 1, 1))
+    races = f.last_report.analysis.races
+    if plain is None:
+        assert races == []
+        return
+    assert races and all(r.array == "total" for r in races)
+    lines = {line_of(ATOMICS, plain), line_of(ATOMICS, atomic)}
+    assert any(set(r.lines) == lines and "atomic write" in r.kinds
+               and set(r.kinds) <= {"read", "write", "atomic write"} for r in races)
+    assert "one atomic" in races[0].fix

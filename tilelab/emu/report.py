@@ -11,7 +11,8 @@ XYZ = tuple[int, int, int]
 
 @dataclass(frozen=True)
 class Race:
-    """Two threads touched one shared word between two barriers, and one of them wrote."""
+    """Two threads touched one shared word between two barriers, and one of them wrote (an
+    atomic is a write; two atomics are no race)."""
 
     array: str
     index: tuple[int, ...]
@@ -30,6 +31,11 @@ class Race:
     @property
     def fix(self) -> str:
         """What orders the two accesses, said so that it cannot be put in divergent code."""
+        if "atomic write" in self.kinds and self.kinds != ("atomic write", "atomic write"):
+            return ("an atomic makes only its own read-modify-write one step: a plain read or "
+                    "write of the word by another thread races with it; make the whole update "
+                    "one atomic (atomicAdd(&x, v), not a read of x then atomicExch(&x, x + v)), "
+                    "or put __syncthreads() between the plain access and the atomics")
         if self.same_warp:
             return ("the racing threads are lanes of one warp: put __syncwarp() between the "
                     "accesses (after each step of a warp-synchronous reduction); since Volta "

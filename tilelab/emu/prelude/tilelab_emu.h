@@ -149,9 +149,24 @@ static inline void __threadfence_system() { asm volatile("" ::: "memory"); }
 template <class T> static inline T __ldg(const T* p) { return *p; }
 
 // ---- atomics: trivially atomic, since fibers never preempt one another -------------------
-// Not instrumented (no_sanitize_thread): an atomic is no race, and the analysis skips it.
+// Not instrumented (no_sanitize_thread): two atomics are no race. An analysis build tells the
+// race analysis of each one (from a call of its own: the caller's line), since a plain read
+// or write of the word in another thread of the same barrier interval races with it.
+#ifdef TILELAB_ANALYSIS
+namespace tl_emu {
+__attribute__((noinline, no_sanitize_thread)) void an_atomic(uintptr_t a, unsigned size,
+                                                             uintptr_t ret);
+}
+#define TL_ATOMIC_FN __attribute__((noinline, no_sanitize_thread)) static
+#define TL_ATOMIC_SEEN(a) \
+  tl_emu::an_atomic((uintptr_t)(a), sizeof *(a), (uintptr_t)__builtin_return_address(0))
+#else
+#define TL_ATOMIC_FN __attribute__((no_sanitize_thread)) static inline
+#define TL_ATOMIC_SEEN(a) ((void)0)
+#endif
 #define TL_ATOMIC(NAME, T, EXPR)                                                         \
-  __attribute__((no_sanitize_thread)) static inline T NAME(T* a, T v) {                 \
+  TL_ATOMIC_FN T NAME(T* a, T v) {                                                       \
+    TL_ATOMIC_SEEN(a);                                                                   \
     T old = *a;                                                                          \
     *a = (EXPR);                                                                         \
     return old;                                                                          \
@@ -177,7 +192,8 @@ TL_ATOMIC_INT(atomicXor, old ^ v)
 TL_ATOMIC(atomicInc, unsigned int, old >= v ? 0u : old + 1u)
 TL_ATOMIC(atomicDec, unsigned int, (old == 0u || old > v) ? v : old - 1u)
 #define TL_ATOMIC_CAS(T)                                                                 \
-  __attribute__((no_sanitize_thread)) static inline T atomicCAS(T* a, T cmp, T v) {     \
+  TL_ATOMIC_FN T atomicCAS(T* a, T cmp, T v) {                                           \
+    TL_ATOMIC_SEEN(a);                                                                   \
     T old = *a;                                                                          \
     if (old == cmp) *a = v;                                                              \
     return old;                                                                          \

@@ -9,7 +9,8 @@
 // (tilelab_emu_traffic.h).
 // Races: two threads touch one 4-byte word in the same barrier epoch and one of them writes,
 // unless both are lanes of one warp that met at __syncwarp or another warp-level operation
-// since the first access.
+// since the first access, or both accesses are atomics (an atomic is a write: a plain read
+// or write beside another thread's atomic races with it).
 // Bank conflicts: the k-th execution of (code address, array, read/write) by the lanes of a
 // warp between two meeting points is one warp-wide access; its degree is the most distinct
 // words in one bank within one phase (32 lanes for 32-bit accesses, 16 for 64-bit, 8 for
@@ -18,7 +19,7 @@
 
 namespace tl_emu {
 
-enum : int { K_R = 1, K_W = 2 };
+enum : int { K_R = 1, K_W = 2, K_A = 4 };  // K_A: an atomic read-modify-write
 
 // ---- the shared arrays ---------------------------------------------------------------------
 struct ShArray {
@@ -73,6 +74,7 @@ struct ShReg {
 struct Shadow {
   uint32_t epoch;
   uint16_t nw, nr, wt[2], rt[2];
+  uint8_t wa[2];          // the write was an atomic (every one of that thread's this epoch)
   uint32_t wl[2], rl[2];  // code addresses (offsets in the library)
   uint32_t wg[2], rg[2];  // the warp's meeting count at the access
 };
@@ -158,7 +160,7 @@ TL_NOSAN inline void check_race(uintptr_t addr, uintptr_t w, unsigned t, uint32_
   if (kind & K_R) {
     for (int i = 0; i < s->nw; ++i)
       if (s->wt[i] != t && !warp_ordered(s->wt[i], s->wg[i], t)) {
-        race(addr, s->wt[i], s->wl[i], K_W, t, pc, K_R);
+        race(addr, s->wt[i], s->wl[i], s->wa[i] ? K_A : K_W, t, pc, K_R);
         break;
       }
     if (s->nr < 2 && !(s->nr == 1 && s->rt[0] == t))
@@ -166,18 +168,18 @@ TL_NOSAN inline void check_race(uintptr_t addr, uintptr_t w, unsigned t, uint32_
     else if (s->rt[s->nr - 1] == t)
       s->rg[s->nr - 1] = gen;
   }
-  if (kind & K_W) {
-    bool found = false;
+  if (kind & (K_W | K_A)) {
+    bool found = false, atomic = kind & K_A;
     for (int i = 0; i < s->nw && !found; ++i)
-      if (s->wt[i] != t && !warp_ordered(s->wt[i], s->wg[i], t))
-        race(addr, s->wt[i], s->wl[i], K_W, t, pc, K_W), found = true;
+      if (s->wt[i] != t && !(atomic && s->wa[i]) && !warp_ordered(s->wt[i], s->wg[i], t))
+        race(addr, s->wt[i], s->wl[i], s->wa[i] ? K_A : K_W, t, pc, kind), found = true;
     for (int i = 0; i < s->nr && !found; ++i)
       if (s->rt[i] != t && !warp_ordered(s->rt[i], s->rg[i], t))
-        race(addr, s->rt[i], s->rl[i], K_R, t, pc, K_W), found = true;
+        race(addr, s->rt[i], s->rl[i], K_R, t, pc, kind), found = true;
     if (s->nw < 2 && !(s->nw == 1 && s->wt[0] == t))
-      s->wt[s->nw] = t, s->wl[s->nw] = pc, s->wg[s->nw++] = gen;
+      s->wt[s->nw] = t, s->wl[s->nw] = pc, s->wa[s->nw] = atomic, s->wg[s->nw++] = gen;
     else if (s->wt[s->nw - 1] == t)
-      s->wg[s->nw - 1] = gen;
+      s->wg[s->nw - 1] = gen, s->wa[s->nw - 1] &= atomic;  // a plain write stays plain
   }
 }
 
@@ -324,6 +326,18 @@ TL_NOINLINE TL_NOSAN void record(uintptr_t a, unsigned size, uint32_t pc, int ki
 }
 #endif
 
+// An atomic of the kernel (tilelab_emu.h), called by it: ``ret`` is in the kernel's line.
+#ifndef TILELAB_SPLIT
+TL_NOINLINE TL_NOSAN void an_atomic(uintptr_t a, unsigned size, uintptr_t ret) {
+  bool shared =
+      a - g_sec_lo < g_sec_words * 4 || a - (uintptr_t)g_dyn_shared < g_dyn_words * 4;
+  if (!shared || !g_cur || !g_in_block) return;
+  uint32_t pc = (uint32_t)(ret - 1 - g_self_base);
+  unsigned t = g_cur->linear;
+  for (uintptr_t w = a & ~(uintptr_t)3; w < a + size; w += 4) check_race(a, w, t, pc, K_A);
+}
+#endif
+
 // Every load and store of the kernel comes here (inlined into the TSan hooks): most are
 // not to shared memory nor near the parameters' buffers, so those tests come first.
 TL_NOSAN inline __attribute__((always_inline)) void an_access(uintptr_t a, unsigned size,
@@ -384,7 +398,9 @@ TL_NOSAN void an_warp_sync(int warp, unsigned lanes) {
 inline uint3 thread_of(unsigned t) {
   return uint3{t % blockDim.x, (t / blockDim.x) % blockDim.y, t / (blockDim.x * blockDim.y)};
 }
-inline const char* kind_name(int k) { return k == K_W ? "write" : "read"; }
+inline const char* kind_name(int k) {
+  return k == K_A ? "atomic write" : k == K_W ? "write" : "read";
+}
 
 #ifndef TILELAB_SPLIT
 TL_NOSAN void an_write(Out& o) {
