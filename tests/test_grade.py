@@ -95,6 +95,19 @@ def test_wrong_kernel_name_is_explained():
     assert not v.correct and "no kernel named 'matmul_naive'" in v.messages[0]
 
 
+def test_a_kernel_declared_extern_c_is_graded_as_the_kernel_itself():
+    """PyCUDA's ``extern "C" __global__`` (nested in the ``extern "C" { }`` SourceModule
+    wraps the source in) earns the reference's points, its lines numbered as written."""
+    source = KERNELS["naive"].source().replace("__global__", 'extern "C"\n__global__')
+    v = emu("naive", source)
+    assert v.correct, scoring.report(v)
+    assert v.points_correct == exercises.get("naive").points_correct and v.races == 0
+    broken = source.replace("float acc = 0.0f;", "float acc = 0.0f")
+    line = next(i for i, t in enumerate(broken.splitlines(), 1) if "float acc = 0.0f" in t)
+    v = emu("naive", broken)
+    assert "does not compile" in v.messages[0] and f"{line + 1:>5} | " in v.messages[0]
+
+
 def test_missing_boundary_guard_is_caught():
     src = KERNELS["naive"].source().replace("if (row < M && col < N) {", "{")
     v = emu("naive", src)

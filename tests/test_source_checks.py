@@ -433,3 +433,37 @@ def test_only_the_if_0_branch_is_skipped_by_the_scan():
             check_subset(hidden + body)
     with pytest.raises(NotInSubset, match="string literal"):
         check_subset('__global__ void k(float *x) { x[0] = sizeof("a"); }\n')
+
+
+def test_a_kernel_declared_extern_c_is_in_the_subset():
+    """``extern "C" __global__`` (PyCUDA's style with no_extern_c=True) is legal inside the
+    ``extern "C" { }`` SourceModule wraps a source in: the scan reads the kernel without it
+    (a red team found it refused as a string literal outside printf)."""
+    from tilelab.grading.subset import check_subset
+
+    source = 'extern "C" ' + NAIVE_BODY
+    check_subset(source)
+    declared = ('extern /* C linkage */ "C"\n__global__ void matmul_naive(const float*, '
+                "const float*, float*, int, int, int);\n")
+    check_subset(declared + source)
+    signature = "__global__ void matmul_naive(const float* A, const float* B, float* C, " \
+                "int M, int N, int K)"
+    check_signature(declared + source, "matmul_naive", signature)
+
+
+@pytest.mark.parametrize(("source", "named"), [
+    ('extern "C" long write(int, const void*, unsigned long);\n' + NAIVE_BODY,
+     'line 1: extern "C" before anything but a __global__ function'),
+    ('\nextern "C" __device__ float twice(float v) { return 2.0f * v; }\n' + NAIVE_BODY,
+     'line 2: extern "C" before anything but a __global__ function'),
+    ('extern "C++" ' + NAIVE_BODY, 'line 1: extern "C\\+\\+" before anything but'),
+    ('extern "C" {\n' + NAIVE_BODY + "}\n", 'line 1: an extern "C" { ... } block'),
+], ids=["a libc function", "a __device__ function", "C++ linkage", "a block"])
+def test_any_other_linkage_specification_is_refused_by_name(source, named):
+    from tilelab.grading.subset import NotInSubset, check_subset
+
+    with pytest.raises(NotInSubset, match=named) as e:
+        check_subset(source)
+    assert "printf" not in str(e.value)
+    assert 'already gives every kernel C linkage' in str(e.value)
+    assert 'remove extern "C"' in str(e.value)

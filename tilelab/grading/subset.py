@@ -111,7 +111,8 @@ def _refuse(masked: str, pos: int, what: str, hint: str) -> NotInSubset:
 
 def check_subset(source: str) -> None:
     """Raise :class:`NotInSubset` for the first construct outside the graded subset."""
-    masked = _disabled(mask(_PRAGMA_UNROLL.sub(lambda m: " " * len(m.group()), source)))
+    source = _PRAGMA_UNROLL.sub(lambda m: " " * len(m.group()), source)
+    masked = _without_kernel_linkage(source, _disabled(mask(source)))
     _check_characters(masked)
     if m := _OTHER_HASH.search(masked):  # a # the directive scanner would not see
         raise _refuse(masked, m.start(), f"{m.group()} (another spelling of # or ##)",
@@ -122,6 +123,7 @@ def check_subset(source: str) -> None:
     for d in found:
         _check_directive(masked, d, macros)
     toks = tokens(masked)
+    _check_linkage(source, masked, toks)
     bodies = []  # each macro's parameters and body: code wherever the macro is expanded
     for d in found:
         if d.name == "define":
@@ -138,6 +140,44 @@ def check_subset(source: str) -> None:
     _check_names(masked, toks, declared)
     _check_literals(masked, toks)
     _check_file_scope(masked, toks)
+
+
+#: ``extern "C"`` (its literal masked to a blank) written directly before ``__global__``
+_KERNEL_LINKAGE = re.compile(r'\bextern\s*" "\s*(?=__global__\b)')
+
+#: what to do with any other linkage specification
+_LINKAGE_HINT = ('PyCUDA\'s SourceModule already gives every kernel C linkage (it wraps the '
+                 'source in extern "C" { ... }); remove extern "C" (and the braces of an '
+                 'extern "C" { ... } block), or write it only directly before __global__, '
+                 'as in extern "C" __global__ void kernel(...)')
+
+
+def _without_kernel_linkage(source: str, masked: str) -> str:
+    """``masked`` with each ``extern "C"`` written directly before ``__global__`` blanked
+    (newlines kept): the kernel has C linkage either way, as PyCUDA wraps the source in
+    ``extern "C" { }``, so the scan reads the kernel as if it were not written."""
+    def blank(m: re.Match[str]) -> str:
+        quote = m.group().index('"')
+        if source[m.start() + quote:m.start() + quote + 3] != '"C"':
+            return m.group()  # another one-letter linkage ("D"): refused by the scan
+        return "".join(c if c == "\n" else " " for c in m.group())
+    return _KERNEL_LINKAGE.sub(blank, masked)
+
+
+def _check_linkage(source: str, masked: str, toks: list[Token]) -> None:
+    """No linkage specification (``extern "C"`` directly before ``__global__`` is blanked
+    before the scan): one could declare a C library function (``extern "C" long write(...)``)."""
+    for i, t in enumerate(toks[:-1]):
+        if t.text != "extern" or toks[i + 1].text != '"':
+            continue
+        start = toks[i + 1].pos
+        literal = source[start:masked.find('"', start + 1) + 1]
+        spec = "extern " + (literal if re.fullmatch(r'"[\w+ ]{0,8}"', literal) else '"..."')
+        if i + 3 < len(toks) and toks[i + 3].text == "{":
+            what = f"an {spec} {{ ... }} block"
+        else:
+            what = f"{spec} before anything but a __global__ function"
+        raise _refuse(masked, t.pos, what, _LINKAGE_HINT)
 
 
 def _check_characters(masked: str) -> None:
