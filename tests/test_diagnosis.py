@@ -17,7 +17,7 @@ import pytest
 from tilelab import emu
 from tilelab.catalog import exercises
 from tilelab.catalog.variants import only_kernel
-from tilelab.grading.diagnosis import CAUSES, race_diagnosis
+from tilelab.grading.diagnosis import CAUSES, RTOL, Attempt, diagnose, race_diagnosis
 from tilelab.grading.sandbox import grade_source
 
 pytestmark = pytest.mark.slow
@@ -66,6 +66,9 @@ STORE_OUT = """if (x < rows && y + j < cols)
 STORE_OUT_IN_LAYOUT = """if (x < cols && y + j < rows)
             out[(y + j) * cols + x] = tile[threadIdx.y + j][threadIdx.x];"""
 STUB = "    // YOUR CODE HERE\n"
+NAIVE_STORE = "        C[row * N + col] = acc;\n"
+NAIVE_STORE_FIRST = (("        float acc = 0.0f;\n", "        float acc = 0.0f;\n" + NAIVE_STORE),
+                     (NAIVE_STORE + "    }", "    }"))  # the store moved above the k loop
 
 
 def stub(exercise_id: str) -> str:
@@ -154,6 +157,12 @@ CASES: list[tuple[str, str, str, str]] = [
      mutate(ref("regblock"), ("t < K; t += BK", "t + BK <= K; t += BK")), "partial tile dropped"),
     ("regblock", "no barrier after the products",
      mutate(ref("regblock"), ("__syncthreads();  // everyone is done", "//")), "race"),
+    ("naive", "sum stored before the loop", mutate(ref("naive"), *NAIVE_STORE_FIRST),
+     "zeros stored"),
+    ("naive", "int accumulator", mutate(ref("naive"), ("float acc = 0.0f;", "int acc = 0;")),
+     "int truncation"),
+    ("tiled", "int tile of A", mutate(ref("tiled"), ("__shared__ float As", "__shared__ int As")),
+     "int truncation"),
 ]
 
 @pytest.mark.parametrize(("exercise_id", "mistake", "source", "cause"), CASES,
@@ -215,3 +224,51 @@ def test_a_race_within_one_warp_is_told_to_use_syncwarp():
     text = str(race_diagnosis(races))
     assert "put __syncwarp()" in text and "__syncthreads" not in text, text
     assert "line 9" in text
+
+
+def _text(exercise_id: str, source: str) -> str:
+    v = grade_source(exercise_id, source, backend_name="emu", speed=False)
+    assert v.compiled, "\n".join(v.messages)
+    return "\n".join(v.messages)
+
+
+def test_zeros_stored_are_not_blamed_on_an_int():
+    """Every variable float, the store above the loop: C is all 0 (stored, not NaN), and a 0
+    is no truncation of -0.35 or 2.2; the learner is sent to the store and the loop."""
+    text = _text("naive", mutate(ref("naive"), *NAIVE_STORE_FIRST))
+    assert "Likely cause: zeros stored: every wrong element of C is exactly 0" in text, text
+    assert "stored before it was computed (a sum before the loop that accumulates" in text
+    assert "(line 11: `C[row * N + col] = acc;`)" in text and "(line 12: `for" in text, text
+    assert "int truncation" not in text and "declare it float" not in text, text
+
+
+@pytest.mark.parametrize(("edit", "line"), [
+    (("float acc = 0.0f;", "int acc = 0;"), 10),  # each product, in (-1, 1), truncates to 0
+    (("C[row * N + col] = acc;", "C[row * N + col] = (int)acc;"), 13),  # C = trunc(A @ B)
+], ids=["int_accumulator", "int_cast_on_store"])
+def test_an_int_on_the_way_is_told_int_truncation(edit, line):
+    text = _text("naive", mutate(ref("naive"), edit))
+    assert "Likely cause: int truncation:" in text, text
+    assert f"declare it float (line {line}: `{edit[1]}`)" in text, text
+
+
+def test_whole_numbers_are_truncation_only_where_they_are_the_answer_truncated():
+    """No kernel text: the values alone. trunc(A @ B) is an int's mark; 0 everywhere is a
+    stored 0 (an int is named only as a last resort); round(A @ B) is neither."""
+    ex = exercises.get("naive")
+    shape = (70, 90, 200)  # K = 200: most elements of A @ B are 1 or more in size
+    inputs = ex.problem.make_inputs(shape, np.random.default_rng(3))
+    want = ex.problem.reference(inputs)
+    scale = ex.problem.error_bound(inputs)
+
+    def cause(got: np.ndarray) -> tuple[str, str]:
+        got = got.astype(np.float32)
+        bad = ~(np.abs(got - want) <= RTOL * scale)
+        why = diagnose(ex.problem, ex.launch, Attempt(shape, inputs, got, want, bad))
+        return why.cause, why.advice
+
+    assert cause(np.trunc(want))[0] == "int truncation"
+    zeros, advice = cause(np.zeros_like(want))
+    assert zeros == "zeros stored" and "stored before it was computed" in advice, advice
+    assert "failing those" in advice  # without the kernel's text an int is not ruled out
+    assert cause(np.round(want))[0] != "int truncation"

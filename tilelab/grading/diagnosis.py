@@ -28,8 +28,8 @@ RTOL = 1e-5  # per element, relative to sum_k |A_ik| |B_kj|; float32 sums land n
 
 CAUSES = ("never written", "never initialised", "swapped row/column", "partial tile dropped",
           "boundary", "out of bounds", "race", "stale shared data", "off-by-one", "missing term",
-          "one term only", "accumulator reset", "start value", "int truncation", "tile index",
-          "misplaced rows", "loop stops early", "timed out", "indexing")
+          "one term only", "accumulator reset", "start value", "int truncation", "zeros stored",
+          "tile index", "misplaced rows", "loop stops early", "timed out", "indexing")
 
 
 @dataclass
@@ -409,16 +409,38 @@ def _stripe(mask: np.ndarray, launch: Launch) -> str | None:
 
 
 def _value_fault(a: Attempt, problem: Problem, kern: Kernel) -> Diagnosis | None:
-    """A fault in the values themselves: every wrong element off by one constant (the sum
-    started from it), or rounded to a whole number (an int variable on the way)."""
+    """A fault in the values themselves: every wrong element 0 (stored before it was
+    computed, or through an int), truncated to a whole number (an int on the way: the
+    values equal the answer's truncation, or the kernel has such an int), or off by one
+    constant (the sum started from it)."""
     bad = a.bad & np.isfinite(a.got)
     if not bad.any() or bad.sum() < a.bad.size // 2:  # it marks most of the output
         return None
     got, want = a.got[bad].astype(np.float64), a.expected[bad]
-    if not np.array_equal(want, np.round(want)) and np.array_equal(got, np.trunc(got)):
-        line = kern.find(r"__shared__\s+(unsigned\s+)?(int|short|long|char)\b") or kern.find(
+    what, held = problem.output, _int_holder(kern, problem.output)
+    fractions = not np.array_equal(want, np.round(want))
+    if np.mean(got == 0) >= 0.99:  # unwritten elements hold NaN: these 0s were stored
+        if fractions and held:  # the inputs lie in [-1, 1): an int truncates each to 0
+            return Diagnosis("int truncation", f"every wrong element of {what} is 0: a "
+                             "variable or shared array the values pass through is an integer, "
+                             "and each value put into it is smaller than 1 here (the inputs "
+                             "lie between -1 and 1), so it truncates to 0; declare it float"
+                             + kern.at(held) + ".")
+        loop = kern.k_loop() or kern.loop_before(kern.product()
+                                                 or kern.find(r"^(?!for\b).*\+="))
+        return Diagnosis("zeros stored", f"every wrong element of {what} is exactly 0 (one "
+                         "never written would hold NaN), so the kernel stored 0 there: the "
+                         "value was stored before it was computed (a sum before the loop that "
+                         "accumulates it), or that loop never ran or never added to it; "
+                         "check where the store is"
+                         + kern.at(kern.store(what)) + " and the loop's bound" + kern.at(loop)
+                         + ("" if kern.lines else " (or, failing those, a variable the values "
+                            "pass through is an int, which truncates each to 0)") + ".")
+    if fractions and np.array_equal(got, np.trunc(got)) and (
+            held or np.mean(got == np.trunc(want)) >= 0.9):
+        line = held or kern.find(rf"__shared__\s+{_INT}\b") or kern.find(
             r"^\s*(unsigned\s+)?(int|long|short)\s+\w+\s*(=\s*0\s*)?;")
-        return Diagnosis("int truncation", f"the values of {problem.output} lost their "
+        return Diagnosis("int truncation", f"the values of {what} lost their "
                          "fractions (whole numbers where the answer has decimals): a variable "
                          "or shared array they pass through is an integer; declare it float"
                          + kern.at(line) + ".")
@@ -429,6 +451,27 @@ def _value_fault(a: Attempt, problem: Problem, kern: Kernel) -> Diagnosis | None
         lit = re.compile(rf"=\s*{re.escape(f'{c:g}')}(\.0*)?f?\s*;")
         return Diagnosis("start value", f"every wrong element is off by {c:g}: the sum starts "
                          f"at {c:g}; start it at 0.0f" + kern.at(kern.find(lit)) + ".")
+    return None
+
+
+_INT = r"(?:unsigned\s+)?(?:int|long|short|char)"
+
+
+def _int_holder(kern: Kernel, output: str) -> int | None:
+    """The line of an integer the values pass through: a shared array of ints, a cast to
+    one in an assignment, or a local int set from an array element (``sum += A[..] * ..``,
+    ``int v = in[..]``) or stored to ``output``; None where the kernel has none."""
+    line = kern.find(rf"__shared__\s+(?:const\s+)?{_INT}\b") or kern.find(
+        rf"^(?=.*\w\s*\[).*[^=!<>]=[^=].*\(\s*{_INT}\s*\)")  # x = (int)..., with an array
+    if line:
+        return line
+    store = kern.store(output)
+    value = re.split(r"\]\s*[+-]?=", kern.lines[store - 1], maxsplit=1)[-1] if store else ""
+    for n, code in enumerate(kern.lines, 1):
+        m = re.match(rf"(?:const\s+)?{_INT}\s+(\w+)\s*(?:=([^;]*))?;", code)
+        if m and ("[" in (m.group(2) or "") or re.search(rf"\b{m.group(1)}\b", value)
+                  or kern.find(rf"\b{m.group(1)}\s*[+\-*]?=[^=][^;]*\w\s*\[", n + 1)):
+            return n
     return None
 
 
