@@ -285,6 +285,24 @@ def test_indirect_ways_to_reach_host_functions_are_rejected(src, kind, text, lin
     assert info.value.lines == (line,)
 
 
+@pytest.mark.parametrize("definition", [
+    "void* memcpy(void* d, const void* s, size_t n) { return d; }",  # the runtime calls it
+    "void free(void* p) {}",  # a kernel may call it
+    "#define NAME(a, b) a##b\nvoid* NAME(mem, set)(void* d, int c, size_t n) { return d; }",
+])
+@pytest.mark.parametrize("analysis", [False, True])
+def test_a_kernel_may_not_define_a_library_functions_name(definition, analysis):
+    """Defined in the kernel's library, a library function's name would stand for the
+    library's in the emulator's own calls to it (its runtime copies with memcpy): the built
+    library is read for it, however the name was spelled."""
+    src = definition + "\n__global__ void k(float* x) { x[0] = 1.0f; }\n"
+    with pytest.raises(cuda.CompileError, match=r"defines `mem(cpy|set)`|defines `free`") as info:
+        cuda.SourceModule(src, analysis=analysis)
+    assert "may not take a library function's name: rename it" in str(info.value)
+    cuda.SourceModule(src.replace("memcpy(", "my_copy(").replace("free(", "release(")
+                      .replace("NAME(mem, set)(", "NAME(my, set)("), analysis=analysis)
+
+
 def test_define_option_naming_a_host_function_is_rejected():
     with pytest.raises(cuda.CompileError, match=r"-DF=write names `write`"):
         cuda.SourceModule('__global__ void k() { F(1, "x", 1); }\n', options=["-DF=write"])

@@ -339,12 +339,20 @@ def _first_json(name: str, roots: list[Path]) -> dict:
 def _check_imports(path: Path, needs: PreludeNeeds, source: str,
                    imported: set[str] | None = None) -> None:
     """Raise ``CompileError`` if the library imports anything a kernel could not call
-    (``imported``: its undefined symbols, where already read)."""
+    (``imported``: its undefined symbols, where already read), or defines the name of a
+    library function it could import (:func:`hostcalls.library_names_defined`)."""
     if imported is None:
         imported = hostcalls.undefined_symbols(path)
     bad = {s for s in imported if s not in needs.symbols and not hostcalls.kernel_callable(s)}
     if bad:
         raise hostcalls.host_call_error(bad, source)
+    try:
+        defined = elf.defined_symbols(path)
+    except (OSError, ValueError) as exc:
+        raise CompileError(f"internal error: the built library could not be read ({exc})"
+                           ) from None
+    if named := hostcalls.library_names_defined(defined, needs.symbols):
+        raise hostcalls.library_name_error(named, source)
 
 
 def _cached(so: Path, meta: Path) -> tuple[dict, set[str]] | None:

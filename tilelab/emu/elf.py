@@ -19,6 +19,21 @@ class Unreadable(ValueError):
     """Not an ELF file pyelftools can read."""
 
 
+def defined_symbols(path: Path) -> set[str]:
+    """Names ``path`` defines, in its symbol tables (local and hidden ones too; an
+    :class:`OSError` where the file cannot be opened)."""
+    with open(path, "rb") as f:
+        try:
+            elf = ELFFile(f)
+            return {sym.name for section in elf.iter_sections()
+                    if section["sh_type"] in ("SHT_SYMTAB", "SHT_DYNSYM")
+                    for sym in section.iter_symbols()
+                    if sym.name and sym["st_shndx"] != "SHN_UNDEF"
+                    and sym["st_info"]["type"] not in ("STT_SECTION", "STT_FILE")}
+        except (ELFError, struct.error, ValueError, IndexError, UnicodeDecodeError) as exc:
+            raise Unreadable(f"{Path(path).name}: {exc}") from None
+
+
 def undefined_dynamic_symbols(path: Path) -> set[str]:
     """Names of the undefined entries of ``path``'s dynamic symbol tables (an
     :class:`OSError` where the file cannot be opened)."""

@@ -149,6 +149,29 @@ def _line_naming(source: str, name: str) -> int | None:
     return masked.count("\n", 0, m.start()) + 1 if m else None
 
 
+def library_names_defined(defined: Iterable[str], needs: Iterable[str]) -> list[str]:
+    """Of the names a built library defines, those of library functions (or data) that the
+    library may import: the prelude's own (``needs``), ``KERNEL_CALLABLE`` and libgcc's
+    helpers. Defined there, such a name would stand for the library's in every call the
+    emulator's own code makes to it (its runtime calls memcpy, say), since the link binds
+    them to it."""
+    imported = set(needs) | KERNEL_CALLABLE
+    return sorted(n for n in set(defined) if n in imported or _LIBGCC.fullmatch(n))
+
+
+def library_name_error(names: Iterable[str], source: str) -> CompileError:
+    """The learner-facing error for a kernel source defining library names ``names``."""
+    names = sorted(set(names))
+    line = _line_naming(source, names[0])
+    where = f" line {line}" if line else ""
+    return CompileError(
+        f"kernel.cu{where} defines `{names[0]}`"
+        + (f" (and {', '.join(f'`{n}`' for n in names[1:])})" if len(names) > 1 else "")
+        + ", the name of a library function the emulator's own code calls; a kernel's "
+        "functions and variables may not take a library function's name: rename it.",
+        lines=(line,) if line else ())
+
+
 def host_call_error(names: Iterable[str], source: str, found: dict[str, int] | None = None
                     ) -> CompileError:
     """The learner-facing error for a kernel calling host functions ``names``.
