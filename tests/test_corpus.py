@@ -455,8 +455,9 @@ EVIDENCE_CASES = [  # kernel fixture, exercise, message, points on the emulator
     ("v12", "naive-mangled_runtime_name", "naive", "_ZN6tl_emu10g_in_blockE " + REFUSED,
      (0, 0)),
     ("v13", "naive-libgcc_helper", "naive", "__umodti3 " + REFUSED, (0, 0)),
-    ("v14", "block_sum-atomic_exch_race", "block_sum", "shared-memory race|elements wrong",
-     (0, 0)),
+    ("v14", "block_sum-atomic_exch_race", "block_sum", "race found|wrong", (0, 0)),
+    ("v15", "block_sum-global_rmw_race", "block_sum", "race found|wrong", (0, 0)),
+    ("v16", "block_sum-device_scratch_race", "block_sum", "race found|wrong", (0, 0)),
 ]
 KERNELS_OF = {case.student: case.kernel for case in CASES}
 if os.environ.get("TILELAB_CORPUS_ONLY"):  # a few cases by student id: c13,d05

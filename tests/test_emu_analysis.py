@@ -211,3 +211,74 @@ def test_a_plain_access_beside_another_threads_atomic_is_a_race(kernel, plain, a
     assert any(set(r.lines) == lines and "atomic write" in r.kinds
                and set(r.kinds) <= {"read", "write", "atomic write"} for r in races)
     assert "one atomic" in races[0].fix
+
+
+GLOBALS = r"""
+__device__ float scratch[64];
+__global__ void rmw(const float* x, float* sums) {
+    if (threadIdx.x == 0) sums[blockIdx.x] = 0.0f;
+    __syncthreads();
+    sums[blockIdx.x] += x[blockIdx.x * blockDim.x + threadIdx.x];   // RMW
+}
+__global__ void shared_scratch(const float* x, float* sums) {
+    scratch[threadIdx.x] = x[blockIdx.x * blockDim.x + threadIdx.x];   // SCRATCH_STORE
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0.0f;
+        for (int i = 0; i < 64; ++i) s += scratch[i];                  // SCRATCH_READ
+        sums[blockIdx.x] = s;
+    }
+}
+__global__ void sound(const float* x, float* sums, float* total, float* twice) {
+    __shared__ float part[64];
+    part[threadIdx.x] = x[blockIdx.x * blockDim.x + threadIdx.x];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0.0f;
+        for (int i = 0; i < 64; ++i) s += part[i];
+        sums[blockIdx.x] = s;                      // one writer per word
+    }
+    __syncthreads();
+    part[threadIdx.x] = sums[blockIdx.x];          // read after the barrier: ordered
+    atomicAdd(total, x[blockIdx.x * blockDim.x + threadIdx.x]);  // atomics of every block
+    twice[threadIdx.x % 8] = 1.0f;                 // the same value written twice: no harm
+}
+"""
+
+
+def _globals(kernel: str, *extra: np.ndarray):
+    f = cuda.SourceModule(GLOBALS, analysis=True).get_function(kernel)
+    x = np.ones(4 * 64, np.float32)
+    f(cuda.In(x), cuda.Out(np.zeros(4, np.float32)), *(cuda.InOut(a) for a in extra),
+      block=(64, 1, 1), grid=(4, 1))
+    return f.last_report.analysis.races
+
+
+def test_threads_of_a_block_updating_one_global_word_race():
+    """sums[b] += x by every thread: the emulator runs them in turn and the sum comes out
+    right, but on a GPU the updates are lost; the read and the write of one word by two
+    threads in one barrier interval race, in global memory as in shared memory."""
+    races = _globals("rmw")
+    line = line_of(GLOBALS, "RMW")
+    assert races and all(r.memory == "global" and r.array == "sums" for r in races)
+    assert any(r.lines == (line, line) and set(r.kinds) == {"read", "write"}
+               and r.other_block is None for r in races)
+    assert "atomic" in races[0].fix
+
+
+def test_two_blocks_sharing_a_device_array_race():
+    """A __device__ array used as each block's scratch: blocks run one at a time on the
+    emulator (right results), at the same time on a GPU; a word one block writes and
+    another reads races, whenever the two ran."""
+    races = _globals("shared_scratch")
+    assert races and all(r.array == "scratch" for r in races)
+    lines = {line_of(GLOBALS, "SCRATCH_STORE"), line_of(GLOBALS, "SCRATCH_READ")}
+    two = [r for r in races if r.other_block is not None]
+    assert two and any(set(r.lines) <= lines for r in two)
+    assert all(r.other_block != r.block for r in two)
+    assert "memory of its own" in races[0].fix
+
+
+def test_ordered_global_accesses_atomics_and_a_value_written_twice_are_no_race():
+    races = _globals("sound", np.zeros(1, np.float32), np.zeros(8, np.float32))
+    assert races == []

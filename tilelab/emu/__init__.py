@@ -4,7 +4,7 @@ Runs kernels on the CPU with PyCUDA's call signatures, so they can be written an
 without a GPU; poisons shared and fresh device memory, runs threads in orders that expose
 missing barriers, meets the lanes of a warp at warp-level calls, reports out-of-bounds
 accesses, divergent barriers and launches a GPU would refuse, and (with ``analysis=True``)
-finds shared-memory races and bank conflicts. It also stands in for the parts of
+finds races (in shared and global memory) and bank conflicts. It also stands in for the parts of
 ``pycuda.driver`` and ``pycuda.gpuarray`` the course uses.
 
 The source scanners (``mask``, ``find_kernels``, ``param_name``, ``file_directives``) and

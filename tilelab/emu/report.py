@@ -9,10 +9,16 @@ from .traffic import TrafficLine, parse, table
 XYZ = tuple[int, int, int]
 
 
+#: the runtime's array ids of a kernel's buffers (by parameter) and __device__ variables
+GLOBAL_BASE, DEVICE_BASE = 1 << 20, 1 << 24
+
+
 @dataclass(frozen=True)
 class Race:
-    """Two threads touched one shared word between two barriers, and one of them wrote (an
-    atomic is a write; two atomics are no race)."""
+    """Two threads touched one word that nothing orders their accesses to, and one of them
+    wrote (an atomic is a write; two atomics are no race): a shared word between two
+    barriers, or a global one (a buffer, a __device__ variable) between two barriers of a
+    block or by two blocks (``other_block``) of a launch."""
 
     array: str
     index: tuple[int, ...]
@@ -22,6 +28,8 @@ class Race:
     block: XYZ
     count: int
     same_warp: bool = False  # both threads are lanes of one warp
+    memory: str = "shared"  # or "global": a kernel's buffer or __device__ variable
+    other_block: XYZ | None = None  # the first thread's block, where it is another one
 
     @property
     def element(self) -> str:
@@ -31,6 +39,17 @@ class Race:
     @property
     def fix(self) -> str:
         """What orders the two accesses, said so that it cannot be put in divergent code."""
+        if self.other_block is not None:
+            return ("the blocks of a launch run at the same time on a GPU, in no order, and no "
+                    "barrier orders two blocks: give each block memory of its own (index the "
+                    "buffer with blockIdx, or keep a block's working values in a __shared__ "
+                    "array), and make an update that several blocks share one atomic "
+                    "(atomicAdd)")
+        if self.memory == "global" and "atomic write" not in self.kinds:
+            return ("put __syncthreads() between the accesses, where every thread of the block "
+                    "reaches it (it orders a block's global accesses too); an update that many "
+                    "threads make to one word must be one atomic (atomicAdd(&x, v)), or a "
+                    "reduction in shared memory whose one result one thread stores")
         if "atomic write" in self.kinds and self.kinds != ("atomic write", "atomic write"):
             return ("an atomic makes only its own read-modify-write one step: a plain read or "
                     "write of the word by another thread races with it; make the whole update "
@@ -48,6 +67,11 @@ class Race:
     def describe(self, fix: bool = True) -> str:
         """One sentence a learner can act on (without the fix when ``fix`` is False)."""
         (k1, k2), (l1, l2), (t1, t2) = self.kinds, self.lines, self.threads
+        if self.other_block is not None:
+            return (f"{self.element}: {k1} on line {l1} by thread {t1} of block "
+                    f"{self.other_block} and {k2} on line {l2} by thread {t2} of block "
+                    f"{self.block} (two blocks of one launch) [{self.count} time(s)]"
+                    + (f"; {self.fix}" if fix else ""))
         who = "lanes of one warp, " if self.same_warp else ""
         return (f"{self.element}: {k1} on line {l1} by thread {t1} and {k2} on line {l2} by "
                 f"thread {t2} (block {self.block}; {who}no barrier between them) "
@@ -85,9 +109,11 @@ class AnalysisReport:
 
     @property
     def fix(self) -> str:
-        """What orders every race found: a block barrier if any crosses warps (it orders the
-        lanes of a warp too), else __syncwarp()."""
-        cross = [r for r in self.races if not r.same_warp]
+        """What orders every race found: for two blocks, memory of each block's own; a block
+        barrier if any crosses warps (it orders the lanes of a warp too), else
+        __syncwarp()."""
+        blocks = [r for r in self.races if r.other_block is not None]
+        cross = blocks or [r for r in self.races if not r.same_warp]
         return (cross or self.races)[0].fix if self.races else ""
 
     @property
@@ -160,9 +186,16 @@ class AnalysisReport:
         """Build from the runtime's JSON; ``lines`` maps its code addresses to source lines,
         ``params`` names the kernel's parameters (for the global traffic)."""
         arrays = data.get("arrays", [])
+        device = data.get("device_globals", [])
         lines = lines or {}
 
         def name(i: int) -> str:
+            if i >= DEVICE_BASE:
+                g = i - DEVICE_BASE
+                return device[g] if g < len(device) else "a __device__ variable"
+            if i >= GLOBAL_BASE:
+                p = i - GLOBAL_BASE
+                return params[p] if p < len(params) else f"parameter #{p}"
             return arrays[i]["name"] if 0 <= i < len(arrays) else "shared memory (word)"
 
         def index(i: int, flat: int) -> tuple[int, ...]:
@@ -179,9 +212,12 @@ class AnalysisReport:
         races: dict[tuple, Race] = {}
         for r in data.get("races", []):
             ls = tuple(r["lines"]) if "lines" in r else tuple(line(p) for p in r["pcs"])
+            block, first = tuple(r["block"]), tuple(r.get("block1", r["block"]))
             race = Race(name(r["array"]), index(r["array"], r["element"]), ls,
                         tuple(r["kinds"]), tuple(tuple(t) for t in r["threads"]),
-                        tuple(r["block"]), r["count"], bool(r.get("same_warp")))
+                        block, r["count"], bool(r.get("same_warp")),
+                        "global" if r["array"] >= GLOBAL_BASE else "shared",
+                        first if first != block else None)
             key = (race.array, race.lines, race.kinds)
             if key in races:  # one source line, several code addresses
                 race = replace(races[key], count=races[key].count + race.count)

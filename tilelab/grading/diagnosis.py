@@ -573,7 +573,8 @@ def race_diagnosis(races: Sequence[Race]) -> Diagnosis:
     """One race and the one barrier that orders them all: ``__syncthreads()`` when any race
     is between threads of different warps (it orders the lanes of a warp too),
     ``__syncwarp()`` only when every race is confined to one warp."""
-    cross = [r for r in races if not r.same_warp]
+    cross = [r for r in races if r.other_block is not None] or [
+        r for r in races if not r.same_warp]
     shown = (cross or list(races))[0]
     return Diagnosis("race", f"the emulator's analysis found {shown.describe(fix=False)}; "
                      f"{shown.fix}.")

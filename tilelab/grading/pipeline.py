@@ -346,7 +346,8 @@ def analysis(run: Run, v: Verdict) -> bool:
     v.messages += traffic.remarks(report, run.ex.problem, shape, run.ex.reuses_tiles)
     if report.has_races:
         v.messages.append(
-            "shared-memory race found by the emulator's analysis:\n" + report.summary()
+            "race found by the emulator's analysis (accesses to one word that nothing "
+            "orders):\n" + report.summary()
         )
         v.correct = False
     return True

@@ -136,7 +136,7 @@ def correctness_lost(v: Verdict) -> str:
         return (f"wrong at {len(failed)} of {len(v.shapes)} shapes (e.g. {worst.get('wrong')} "
                 f"of {worst.get('total')} elements at shape {tuple(worst['shape'])})")
     if v.races:
-        return "right results, but a shared-memory race (see below): results depend on timing"
+        return "right results, but a race (see below): results depend on timing"
     return _first_line(said[-1]) if said else "not correct"
 
 

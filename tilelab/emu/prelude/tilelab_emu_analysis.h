@@ -91,7 +91,7 @@ struct RaceRec {
   int kind1, kind2;
   long long count, elem;
   unsigned t1, t2;
-  uint3 block;
+  uint3 block, block1;  // the access found now's block; t1's (global memory: another's)
   bool cross_warp;  // some instance involved two warps: only a block barrier orders it
 };
 TL_DEF RaceRec g_races[128];
@@ -113,19 +113,22 @@ TL_NOSAN inline long long element_of(uintptr_t addr, int arr) {
   return (long long)((addr - base) / 4);
 }
 
-TL_NOSAN inline void race(uintptr_t addr, unsigned t1, uint32_t l1, int k1, unsigned t2,
-                          uint32_t l2, int k2) {
+// A race of array `arr` (its element from `elem_of` where first recorded, or where a better
+// example): thread t1 of block b1 at code address l1 (kind k1), t2 of this block at l2.
+template <class F>
+TL_NOSAN inline void race_in(int arr, F elem_of, unsigned t1, uint32_t l1, int k1, uint3 b1,
+                             unsigned t2, uint32_t l2, int k2) {
+  bool other_block = b1.x != blockIdx.x || b1.y != blockIdx.y || b1.z != blockIdx.z;
   if (l2 < l1 || (l2 == l1 && k2 < k1)) {
     std::swap(t1, t2), std::swap(l1, l2), std::swap(k1, k2);
   }
-  int arr = array_at(addr);
-  bool cross = t1 / 32 != t2 / 32;
+  bool cross = other_block || t1 / 32 != t2 / 32;
   for (int i = 0; i < g_nraces; ++i) {
     RaceRec& r = g_races[i];
     if (r.arr == arr && r.pc1 == l1 && r.kind1 == k1 && r.pc2 == l2 && r.kind2 == k2) {
       ++r.count;
       if (cross && !r.cross_warp)  // a better example: only a block barrier orders these
-        r.cross_warp = true, r.t1 = t1, r.t2 = t2, r.elem = element_of(addr, arr);
+        r.cross_warp = true, r.t1 = t1, r.t2 = t2, r.elem = elem_of(), r.block1 = b1;
       return;
     }
   }
@@ -133,8 +136,13 @@ TL_NOSAN inline void race(uintptr_t addr, unsigned t1, uint32_t l1, int k1, unsi
     ++g_races_dropped;
     return;
   }
-  g_races[g_nraces++] =
-      RaceRec{arr, l1, l2, k1, k2, 1, element_of(addr, arr), t1, t2, blockIdx, cross};
+  g_races[g_nraces++] = RaceRec{arr, l1, l2, k1, k2, 1, elem_of(), t1, t2, blockIdx, b1, cross};
+}
+
+TL_NOSAN inline void race(uintptr_t addr, unsigned t1, uint32_t l1, int k1, unsigned t2,
+                          uint32_t l2, int k2) {
+  int arr = array_at(addr);
+  race_in(arr, [&] { return element_of(addr, arr); }, t1, l1, k1, blockIdx, t2, l2, k2);
 }
 
 TL_NOSAN inline Shadow* shadow_of(uintptr_t w) {
@@ -183,12 +191,89 @@ TL_NOSAN inline void check_race(uintptr_t addr, uintptr_t w, unsigned t, uint32_
   }
 }
 
-// ---- bank conflicts ----------------------------------------------------------------------------
 TL_NOSAN inline uint64_t mix(uint64_t x) {
   x ^= x >> 31;
   x *= 0x9e3779b97f4a7c15ull;
   return x ^ (x >> 29);
 }
+
+// ---- races in global memory: the kernel's buffers and its __device__ variables -------------
+// The blocks of a launch run at the same time on a GPU, in no order: a read and a write (or
+// an atomic and a plain access) of one word by threads of two blocks race, whenever the
+// emulator ran them; within a block, as in shared memory, those of one barrier interval
+// that no warp meeting orders. Two plain writes alone are not reported: the same value
+// written twice does no harm on a GPU. A word keeps its last writer and two readers.
+struct GWord {
+  uintptr_t word;  // 0: a free slot
+  uint32_t w_epoch, w_pc, w_gen, r_epoch[2], r_pc[2], r_gen[2];
+  uint3 w_block, r_block[2];
+  uint16_t w_t, r_t[2];
+  uint8_t w_set, w_atomic, nr, r_next;
+};
+TL_DEF GWord* g_gwords;
+TL_DEF size_t g_gwords_cap;                // a power of two (0: not tracked)
+TL_DEF uintptr_t g_dev_lo, g_dev_span;     // the hull of the writable __device__ variables
+enum : int { TL_DEVICE_BASE = 1 << 24 };   // array ids of __device__ variables (by index)
+
+TL_NOSAN inline GWord* gword(uintptr_t w) {
+  size_t h = (size_t)mix(w) & (g_gwords_cap - 1);
+  for (int probe = 0; probe < 64; ++probe, h = (h + 1) & (g_gwords_cap - 1)) {
+    GWord& g = g_gwords[h];
+    if (g.word == w) return &g;
+    if (!g.word) {
+      memset(&g, 0, sizeof g);
+      g.word = w;
+      return &g;
+    }
+  }
+  return nullptr;  // crowded: this word is not tracked
+}
+
+TL_NOSAN inline bool same_block(uint3 b) {
+  return b.x == blockIdx.x && b.y == blockIdx.y && b.z == blockIdx.z;
+}
+
+// Whether thread t's access now is unordered with thread t2's of block b2 in epoch e2.
+TL_NOSAN inline bool g_unordered(uint3 b2, uint32_t e2, unsigned t2, uint32_t gen2,
+                                 unsigned t) {
+  if (!same_block(b2)) return true;
+  return e2 == g_epoch && t2 != t && !warp_ordered(t2, gen2, t);
+}
+
+template <class F>
+TL_NOSAN inline void check_global(uintptr_t w, unsigned t, uint32_t pc, int kind, int arr,
+                                  F elem_of) {
+  GWord* g = g_gwords ? gword(w) : nullptr;
+  if (!g) return;
+  uint32_t gen = g_warp_gen[(t / 32) & 31];
+  bool atomic = kind & K_A, writes = kind & (K_W | K_A);
+  if (g->w_set && g_unordered(g->w_block, g->w_epoch, g->w_t, g->w_gen, t) &&
+      ((kind & K_R) || (atomic != (bool)g->w_atomic))) {
+    race_in(arr, elem_of, g->w_t, g->w_pc, g->w_atomic ? K_A : K_W, g->w_block, t, pc,
+            kind & K_R ? K_R : kind);
+  } else if (writes) {
+    for (int i = 0; i < g->nr; ++i)
+      if (g_unordered(g->r_block[i], g->r_epoch[i], g->r_t[i], g->r_gen[i], t)) {
+        race_in(arr, elem_of, g->r_t[i], g->r_pc[i], K_R, g->r_block[i], t, pc, kind);
+        break;
+      }
+  }
+  if (writes) {
+    bool same = g->w_set && g->w_t == t && same_block(g->w_block) && g->w_epoch == g_epoch;
+    g->w_atomic = same ? (g->w_atomic && atomic) : atomic;  // a plain write stays plain
+    g->w_set = 1, g->w_epoch = g_epoch, g->w_pc = pc, g->w_gen = gen, g->w_t = (uint16_t)t;
+    g->w_block = blockIdx;
+  }
+  if (kind & K_R) {
+    int i = 0;
+    while (i < g->nr && !(g->r_t[i] == t && same_block(g->r_block[i]))) ++i;
+    if (i == g->nr) i = g->nr < 2 ? g->nr++ : (g->r_next ^= 1);
+    g->r_t[i] = (uint16_t)t, g->r_epoch[i] = g_epoch, g->r_pc[i] = pc, g->r_gen[i] = gen;
+    g->r_block[i] = blockIdx;
+  }
+}
+
+// ---- bank conflicts ----------------------------------------------------------------------------
 TL_NOSAN inline uint64_t key3(uint32_t pc, int arr, int w) {
   return ((uint64_t)pc << 32) | ((uint64_t)(uint32_t)(arr + 1) << 1) | (uint64_t)w;
 }
@@ -326,15 +411,41 @@ TL_NOINLINE TL_NOSAN void record(uintptr_t a, unsigned size, uint32_t pc, int ki
 }
 #endif
 
+TL_NOINLINE TL_NOSAN void global_race(uintptr_t a, unsigned size, uint32_t pc, int kind);
+
 // An atomic of the kernel (tilelab_emu.h), called by it: ``ret`` is in the kernel's line.
 #ifndef TILELAB_SPLIT
 TL_NOINLINE TL_NOSAN void an_atomic(uintptr_t a, unsigned size, uintptr_t ret) {
+  if (!g_cur || !g_in_block) return;
   bool shared =
       a - g_sec_lo < g_sec_words * 4 || a - (uintptr_t)g_dyn_shared < g_dyn_words * 4;
-  if (!shared || !g_cur || !g_in_block) return;
   uint32_t pc = (uint32_t)(ret - 1 - g_self_base);
+  if (!shared) return global_race(a, size, pc, K_A);
   unsigned t = g_cur->linear;
   for (uintptr_t w = a & ~(uintptr_t)3; w < a + size; w += 4) check_race(a, w, t, pc, K_A);
+}
+
+// A global access: the kernel's buffers (where a parameter points) and __device__ variables.
+TL_NOINLINE TL_NOSAN void global_race(uintptr_t a, unsigned size, uint32_t pc, int kind) {
+  int arr = -1;
+  uintptr_t base = 0;
+  if (a - g_glob_lo < g_glob_span) {
+    int p = param_at(a);
+    for (int r = 0; r < g_nregions && p >= 0; ++r)
+      if (g_regions[r].param == p) {
+        arr = TL_GLOBAL_BASE + p, base = g_regions[r].ptr;
+        break;
+      }
+  }
+  for (int g = 0; arr < 0 && a - g_dev_lo < g_dev_span && g < tilelab_nglobals; ++g) {
+    uintptr_t lo = (uintptr_t)tilelab_globals[g].addr;
+    if (!tilelab_globals[g].constant && a - lo < tilelab_globals[g].size)
+      arr = TL_DEVICE_BASE + g, base = lo;
+  }
+  if (arr < 0) return;
+  unsigned t = g_cur->linear, width = size ? size : 1;
+  auto elem = [&] { return (long long)((intptr_t)(a - base) / (intptr_t)width); };
+  for (uintptr_t w = a & ~(uintptr_t)3; w < a + size; w += 4) check_global(w, t, pc, kind, arr, elem);
 }
 #endif
 
@@ -344,10 +455,13 @@ TL_NOSAN inline __attribute__((always_inline)) void an_access(uintptr_t a, unsig
                                                               int kind, uintptr_t pc) {
   bool shared =
       a - g_sec_lo < g_sec_words * 4 || a - (uintptr_t)g_dyn_shared < g_dyn_words * 4;
-  if (__builtin_expect(!shared && a - g_glob_lo >= g_glob_span, 1)) return;
+  if (__builtin_expect(!shared && a - g_glob_lo >= g_glob_span && a - g_dev_lo >= g_dev_span, 1))
+    return;
   if (!g_cur || !g_in_block) return;
-  if (shared) record(a, size, (uint32_t)(pc - 1 - g_self_base), kind);
-  else global_record(a, size, (uint32_t)(pc - 1 - g_self_base), kind);
+  uint32_t at = (uint32_t)(pc - 1 - g_self_base);
+  if (shared) return record(a, size, at, kind);
+  if (a - g_glob_lo < g_glob_span) global_record(a, size, at, kind);
+  global_race(a, size, at, kind);
 }
 
 // ---- hooks called by the scheduler --------------------------------------------------------------
@@ -364,6 +478,19 @@ TL_NOSAN void an_launch() {
   g_stat_index = (Table<1024>*)calloc(1, sizeof(Table<1024>));
   g_counts->cur = g_groups->cur = g_stat_index->cur = 1;
   traffic_launch();
+  size_t words = 0;
+  for (int r = 0; r < g_nregions; ++r) words += (g_regions[r].hi - g_regions[r].lo) / 4 + 1;
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (int g = 0; g < tilelab_nglobals; ++g) {
+    if (tilelab_globals[g].constant) continue;
+    uintptr_t a = (uintptr_t)tilelab_globals[g].addr, n = tilelab_globals[g].size;
+    lo = a < lo ? a : lo, hi = a + n > hi ? a + n : hi, words += n / 4 + 1;
+  }
+  g_dev_lo = hi ? lo : 0, g_dev_span = hi ? hi - lo : 0;
+  for (g_gwords_cap = 1024; g_gwords_cap < 2 * words && g_gwords_cap < (1u << 20);)
+    g_gwords_cap *= 2;
+  g_gwords = (GWord*)calloc(g_gwords_cap, sizeof(GWord));
+  if (!g_gwords) g_gwords_cap = 0;
 }
 TL_NOSAN void an_block_begin() {
   touch_block_begin();
@@ -426,7 +553,14 @@ TL_NOSAN void an_write(Out& o) {
     o.xyz(thread_of(r.t2));
     o.s("],\"block\":");
     o.xyz(r.block);
+    o.s(",\"block1\":");
+    o.xyz(r.block1);
     o.s("}");
+  }
+  o.s("],\"device_globals\":[");
+  for (int g = 0; g < tilelab_nglobals; ++g) {
+    o.s(g ? "," : "");
+    o.str(tilelab_globals[g].name);
   }
   o.f("],\"races_dropped\":%lld,\"banks\":[", g_races_dropped);
   for (int i = 0; i < g_nstats; ++i) {
