@@ -17,6 +17,7 @@ import pytest
 from tilelab import emu
 from tilelab.catalog import exercises
 from tilelab.catalog.variants import only_kernel
+from tilelab.grading import scoring
 from tilelab.grading.diagnosis import CAUSES, RTOL, Attempt, diagnose, race_diagnosis
 from tilelab.grading.sandbox import grade_source
 
@@ -272,3 +273,17 @@ def test_whole_numbers_are_truncation_only_where_they_are_the_answer_truncated()
     assert zeros == "zeros stored" and "stored before it was computed" in advice, advice
     assert "failing those" in advice  # without the kernel's text an int is not ruled out
     assert cause(np.round(want))[0] != "int truncation"
+
+
+def test_an_int_accumulator_of_shared_tiles_compiles_and_is_told_int_truncation():
+    """`int acc` summing `As[ty][k] * Bs[k][tx]`: g++ names only the end of the product for
+    its conversion warning (no range), which the emulator's rewrite of implicit conversions
+    once wrapped alone ("'txtl_emu' has not been declared"): the kernel did not compile. It
+    compiles, and the learner is told what truncates."""
+    ex = exercises.get("tiled")
+    src = ex.reference.source().replace(ex.reference.name + "(", ex.kernel + "(")
+    src = src.replace("float acc = 0.0f;", "int acc = 0;")
+    assert "int acc = 0;" in src
+    v = grade_source("tiled", src, backend_name="emu")
+    assert v.compiled and not v.correct, scoring.report(v)
+    assert "int truncation" in "\n".join(v.messages), scoring.report(v)

@@ -216,6 +216,11 @@ def rewrite_implicit(code: str, diagnostics: list[dict]) -> str:
 
         a = char_index(start) - 1
         b = char_index(finish or caret)  # the range's last character (1-based)
+        if "start" not in locs[0] and not finish:  # a point, not a range: where the value
+            end = _token_end(text, a) if 0 <= a < len(text) else -1  # is one token, that
+            if end < 0:  # token; else (the end of `x += a[i][j]`, say) its extent is not
+                continue  # known: g++'s own conversion stands (the same for a value in range)
+            b = end
         j = b - 1  # a range ending inside a name ends with the name (and a macro's call)
         while a < j <= len(text) and (text[j - 1].isalnum() or text[j - 1] == "_"):
             j -= 1
