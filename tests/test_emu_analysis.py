@@ -282,3 +282,60 @@ def test_two_blocks_sharing_a_device_array_race():
 def test_ordered_global_accesses_atomics_and_a_value_written_twice_are_no_race():
     races = _globals("sound", np.zeros(1, np.float32), np.zeros(8, np.float32))
     assert races == []
+
+
+BYTES_AND_CAS = r"""
+__device__ float cas_add(float* address, float v) {
+    int* a = (int*)address;
+    int old = *a, assumed;                                          // SEED
+    do {
+        assumed = old;
+        old = atomicCAS(a, assumed, __float_as_int(v + __int_as_float(assumed)));
+    } while (assumed != old);
+    return __int_as_float(old);
+}
+__global__ void own_bytes(const float* x, float* out) {
+    __shared__ bool valid[64];
+    valid[threadIdx.x] = x[threadIdx.x] > 0.0f;                     // each its own byte
+    out[threadIdx.x] = valid[threadIdx.x] ? 1.0f : 0.0f;
+}
+__global__ void neighbours_byte(const float* x, float* out) {
+    __shared__ char flag[64];
+    flag[threadIdx.x] = 1;                                          // FLAG_STORE
+    out[threadIdx.x] = flag[(threadIdx.x + 1) % 64];                // FLAG_READ
+}
+__global__ void cas_loops(const float* x, float* out) {
+    __shared__ float total;
+    if (threadIdx.x == 0) total = 0.0f;
+    __syncthreads();
+    cas_add(&total, x[threadIdx.x]);
+    cas_add(&out[1], x[threadIdx.x]);                               // in global memory too
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = total;
+}
+__global__ void store_beside_cas(const float* x, float* out) {
+    __shared__ float total;
+    if (threadIdx.x == 0) total = 0.0f;                             // PLAIN_STORE
+    cas_add(&total, x[threadIdx.x]);
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = total;
+}
+"""
+
+
+@pytest.mark.parametrize(("kernel", "lines"), [
+    ("own_bytes", None),  # bytes of one word, each thread its own: a GPU's memory is bytes
+    ("neighbours_byte", ("FLAG_STORE", "FLAG_READ")),  # one byte, two threads
+    ("cas_loops", None),  # the Programming Guide's atomicCAS loop reads its guess plainly
+    ("store_beside_cas", ("PLAIN_STORE", "SEED")),  # a plain store beside it still races
+])
+def test_races_are_by_byte_and_a_compare_and_swap_checks_its_plain_guess(kernel, lines):
+    f = cuda.SourceModule(BYTES_AND_CAS, analysis=True).get_function(kernel)
+    f(cuda.In(np.ones(64, np.float32)), cuda.Out(np.zeros(64, np.float32)), block=(64, 1, 1))
+    races = f.last_report.analysis.races
+    if lines is None:
+        assert races == []
+        return
+    want = {line_of(BYTES_AND_CAS, m) for m in lines}
+    assert races and any(set(r.lines) <= want | {line_of(BYTES_AND_CAS, "atomicCAS(a")}
+                         for r in races), races

@@ -155,18 +155,19 @@ template <class T> static inline T __ldg(const T* p) { return *p; }
 #ifdef TILELAB_ANALYSIS
 namespace tl_emu {
 __attribute__((noinline, no_sanitize_thread)) void an_atomic(uintptr_t a, unsigned size,
-                                                             uintptr_t ret);
+                                                             uintptr_t ret, bool cas);
 }
 #define TL_ATOMIC_FN __attribute__((noinline, no_sanitize_thread)) static
-#define TL_ATOMIC_SEEN(a) \
-  tl_emu::an_atomic((uintptr_t)(a), sizeof *(a), (uintptr_t)__builtin_return_address(0))
+#define TL_ATOMIC_SEEN(a, cas)                         \
+  tl_emu::an_atomic((uintptr_t)(a), sizeof *(a),        \
+                    (uintptr_t)__builtin_return_address(0), cas)
 #else
 #define TL_ATOMIC_FN __attribute__((no_sanitize_thread)) static inline
-#define TL_ATOMIC_SEEN(a) ((void)0)
+#define TL_ATOMIC_SEEN(a, cas) ((void)0)
 #endif
 #define TL_ATOMIC(NAME, T, EXPR)                                                         \
   TL_ATOMIC_FN T NAME(T* a, T v) {                                                       \
-    TL_ATOMIC_SEEN(a);                                                                   \
+    TL_ATOMIC_SEEN(a, false);                                                            \
     T old = *a;                                                                          \
     *a = (EXPR);                                                                         \
     return old;                                                                          \
@@ -193,7 +194,7 @@ TL_ATOMIC(atomicInc, unsigned int, old >= v ? 0u : old + 1u)
 TL_ATOMIC(atomicDec, unsigned int, (old == 0u || old > v) ? v : old - 1u)
 #define TL_ATOMIC_CAS(T)                                                                 \
   TL_ATOMIC_FN T atomicCAS(T* a, T cmp, T v) {                                           \
-    TL_ATOMIC_SEEN(a);                                                                   \
+    TL_ATOMIC_SEEN(a, true);                                                             \
     T old = *a;                                                                          \
     if (old == cmp) *a = v;                                                              \
     return old;                                                                          \

@@ -19,7 +19,23 @@
 
 namespace tl_emu {
 
-enum : int { K_R = 1, K_W = 2, K_A = 4 };  // K_A: an atomic read-modify-write
+// K_A: an atomic read-modify-write; K_C with it: atomicCAS, which checks the value it was
+// given, so a plain read of the word beside it is no race (the Programming Guide's CAS loop
+// reads its first guess plainly and tries again when another thread changed the word)
+enum : int { K_R = 1, K_W = 2, K_A = 4, K_C = 8 };
+// A writer's kind in a shadow: plain, an atomic, a compare-and-swap.
+enum : uint8_t { W_PLAIN = 0, W_ATOMIC = 1, W_CAS = 2 };
+TL_NOSAN inline uint8_t writer_kind(int kind) {
+  return kind & K_C ? W_CAS : kind & K_A ? W_ATOMIC : W_PLAIN;
+}
+// The bytes of word `w` that the access [a, a + size) touches (bit i: byte w + i): a GPU's
+// memory is byte-addressed, so threads that touch different bytes of a word do not race.
+TL_NOSAN inline uint8_t bytes_of(uintptr_t a, unsigned size, uintptr_t w) {
+  uintptr_t lo = a > w ? a : w, hi = a + size < w + 4 ? a + size : w + 4;
+  uint8_t m = 0;
+  for (uintptr_t b = lo; b < hi; ++b) m |= (uint8_t)(1u << (b - w));
+  return m;
+}
 
 // ---- the shared arrays ---------------------------------------------------------------------
 struct ShArray {
@@ -74,7 +90,8 @@ struct ShReg {
 struct Shadow {
   uint32_t epoch;
   uint16_t nw, nr, wt[2], rt[2];
-  uint8_t wa[2];          // the write was an atomic (every one of that thread's this epoch)
+  uint8_t wa[2];          // the writer's kind (W_PLAIN if any of its writes this epoch was)
+  uint8_t wm[2], rm[2];   // the bytes each access touched
   uint32_t wl[2], rl[2];  // code addresses (offsets in the library)
   uint32_t wg[2], rg[2];  // the warp's meeting count at the access
 };
@@ -160,34 +177,40 @@ TL_NOSAN inline bool warp_ordered(unsigned t1, uint32_t gen, unsigned t2) {
 }
 
 TL_NOSAN inline void check_race(uintptr_t addr, uintptr_t w, unsigned t, uint32_t pc,
-                                int kind) {
+                                int kind, uint8_t m) {
   Shadow* s = shadow_of(w);
   if (!s) return;
   if (s->epoch != g_epoch) s->epoch = g_epoch, s->nw = s->nr = 0;
   uint32_t gen = g_warp_gen[(t / 32) & 31];
-  if (kind & K_R) {
+  if (kind & K_R) {  // a plain read: any other thread's write but a compare-and-swap
     for (int i = 0; i < s->nw; ++i)
-      if (s->wt[i] != t && !warp_ordered(s->wt[i], s->wg[i], t)) {
+      if (s->wt[i] != t && (s->wm[i] & m) && s->wa[i] != W_CAS &&
+          !warp_ordered(s->wt[i], s->wg[i], t)) {
         race(addr, s->wt[i], s->wl[i], s->wa[i] ? K_A : K_W, t, pc, K_R);
         break;
       }
     if (s->nr < 2 && !(s->nr == 1 && s->rt[0] == t))
-      s->rt[s->nr] = t, s->rl[s->nr] = pc, s->rg[s->nr++] = gen;
+      s->rt[s->nr] = t, s->rl[s->nr] = pc, s->rm[s->nr] = m, s->rg[s->nr++] = gen;
     else if (s->rt[s->nr - 1] == t)
-      s->rg[s->nr - 1] = gen;
+      s->rg[s->nr - 1] = gen, s->rm[s->nr - 1] |= m;
   }
   if (kind & (K_W | K_A)) {
-    bool found = false, atomic = kind & K_A;
-    for (int i = 0; i < s->nw && !found; ++i)
-      if (s->wt[i] != t && !(atomic && s->wa[i]) && !warp_ordered(s->wt[i], s->wg[i], t))
-        race(addr, s->wt[i], s->wl[i], s->wa[i] ? K_A : K_W, t, pc, kind), found = true;
+    uint8_t wk = writer_kind(kind);
+    int shown = wk ? K_A : K_W;
+    bool found = false;
+    for (int i = 0; i < s->nw && !found; ++i)  // two atomics: no race
+      if (s->wt[i] != t && (s->wm[i] & m) && !(wk && s->wa[i]) &&
+          !warp_ordered(s->wt[i], s->wg[i], t))
+        race(addr, s->wt[i], s->wl[i], s->wa[i] ? K_A : K_W, t, pc, shown), found = true;
     for (int i = 0; i < s->nr && !found; ++i)
-      if (s->rt[i] != t && !warp_ordered(s->rt[i], s->rg[i], t))
-        race(addr, s->rt[i], s->rl[i], K_R, t, pc, kind), found = true;
+      if (s->rt[i] != t && (s->rm[i] & m) && wk != W_CAS && !warp_ordered(s->rt[i], s->rg[i], t))
+        race(addr, s->rt[i], s->rl[i], K_R, t, pc, shown), found = true;
     if (s->nw < 2 && !(s->nw == 1 && s->wt[0] == t))
-      s->wt[s->nw] = t, s->wl[s->nw] = pc, s->wa[s->nw] = atomic, s->wg[s->nw++] = gen;
-    else if (s->wt[s->nw - 1] == t)
-      s->wg[s->nw - 1] = gen, s->wa[s->nw - 1] &= atomic;  // a plain write stays plain
+      s->wt[s->nw] = t, s->wl[s->nw] = pc, s->wa[s->nw] = wk, s->wm[s->nw] = m,
+      s->wg[s->nw++] = gen;
+    else if (s->wt[s->nw - 1] == t)  // a plain write stays plain
+      s->wg[s->nw - 1] = gen, s->wa[s->nw - 1] = s->wa[s->nw - 1] && wk ? wk : W_PLAIN,
+      s->wm[s->nw - 1] |= m;
   }
 }
 
@@ -208,7 +231,8 @@ struct GWord {
   uint32_t w_epoch, w_pc, w_gen, r_epoch[2], r_pc[2], r_gen[2];
   uint3 w_block, r_block[2];
   uint16_t w_t, r_t[2];
-  uint8_t w_set, w_atomic, nr, r_next;
+  uint8_t w_set, w_atomic, nr, r_next;  // w_atomic: the writer's kind (W_PLAIN...)
+  uint8_t w_mask, r_mask[2];            // the bytes each access touched
 };
 TL_DEF GWord* g_gwords;
 TL_DEF size_t g_gwords_cap;                // a power of two (0: not tracked)
@@ -241,33 +265,38 @@ TL_NOSAN inline bool g_unordered(uint3 b2, uint32_t e2, unsigned t2, uint32_t ge
 }
 
 template <class F>
-TL_NOSAN inline void check_global(uintptr_t w, unsigned t, uint32_t pc, int kind, int arr,
-                                  F elem_of) {
+TL_NOSAN inline void check_global(uintptr_t w, uint8_t m, unsigned t, uint32_t pc, int kind,
+                                  int arr, F elem_of) {
   GWord* g = g_gwords ? gword(w) : nullptr;
   if (!g) return;
   uint32_t gen = g_warp_gen[(t / 32) & 31];
-  bool atomic = kind & K_A, writes = kind & (K_W | K_A);
-  if (g->w_set && g_unordered(g->w_block, g->w_epoch, g->w_t, g->w_gen, t) &&
-      ((kind & K_R) || (atomic != (bool)g->w_atomic))) {
-    race_in(arr, elem_of, g->w_t, g->w_pc, g->w_atomic ? K_A : K_W, g->w_block, t, pc,
-            kind & K_R ? K_R : kind);
-  } else if (writes) {
+  uint8_t wk = writer_kind(kind);
+  bool writes = kind & (K_W | K_A);
+  int shown = kind & K_R ? K_R : wk ? K_A : K_W;
+  if (g->w_set && (g->w_mask & m) && g_unordered(g->w_block, g->w_epoch, g->w_t, g->w_gen, t) &&
+      ((kind & K_R) ? g->w_atomic != W_CAS : (!wk != !g->w_atomic))) {
+    race_in(arr, elem_of, g->w_t, g->w_pc, g->w_atomic ? K_A : K_W, g->w_block, t, pc, shown);
+  } else if (writes && wk != W_CAS) {
     for (int i = 0; i < g->nr; ++i)
-      if (g_unordered(g->r_block[i], g->r_epoch[i], g->r_t[i], g->r_gen[i], t)) {
-        race_in(arr, elem_of, g->r_t[i], g->r_pc[i], K_R, g->r_block[i], t, pc, kind);
+      if ((g->r_mask[i] & m) &&
+          g_unordered(g->r_block[i], g->r_epoch[i], g->r_t[i], g->r_gen[i], t)) {
+        race_in(arr, elem_of, g->r_t[i], g->r_pc[i], K_R, g->r_block[i], t, pc, shown);
         break;
       }
   }
   if (writes) {
     bool same = g->w_set && g->w_t == t && same_block(g->w_block) && g->w_epoch == g_epoch;
-    g->w_atomic = same ? (g->w_atomic && atomic) : atomic;  // a plain write stays plain
+    g->w_atomic = same && !(g->w_atomic && wk) ? W_PLAIN : wk;  // a plain write stays plain
+    g->w_mask = same ? (uint8_t)(g->w_mask | m) : m;
     g->w_set = 1, g->w_epoch = g_epoch, g->w_pc = pc, g->w_gen = gen, g->w_t = (uint16_t)t;
     g->w_block = blockIdx;
   }
   if (kind & K_R) {
     int i = 0;
     while (i < g->nr && !(g->r_t[i] == t && same_block(g->r_block[i]))) ++i;
+    bool again = i < g->nr && g->r_epoch[i] == g_epoch;
     if (i == g->nr) i = g->nr < 2 ? g->nr++ : (g->r_next ^= 1);
+    g->r_mask[i] = again ? (uint8_t)(g->r_mask[i] | m) : m;
     g->r_t[i] = (uint16_t)t, g->r_epoch[i] = g_epoch, g->r_pc[i] = pc, g->r_gen[i] = gen;
     g->r_block[i] = blockIdx;
   }
@@ -404,7 +433,8 @@ TL_NOINLINE TL_NOSAN void record(uintptr_t a, unsigned size, uint32_t pc, int ki
 #ifndef TILELAB_SPLIT
 TL_NOINLINE TL_NOSAN void record(uintptr_t a, unsigned size, uint32_t pc, int kind) {
   unsigned t = g_cur->linear;
-  for (uintptr_t w = a & ~(uintptr_t)3; w < a + size; w += 4) check_race(a, w, t, pc, kind);
+  for (uintptr_t w = a & ~(uintptr_t)3; w < a + size; w += 4)
+    check_race(a, w, t, pc, kind, bytes_of(a, size, w));
   int arr = array_at(a);
   if (kind & K_R) bank_add(a, size, pc, arr, 0);
   if (kind & K_W) bank_add(a, size, pc, arr, 1);
@@ -415,14 +445,16 @@ TL_NOINLINE TL_NOSAN void global_race(uintptr_t a, unsigned size, uint32_t pc, i
 
 // An atomic of the kernel (tilelab_emu.h), called by it: ``ret`` is in the kernel's line.
 #ifndef TILELAB_SPLIT
-TL_NOINLINE TL_NOSAN void an_atomic(uintptr_t a, unsigned size, uintptr_t ret) {
+TL_NOINLINE TL_NOSAN void an_atomic(uintptr_t a, unsigned size, uintptr_t ret, bool cas) {
   if (!g_cur || !g_in_block) return;
   bool shared =
       a - g_sec_lo < g_sec_words * 4 || a - (uintptr_t)g_dyn_shared < g_dyn_words * 4;
   uint32_t pc = (uint32_t)(ret - 1 - g_self_base);
-  if (!shared) return global_race(a, size, pc, K_A);
+  int kind = cas ? K_A | K_C : K_A;
+  if (!shared) return global_race(a, size, pc, kind);
   unsigned t = g_cur->linear;
-  for (uintptr_t w = a & ~(uintptr_t)3; w < a + size; w += 4) check_race(a, w, t, pc, K_A);
+  for (uintptr_t w = a & ~(uintptr_t)3; w < a + size; w += 4)
+    check_race(a, w, t, pc, kind, bytes_of(a, size, w));
 }
 
 // A global access: the kernel's buffers (where a parameter points) and __device__ variables.
@@ -445,7 +477,8 @@ TL_NOINLINE TL_NOSAN void global_race(uintptr_t a, unsigned size, uint32_t pc, i
   if (arr < 0) return;
   unsigned t = g_cur->linear, width = size ? size : 1;
   auto elem = [&] { return (long long)((intptr_t)(a - base) / (intptr_t)width); };
-  for (uintptr_t w = a & ~(uintptr_t)3; w < a + size; w += 4) check_global(w, t, pc, kind, arr, elem);
+  for (uintptr_t w = a & ~(uintptr_t)3; w < a + size; w += 4)
+    check_global(w, bytes_of(a, size, w), t, pc, kind, arr, elem);
 }
 #endif
 
