@@ -388,6 +388,23 @@ def test_the_subset_allows_what_kernels_of_the_course_write():
     )
 
 
+def test_a_variable_of_the_sources_own_may_hide_a_library_functions_name():
+    """`int x0 = ..., y0 = ...` (y0 is a Bessel function), `float max`: C++ and nvcc let a
+    variable hide a function of the library, and such names are common in tiling code.
+    Where the source declares none, the name without a call is refused as before."""
+    from tilelab.grading.subset import NotInSubset, check_subset
+
+    check_subset("__global__ void k(float* out, int n)\n{\n"
+                 "    int x0 = blockIdx.x * 32, y0 = blockIdx.y * 32;\n"
+                 "    int y1 = y0 + threadIdx.y;\n    float max = 0.0f, pow = 2.0f;\n"
+                 "    if (x0 < n && y1 < n) max = fmaxf(max, pow * y1);\n    out[0] = max;\n}\n")
+    with pytest.raises(NotInSubset, match="line 3: y0 without a call"):
+        check_subset("__global__ void k(float* out)\n{\n    out[0] = (float)(long)y0;\n}\n")
+    with pytest.raises(NotInSubset, match="line 3: __syncthreads without a call"):
+        check_subset("__global__ void k(float* out)\n{\n    int __syncthreads = 0;\n"
+                     "    out[0] = __syncthreads;\n}\n")  # never a reserved name
+
+
 @pytest.mark.parametrize("spelling", ["%:define STR(x) %:x", "??=define STR(x) ??=x",
                                       "#define CAT(a, b) a %:%: b"])
 def test_a_digraph_or_trigraph_spelling_of_the_hash_is_refused(spelling):

@@ -246,7 +246,7 @@ def declared_names(toks: list[Token]) -> set[str]:
     for _ in range(3):  # typedef'd and struct types make more declarations visible
         before = len(types) + len(declared)
         for i, t in enumerate(toks):
-            if not _is_name(t.text) or t.text in KNOWN:
+            if not _is_name(t.text) or (t.text in KNOWN and not _may_hide(t.text)):
                 continue
             prev = _previous(toks, i)
             if prev is None:
@@ -264,6 +264,15 @@ def declared_names(toks: list[Token]) -> set[str]:
         if len(types) + len(declared) == before:
             break
     return declared
+
+
+def _may_hide(name: str) -> bool:
+    """Whether a variable of the source's own may take the name of a function of CUDA's
+    device API, as C++ lets it (``int y0``, ``float max``): not a name that begins with
+    ``_`` nor one of the built-in variables."""
+    return name in API and not name.startswith("_") and \
+        name not in cuda_api.BUILTIN_VARIABLES and name not in cuda_api.TYPES and \
+        name not in cuda_api.QUALIFIERS
 
 
 def _is_name(text: str) -> bool:
@@ -427,7 +436,8 @@ def _check_names(masked: str, toks: list[Token], declared: set[str]) -> None:
         if name in ("aligned",) and _inside_attribute(toks, i):
             continue
         if name in API and name not in cuda_api.BUILTIN_VARIABLES and name not in \
-                cuda_api.QUALIFIERS and nxt != "(" and name not in cuda_api.TYPES:
+                cuda_api.QUALIFIERS and nxt != "(" and name not in cuda_api.TYPES and \
+                name not in declared:  # a variable of the source's own may hide one (y0)
             raise _refuse(masked, t.pos, f"{name} without a call",
                           f"call {name}(...); its address is not part of the graded subset")
         if name in KNOWN:
