@@ -456,3 +456,17 @@ def test_a_kernel_that_makes_the_compiler_work_for_long_is_stopped_at_its_compil
         cuda.SourceModule(src)
     with pytest.raises(cuda.CompileError, match="more than 1 s"):
         cuda.SourceModule(src)
+
+
+def test_a_link_failure_is_told_with_its_line_not_buried_under_the_preludes_warnings():
+    """A 4 GiB __device__ array: g++ compiles it, the linker cannot place it. The learner
+    reads the linker's own error at its kernel.cu line (once cut off behind some 30 lines of
+    the prelude's warnings), with the likely cause."""
+    src = ("__device__ float big[1u << 30];\n"
+           "__global__ void k(float* x)\n{\n    big[threadIdx.x] = x[blockIdx.x];\n}\n")
+    with pytest.raises(cuda.CompileError) as info:
+        cuda.SourceModule(src)
+    text = str(info.value)
+    assert "the link failed" in text and "array too large" in text, text
+    assert "warning" not in text and "prelude" not in text, text
+    assert info.value.lines and all(n <= 5 for n in info.value.lines)

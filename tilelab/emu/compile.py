@@ -488,6 +488,10 @@ _DIAG = re.compile(r"^(?P<file>[^:\n]*):(?P<line>\d+):(?:\d+:)? (?P<kind>fatal e
                    r"warning|note): (?P<text>.*)$")
 
 
+#: the linker's error at a line of kernel.cu (``kernel.cu:4:(.text+0x10): relocation ...``)
+_LINK = re.compile(r"kernel\.cu:(\d+):\([^)]*\): (.*)$")
+
+
 def clean_errors(stderr: str, tmp: str = "", source: str = "") -> tuple[str, tuple[int, ...]]:
     """g++'s errors about the learner's ``kernel.cu`` (with its source lines), minus noise."""
     user: list[str] = []
@@ -528,6 +532,13 @@ def clean_errors(stderr: str, tmp: str = "", source: str = "") -> tuple[str, tup
                 user.append(ref.group(0) + " (declared but never defined?)")
                 if ref.group(2):
                     lines.add(int(ref.group(2)))
+            target = None
+        elif link := _LINK.search(text):  # the linker's, on a line of kernel.cu
+            n = int(link.group(1))
+            lines.add(n)
+            user.append(f"kernel.cu:{n}: the link failed: {link.group(2).strip()}"
+                        + (" (static data past 2 GiB: a __device__ or __shared__ array too "
+                           "large?)" if "relocation" in link.group(2) else ""))
             target = None
         elif re.match(r"^(In file included from|\s+from )", text):
             target = None
