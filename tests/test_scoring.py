@@ -144,3 +144,9 @@ def test_a_correctness_only_step_says_so_and_has_no_speed_points_to_award(exerci
     assert "speed: not graded (this step is graded for correctness only)" in scoring.report(v)
     assert scoring.points(v, award=True).speed == 0
     assert scoring.lost(v) == ""
+    # `tilelab check --json` says passed where the report says PASS: correct is enough
+    assert v.passed and v.to_dict()["passed"]
+    v.correct = False
+    assert not v.passed
+    timed = verdict("naive", speed_passed=None)  # a step with a gate: it must be passed too
+    assert timed.max_points_speed > 0 and not timed.passed

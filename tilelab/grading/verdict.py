@@ -88,7 +88,9 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
-        return self.correct and bool(self.speed_passed)
+        """Correct, and over the speed gate where the step has one (a correctness-only
+        step passes when it is correct)."""
+        return self.correct and (bool(self.speed_passed) or not self.max_points_speed)
 
     @property
     def points(self) -> float:
