@@ -388,6 +388,17 @@ def test_the_subset_allows_what_kernels_of_the_course_write():
     )
 
 
+@pytest.mark.parametrize(("name", "why"), [("memcpy", "as a loop"), ("malloc", "buffers")])
+def test_device_library_functions_the_subset_leaves_out_are_refused_for_that_reason(name, why):
+    """memcpy is CUDA's device API: the refusal says the subset leaves it out, and why."""
+    from tilelab.grading.subset import NotInSubset, check_subset
+
+    with pytest.raises(NotInSubset, match=rf"line 3: {name} is not allowed .*leaves it out.*"
+                                          rf"{why}") as info:
+        check_subset(f"__global__ void k(float* a, float* b)\n{{\n    {name}(a);\n}}\n")
+    assert "neither CUDA's device API" not in str(info.value)
+
+
 def test_a_variable_of_the_sources_own_may_hide_a_library_functions_name():
     """`int x0 = ..., y0 = ...` (y0 is a Bessel function), `float max`: C++ and nvcc let a
     variable hide a function of the library, and such names are common in tiling code.

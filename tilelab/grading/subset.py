@@ -94,6 +94,15 @@ def tokens(masked: str) -> list[Token]:
 _OTHER_HASH = re.compile(r"%:|\?\?=")
 
 
+#: functions of CUDA's device API the graded subset leaves out, and why
+_COPIES = ("CUDA has it, but the graded subset leaves it out: the emulator's race and traffic "
+           "analyses read each access a kernel makes, which a library copy would hide; write "
+           "the copy as a loop")
+_HEAP = ("CUDA has it, but the graded subset leaves it out: a kernel's memory is its "
+         "buffers, its shared arrays and its local variables")
+LEFT_OUT = {"memcpy": _COPIES, "memset": _COPIES, "memmove": _COPIES, "malloc": _HEAP,
+            "free": _HEAP}
+
 #: CUDA's words the grader reads where a source writes them, never through a macro
 READ_AS_WRITTEN = {
     "__global__": "it finds the kernel and checks its signature by its declaration",
@@ -450,6 +459,8 @@ def _check_names(masked: str, toks: list[Token], declared: set[str]) -> None:
                           "subset is CUDA's device API, C's types and your own names)")
         if name in declared:
             continue
+        if name in LEFT_OUT:
+            raise _refuse(masked, t.pos, name, LEFT_OUT[name])
         raise _refuse(masked, t.pos, name, "it is neither CUDA's device API nor a name this "
                       "source declares; declare it in the kernel cell (the graded subset "
                       "reaches no other library)")
