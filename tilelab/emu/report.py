@@ -29,7 +29,7 @@ class Race:
     count: int
     same_warp: bool = False  # both threads are lanes of one warp
     memory: str = "shared"  # or "global": a kernel's buffer or __device__ variable
-    other_block: XYZ | None = None  # the first thread's block, where it is another one
+    other_block: XYZ | None = None  # the first thread's block, where it is not ``block``
 
     @property
     def element(self) -> str:

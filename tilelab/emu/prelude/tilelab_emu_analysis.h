@@ -108,7 +108,7 @@ struct RaceRec {
   int kind1, kind2;
   long long count, elem;
   unsigned t1, t2;
-  uint3 block, block1;  // the access found now's block; t1's (global memory: another's)
+  uint3 block, block1;  // t2's block and t1's (in global memory, two blocks may race)
   bool cross_warp;  // some instance involved two warps: only a block barrier orders it
 };
 TL_DEF RaceRec g_races[128];
@@ -136,8 +136,9 @@ template <class F>
 TL_NOSAN inline void race_in(int arr, F elem_of, unsigned t1, uint32_t l1, int k1, uint3 b1,
                              unsigned t2, uint32_t l2, int k2) {
   bool other_block = b1.x != blockIdx.x || b1.y != blockIdx.y || b1.z != blockIdx.z;
+  uint3 b2 = blockIdx;
   if (l2 < l1 || (l2 == l1 && k2 < k1)) {
-    std::swap(t1, t2), std::swap(l1, l2), std::swap(k1, k2);
+    std::swap(t1, t2), std::swap(l1, l2), std::swap(k1, k2), std::swap(b1, b2);
   }
   bool cross = other_block || t1 / 32 != t2 / 32;
   for (int i = 0; i < g_nraces; ++i) {
@@ -145,7 +146,8 @@ TL_NOSAN inline void race_in(int arr, F elem_of, unsigned t1, uint32_t l1, int k
     if (r.arr == arr && r.pc1 == l1 && r.kind1 == k1 && r.pc2 == l2 && r.kind2 == k2) {
       ++r.count;
       if (cross && !r.cross_warp)  // a better example: only a block barrier orders these
-        r.cross_warp = true, r.t1 = t1, r.t2 = t2, r.elem = elem_of(), r.block1 = b1;
+        r.cross_warp = true, r.t1 = t1, r.t2 = t2, r.elem = elem_of(), r.block1 = b1,
+        r.block = b2;
       return;
     }
   }
@@ -153,7 +155,7 @@ TL_NOSAN inline void race_in(int arr, F elem_of, unsigned t1, uint32_t l1, int k
     ++g_races_dropped;
     return;
   }
-  g_races[g_nraces++] = RaceRec{arr, l1, l2, k1, k2, 1, elem_of(), t1, t2, blockIdx, b1, cross};
+  g_races[g_nraces++] = RaceRec{arr, l1, l2, k1, k2, 1, elem_of(), t1, t2, b2, b1, cross};
 }
 
 TL_NOSAN inline void race(uintptr_t addr, unsigned t1, uint32_t l1, int k1, unsigned t2,
