@@ -249,6 +249,8 @@ def test_imports_are_read_from_the_elf_file_as_nm_lists_them(tmp_path):
     names = hostcalls.undefined_symbols(tmp_path / "lib.so")
     assert {"puts", "sin", "w"} <= names and not {"f", "g"} & names
     assert names == hostcalls.nm_undefined_symbols(tmp_path / "lib.so")
+    defined = hostcalls.library_symbols(tmp_path / "lib.so").defined  # the same pass
+    assert {"f", "g"} <= defined and not {"puts", "sin", "w"} & defined
 
 
 def test_a_file_the_reader_does_not_know_goes_to_nm(tmp_path):

@@ -337,26 +337,22 @@ def _first_json(name: str, roots: list[Path]) -> dict:
 
 
 def _check_imports(path: Path, needs: PreludeNeeds, source: str,
-                   imported: set[str] | None = None) -> None:
-    """Raise ``CompileError`` if the library imports anything a kernel could not call
-    (``imported``: its undefined symbols, where already read), or defines the name of a
-    library function it could import (:func:`hostcalls.library_names_defined`)."""
-    if imported is None:
-        imported = hostcalls.undefined_symbols(path)
-    bad = {s for s in imported if s not in needs.symbols and not hostcalls.kernel_callable(s)}
+                   symbols: elf.Symbols | None = None) -> None:
+    """Raise ``CompileError`` if the library imports anything a kernel could not call, or
+    defines the name of a library function it could import
+    (:func:`hostcalls.library_names_defined`); ``symbols``: its symbols, where already read."""
+    if symbols is None:
+        symbols = hostcalls.library_symbols(path)
+    bad = {s for s in symbols.imported
+           if s not in needs.symbols and not hostcalls.kernel_callable(s)}
     if bad:
         raise hostcalls.host_call_error(bad, source)
-    try:
-        defined = elf.defined_symbols(path)
-    except (OSError, ValueError) as exc:
-        raise CompileError(f"internal error: the built library could not be read ({exc})"
-                           ) from None
-    if named := hostcalls.library_names_defined(defined, needs.symbols):
+    if named := hostcalls.library_names_defined(symbols.defined, needs.symbols):
         raise hostcalls.library_name_error(named, source)
 
 
-def _cached(so: Path, meta: Path) -> tuple[dict, set[str]] | None:
-    """A cached build's description and imported symbols, or None where the entry is
+def _cached(so: Path, meta: Path) -> tuple[dict, elf.Symbols] | None:
+    """A cached build's description and symbols, or None where the entry is
     missing or damaged (an empty or truncated library or description: a full disk, a
     process killed while it wrote): such an entry is built again, never reported as the
     learner's error."""
@@ -365,10 +361,10 @@ def _cached(so: Path, meta: Path) -> tuple[dict, set[str]] | None:
         if not (isinstance(info, dict) and isinstance(info.get("kernels"), list)
                 and isinstance(info.get("static_shared"), int)):
             return None
-        imported = elf.undefined_dynamic_symbols(so)  # a library pyelftools can read whole
+        symbols = elf.read_symbols(so)  # a library pyelftools can read whole
     except (OSError, ValueError):  # elf.Unreadable and json's errors are ValueErrors
         return None
-    return info, imported
+    return info, symbols
 
 
 def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: str = "",
@@ -401,8 +397,8 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
     for folder in (root, *base_caches()):  # a read-only base's builds are used in place
         so, meta = folder / f"{key}.so", folder / f"{key}.json"
         if (found := _cached(so, meta)) is not None:
-            info, imported = found
-            _check_imports(so, needs, source, imported)
+            info, symbols = found
+            _check_imports(so, needs, source, symbols)
             return Library(so, tuple(info["kernels"]), info["static_shared"],
                            tuple(info.get("globals", ())))
     so, meta = root / f"{key}.so", root / f"{key}.json"

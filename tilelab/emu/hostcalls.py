@@ -99,28 +99,40 @@ def poison_pragma(names: Iterable[str]) -> str:
     return "#pragma GCC poison " + " ".join(names)
 
 
-def undefined_symbols(path: Path) -> set[str]:
-    """Names of the undefined (imported) dynamic symbols of the shared library ``path``, as
-    binutils' ``nm -D --undefined-only`` lists them: read from the file
-    (:mod:`tilelab.emu.elf`), or by ``nm`` where that reader does not know the file
-    (``$TILELAB_EMU_NM`` names another nm)."""
+def library_symbols(path: Path) -> elf.Symbols:
+    """The shared library ``path``'s imported and defined symbols, as binutils' ``nm`` lists
+    them: read from the file (:mod:`tilelab.emu.elf`), or by ``nm`` where that reader does
+    not know the file (``$TILELAB_EMU_NM`` names another nm)."""
     try:
-        return elf.undefined_dynamic_symbols(path)
+        return elf.read_symbols(path)
     except elf.Unreadable:
-        return nm_undefined_symbols(path)
+        return elf.Symbols(frozenset(nm_undefined_symbols(path)),
+                           frozenset(_nm(path, "--defined-only") | _nm(path, "-D",
+                                                                      "--defined-only")))
     except OSError as exc:
         raise CompileError(f"internal error: {path.name} could not be read ({exc}).") from None
 
 
+def undefined_symbols(path: Path) -> set[str]:
+    """Names of the undefined (imported) dynamic symbols of the shared library ``path``, as
+    ``nm -D --undefined-only`` lists them (:func:`library_symbols`)."""
+    return set(library_symbols(path).imported)
+
+
 def nm_undefined_symbols(path: Path) -> set[str]:
     """:func:`undefined_symbols` as ``nm`` reads them."""
+    return _nm(path, "-D", "--undefined-only")
+
+
+def _nm(path: Path, *options: str) -> set[str]:
+    """The names ``nm`` lists for ``path`` with ``options``."""
     nm = shutil.which(os.environ.get("TILELAB_EMU_NM", "nm") or "nm")
     if not nm:
         raise CompileError("The CPU emulator checks each compiled kernel with `nm`, which was not "
                            "found. Install binutils (Debian/Ubuntu: apt install binutils; it "
                            "comes with g++).")
     try:
-        proc = subprocess.run([nm, "-D", "--undefined-only", "--format=posix", str(path)],
+        proc = subprocess.run([nm, *options, "--format=posix", str(path)],
                               capture_output=True, text=True, timeout=60, check=False,
                               env={**os.environ, "LC_ALL": "C"})
     except (OSError, subprocess.TimeoutExpired) as exc:
