@@ -130,12 +130,16 @@ TL_NOSAN inline long long element_of(uintptr_t addr, int arr) {
   return (long long)((addr - base) / 4);
 }
 
+TL_NOSAN inline bool same_block(uint3 b) {
+  return b.x == blockIdx.x && b.y == blockIdx.y && b.z == blockIdx.z;
+}
+
 // A race of array `arr` (its element from `elem_of` where first recorded, or where a better
 // example): thread t1 of block b1 at code address l1 (kind k1), t2 of this block at l2.
 template <class F>
 TL_NOSAN inline void race_in(int arr, F elem_of, unsigned t1, uint32_t l1, int k1, uint3 b1,
                              unsigned t2, uint32_t l2, int k2) {
-  bool other_block = b1.x != blockIdx.x || b1.y != blockIdx.y || b1.z != blockIdx.z;
+  bool other_block = !same_block(b1);
   uint3 b2 = blockIdx;
   if (l2 < l1 || (l2 == l1 && k2 < k1)) {
     std::swap(t1, t2), std::swap(l1, l2), std::swap(k1, k2), std::swap(b1, b2);
@@ -162,6 +166,11 @@ TL_NOSAN inline void race(uintptr_t addr, unsigned t1, uint32_t l1, int k1, unsi
                           uint32_t l2, int k2) {
   int arr = array_at(addr);
   race_in(arr, [&] { return element_of(addr, arr); }, t1, l1, k1, blockIdx, t2, l2, k2);
+}
+
+// Whether `a` lies in this block's shared memory (the static section or the dynamic buffer).
+TL_NOSAN inline bool in_shared(uintptr_t a) {
+  return a - g_sec_lo < g_sec_words * 4 || a - (uintptr_t)g_dyn_shared < g_dyn_words * 4;
 }
 
 TL_NOSAN inline Shadow* shadow_of(uintptr_t w) {
@@ -253,10 +262,6 @@ TL_NOSAN inline GWord* gword(uintptr_t w) {
     }
   }
   return nullptr;  // crowded: this word is not tracked
-}
-
-TL_NOSAN inline bool same_block(uint3 b) {
-  return b.x == blockIdx.x && b.y == blockIdx.y && b.z == blockIdx.z;
 }
 
 // Whether thread t's access now is unordered with thread t2's of block b2 in epoch e2.
@@ -449,11 +454,9 @@ TL_NOINLINE TL_NOSAN void global_race(uintptr_t a, unsigned size, uint32_t pc, i
 #ifndef TILELAB_SPLIT
 TL_NOINLINE TL_NOSAN void an_atomic(uintptr_t a, unsigned size, uintptr_t ret, bool cas) {
   if (!g_cur || !g_in_block) return;
-  bool shared =
-      a - g_sec_lo < g_sec_words * 4 || a - (uintptr_t)g_dyn_shared < g_dyn_words * 4;
   uint32_t pc = (uint32_t)(ret - 1 - g_self_base);
   int kind = cas ? K_A | K_C : K_A;
-  if (!shared) return global_race(a, size, pc, kind);
+  if (!in_shared(a)) return global_race(a, size, pc, kind);
   unsigned t = g_cur->linear;
   for (uintptr_t w = a & ~(uintptr_t)3; w < a + size; w += 4)
     check_race(a, w, t, pc, kind, bytes_of(a, size, w));
@@ -488,8 +491,7 @@ TL_NOINLINE TL_NOSAN void global_race(uintptr_t a, unsigned size, uint32_t pc, i
 // not to shared memory nor near the parameters' buffers, so those tests come first.
 TL_NOSAN inline __attribute__((always_inline)) void an_access(uintptr_t a, unsigned size,
                                                               int kind, uintptr_t pc) {
-  bool shared =
-      a - g_sec_lo < g_sec_words * 4 || a - (uintptr_t)g_dyn_shared < g_dyn_words * 4;
+  bool shared = in_shared(a);
   if (__builtin_expect(!shared && a - g_glob_lo >= g_glob_span && a - g_dev_lo >= g_dev_span, 1))
     return;
   if (!g_cur || !g_in_block) return;
