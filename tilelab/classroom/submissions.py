@@ -269,8 +269,7 @@ def kernel_from_cell(source: str, grade_id: str = "the kernel cell",
     found: tuple[str, str] | None = None
     for node in tree.body:
         if isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            names = _assigned_names(node)
             if found and found[0] in names:
                 found = None  # the literal was rebound: what ran is not what we can read
             if names and node.value is not None and isinstance(value := _literal(node.value),
@@ -283,6 +282,12 @@ def kernel_from_cell(source: str, grade_id: str = "the kernel cell",
             "the cell, so build the source in the string itself."
         )
     return found[1]
+
+
+def _assigned_names(node: ast.Assign | ast.AnnAssign) -> list[str]:
+    """The plain names an assignment statement sets (``A = B = ...``, ``A: str = ...``)."""
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return [t.id for t in targets if isinstance(t, ast.Name)]
 
 
 def _literal(node: ast.expr) -> object:
@@ -337,9 +342,8 @@ def _assigned_to(tree: ast.Module, name: str, grade_id: str) -> str:
             value := _literal(last.value), str):
         return value
     if last is None:
-        others = sorted({t.id for n in tree.body if isinstance(n, ast.Assign | ast.AnnAssign)
-                         for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-                         if isinstance(t, ast.Name)})
+        others = sorted({n for node in tree.body if isinstance(node, ast.Assign | ast.AnnAssign)
+                         for n in _assigned_names(node)})
         raise KernelCellError(
             f"{grade_id} does not assign {name}, the name the released notebook gives the "
             "kernel (its checks and tests read that name)"

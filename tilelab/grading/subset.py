@@ -275,13 +275,18 @@ def declared_names(toks: list[Token]) -> set[str]:
     return declared
 
 
+def _api_function(name: str) -> bool:
+    """Whether ``name`` is a function of CUDA's device API (not a built-in variable, a
+    qualifier or a type)."""
+    return name in API and name not in cuda_api.BUILTIN_VARIABLES and \
+        name not in cuda_api.QUALIFIERS and name not in cuda_api.TYPES
+
+
 def _may_hide(name: str) -> bool:
     """Whether a variable of the source's own may take the name of a function of CUDA's
     device API, as C++ lets it (``int y0``, ``float max``): not a name that begins with
-    ``_`` nor one of the built-in variables."""
-    return name in API and not name.startswith("_") and \
-        name not in cuda_api.BUILTIN_VARIABLES and name not in cuda_api.TYPES and \
-        name not in cuda_api.QUALIFIERS
+    ``_``."""
+    return _api_function(name) and not name.startswith("_")
 
 
 def _is_name(text: str) -> bool:
@@ -444,8 +449,7 @@ def _check_names(masked: str, toks: list[Token], declared: set[str]) -> None:
                           "structs and the x, y, z, w of CUDA's vector types")
         if name in ("aligned",) and _inside_attribute(toks, i):
             continue
-        if name in API and name not in cuda_api.BUILTIN_VARIABLES and name not in \
-                cuda_api.QUALIFIERS and nxt != "(" and name not in cuda_api.TYPES and \
+        if _api_function(name) and nxt != "(" and \
                 name not in declared:  # a variable of the source's own may hide one (y0)
             raise _refuse(masked, t.pos, f"{name} without a call",
                           f"call {name}(...); its address is not part of the graded subset")
