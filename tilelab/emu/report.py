@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 from .traffic import TrafficLine, parse, table
@@ -78,6 +79,14 @@ class Race:
                 f"[{self.count} time(s)]" + (f"; {self.fix}" if fix else ""))
 
 
+def representative(races: Sequence[Race]) -> Race | None:
+    """The race whose fix orders them all: one between two blocks (each block's own memory),
+    else one between warps (a block barrier orders the lanes of a warp too), else any."""
+    blocks = [r for r in races if r.other_block is not None]
+    cross = blocks or [r for r in races if not r.same_warp]
+    return (cross or list(races) or [None])[0]
+
+
 @dataclass(frozen=True)
 class BankLine:
     """Bank conflicts of the warp-wide accesses made by one source line to one array."""
@@ -112,9 +121,8 @@ class AnalysisReport:
         """What orders every race found: for two blocks, memory of each block's own; a block
         barrier if any crosses warps (it orders the lanes of a warp too), else
         __syncwarp()."""
-        blocks = [r for r in self.races if r.other_block is not None]
-        cross = blocks or [r for r in self.races if not r.same_warp]
-        return (cross or self.races)[0].fix if self.races else ""
+        shown = representative(self.races)
+        return shown.fix if shown is not None else ""
 
     @property
     def average_degree(self) -> float:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilelab.catalog.problems import Launch, Problem, Shape
-from tilelab.emu.report import Race
+from tilelab.emu.report import Race, representative
 from tilelab.grading.kernel_lines import Kernel
 from tilelab.grading.limits import emu_launch_seconds
 
@@ -438,8 +438,7 @@ def _value_fault(a: Attempt, problem: Problem, kern: Kernel) -> Diagnosis | None
                             "pass through is an int, which truncates each to 0)") + ".")
     if fractions and np.array_equal(got, np.trunc(got)) and (
             held or np.mean(got == np.trunc(want)) >= 0.9):
-        line = held or kern.find(rf"__shared__\s+{_INT}\b") or kern.find(
-            r"^\s*(unsigned\s+)?(int|long|short)\s+\w+\s*(=\s*0\s*)?;")
+        line = held or kern.find(r"^\s*(unsigned\s+)?(int|long|short)\s+\w+\s*(=\s*0\s*)?;")
         return Diagnosis("int truncation", f"the values of {what} lost their "
                          "fractions (whole numbers where the answer has decimals): a variable "
                          "or shared array they pass through is an integer; declare it float"
@@ -573,9 +572,7 @@ def race_diagnosis(races: Sequence[Race]) -> Diagnosis:
     """One race and the one barrier that orders them all: ``__syncthreads()`` when any race
     is between threads of different warps (it orders the lanes of a warp too),
     ``__syncwarp()`` only when every race is confined to one warp."""
-    cross = [r for r in races if r.other_block is not None] or [
-        r for r in races if not r.same_warp]
-    shown = (cross or list(races))[0]
+    shown = representative(races) or races[0]  # no race at all: an IndexError, as before
     return Diagnosis("race", f"the emulator's analysis found {shown.describe(fix=False)}; "
                      f"{shown.fix}.")
 
