@@ -263,16 +263,18 @@ def test_solutions_pass_every_hidden_test_on_the_emulator(monkeypatch, assignmen
 
 
 @pytest.mark.slow
-def test_without_a_gpu_no_kernel_passes_the_speed_tests(monkeypatch):
-    """The emulator's bank-conflict analysis is feedback: padded or not, no speed points."""
+def test_without_a_gpu_correct_kernels_speed_tests_do_not_fail(monkeypatch):
+    """The emulator's bank-conflict analysis is feedback: padded or not, no speed points
+    (tests/test_notebooks_helpers.py), and a correct kernel's speed test, not measured,
+    says so without failing: no traceback in the learner's feedback, no failed test in
+    formgrader."""
     monkeypatch.setenv("TILELAB_BACKEND", "emu")
     monkeypatch.delenv("TILELAB_AWARD_SPEED_WITHOUT_GPU", raising=False)
-    result = Validator().validate(str(notebook_path("solutions", "03-padded")))
-    failed = result.get("failed", [])
     timed = [e for e in exercises.EXERCISES.values()
              if e.assignment == "03-padded" and e.speed_graded]
-    assert len(failed) == len(timed) > 0, failed
-    assert all("not measured: needs a GPU" in f["error"] for f in failed)
+    assert timed
+    result = Validator().validate(str(notebook_path("solutions", "03-padded")))
+    assert result == {}, json.dumps(result)[:3000]
 
 
 @pytest.mark.parametrize("folder", ["exercises", "solutions"])
