@@ -419,7 +419,7 @@ def test_the_summary_times_each_task_and_ends_in_a_short_table(graded_emu):
     table = summary_table(summary)
     score = sum(sum(map(sum, p.values())) for p in expected_points(EMU).values())
     assert f"{summary['graded']} submission(s) of {len(EMU)} student(s)" in table
-    assert f"points    {score:g} of " in table and "failures  0" in table
+    assert f"points    this run: {score:g} of " in table and "failures  0" in table
     assert summary["csv"] in table and summary["kernels_csv"] in table
 
 

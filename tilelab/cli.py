@@ -173,8 +173,9 @@ def cmd_grade(a: argparse.Namespace) -> int:
             force=a.force,
             sandboxed=not a.no_sandbox,
             run_tasks=run_tasks,
+            reason=a.reason,
         )
-    except errors as exc:
+    except (*errors, ValueError) as exc:  # an unknown assignment or student: one line
         print(f"tilelab grade: {exc}", file=sys.stderr)
         return 2
     if a.json:
@@ -267,8 +268,12 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("grade", help="autograde a class with nbgrader, then feedback and CSV")
     s.add_argument("--course", default=".", help="the course repository (default: here)")
     s.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
-    s.add_argument("--student", action="append", help="only this student (repeatable)")
+    s.add_argument("--student", action="append",
+                   help="only this student (repeatable): their submissions that changed, "
+                   "all of them with --force")
     s.add_argument("--backend", choices=("gpu", "emu"))
+    s.add_argument("--reason", help="why this run grades again: written, with who and "
+                   "when, beside each grade it changes in autograder/regrades.jsonl")
     s.add_argument(
         "--award-speed-without-gpu",
         action="store_true",
@@ -343,10 +348,16 @@ def main(argv: list[str] | None = None) -> int:
               if threading.current_thread() is threading.main_thread()
               and signal.getsignal(s) == signal.SIG_DFL}
     try:
-        return a.func(a)
+        code = a.func(a)
+        sys.stdout.flush()  # here, where a reader that has gone is caught
+        return code
     except (gates.GatesError, settings.SettingsError) as exc:
         print(f"tilelab {a.cmd}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `tilelab list | head`: the reader has gone; nothing to say
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's last flush finds nowhere to fail
+        return 1
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)
