@@ -9,6 +9,8 @@ test cell; dee's notebook is cut short (not JSON); eve is enrolled and submitted
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import json
 import subprocess
 import sys
@@ -27,8 +29,11 @@ from test_classroom import (
 )
 
 from tilelab import classroom, cli
-from tilelab.classroom import trail
+from tilelab.catalog import exercises
+from tilelab.classroom import course, dryrun, report, trail
 from tilelab.classroom.summary import table
+from tilelab.grading import scoring
+from tilelab.grading.verdict import Verdict
 
 pytestmark = [pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning"),
               pytest.mark.slow]
@@ -146,6 +151,100 @@ def test_an_unknown_student_is_refused_like_an_unknown_assignment(graded, capsys
         err = capsys.readouterr().err
         assert code == 2 and err.startswith("tilelab grade: ") and said in err, err
         assert "Traceback" not in err
+
+
+def test_the_class_report_counts_each_exercise_and_its_causes(graded, tmp_path, capsys):
+    root, _ = graded
+    cd = classroom.open_api(root).coursedir
+    doc = report.build(cd)
+    assert doc["learners"] == 4  # eve submitted nothing: no verdict
+    rows = {e["exercise"]: e for e in doc["exercises"]}
+    assert list(rows) == ["add2d", "naive"]
+    naive = rows["naive"]
+    assert (naive["submitted"], naive["correct"]) == (4, 2)  # ann, cid right; ben, dee not
+    assert naive["speed_not_measured"] == 2 and naive["speed_passed"] == 0
+    causes = {c["what"]: c["count"] for c in naive["causes"]}
+    assert sum(causes.values()) == 2 and any(c.startswith("not graded") for c in causes)
+    for e in doc["exercises"]:
+        for key in ("causes", "feedback"):
+            counts = [c["count"] for c in e[key]]
+            assert counts == sorted(counts, reverse=True)
+            assert abs(sum(c["share"] for c in e[key]) - 1) < 1e-6 or not counts
+    told = {c["what"]: c["count"] for c in naive["feedback"]}
+    assert told["correct; speed not measured"] == 2 and told["wrong results"] == 1
+    page = tmp_path / "report.html"
+    assert cli.main(["report", "--course", str(root), "--html", str(page)]) == 0
+    out = capsys.readouterr().out
+    assert "naive (01-naive): 4 submitted" in out and "correct 2 (50%)" in out
+    html = page.read_text()
+    assert 'src="data:image/png;base64,' in html and "<script" not in html.lower()
+    assert cli.main(["report", "--course", str(root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == doc
+
+
+def test_canvas_export_has_canvas_columns_and_inert_fields(graded, tmp_path):
+    root, _ = graded
+    cd = classroom.open_api(root).coursedir
+    with course.gradebook(cd) as gb:
+        gb.update_or_create_student("eve", first_name="Eve",
+                                    last_name="=HYPERLINK(\"http://x\")",
+                                    email="eve@example.org")
+    dest = tmp_path / "canvas.csv"
+    assert cli.main(["export", "canvas", "--course", str(root), "--out", str(dest)]) == 0
+    rows = list(csv.reader(dest.open(encoding="utf-8")))
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", A]
+    assert rows[1][0] == "Points Possible" and rows[1][5] == "7"
+    by_id = {r[2]: r for r in rows[2:]}
+    assert by_id["ann"][5] == "5" and by_id["ben"][5] == "2"
+    assert by_id["eve"][5] == ""  # nothing submitted: no grade, not a zero
+    assert by_id["eve"][0] == "'=HYPERLINK(\"http://x\"), Eve" and by_id["eve"][3] == (
+        "eve@example.org")
+    assert not [c for r in rows for c in r if c.startswith(("=", "+", "-", "@"))]
+
+
+def test_gradescope_export_writes_one_test_per_graded_step(graded, tmp_path):
+    root, _ = graded
+    out = tmp_path / "gradescope"
+    assert cli.main(["export", "gradescope", "--course", str(root), "--out", str(out)]) == 0
+    written = sorted(p.relative_to(out).as_posix() for p in out.glob("*/*/results.json"))
+    assert written == [f"{s}/{A}/results.json" for s in ("ann", "ben", "cid", "dee")]
+    ann = json.loads((out / "ann" / A / "results.json").read_text())
+    names = [t["name"] for t in ann["tests"]]
+    assert names == ["add2d: correctness", "naive: correctness", "naive: speed"]
+    assert [t["score"] for t in ann["tests"]] == [2, 3, 0] and ann["score"] == 5
+    assert [t["max_score"] for t in ann["tests"]] == [2, 3, 2]
+    for test in ann["tests"]:
+        assert test["visibility"] and test["output_format"] == "text"
+        assert "Exercise" in test["output"]
+
+
+def test_a_dry_run_lists_what_a_registry_change_would_flip_and_writes_nothing(
+        graded, monkeypatch, capsys):
+    root, _ = graded
+    gradebook = root / "autograder" / "gradebook.db"
+    seen = gradebook.stat().st_mtime_ns, len(list(root.rglob("*")))
+    naive = exercises.get("naive")
+    monkeypatch.setitem(exercises.EXERCISES, "naive",
+                        dataclasses.replace(naive, points_correct=naive.points_correct + 1))
+    assert cli.main(["grade", "--course", str(root), "--dry-run", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    flipped = {(f["student"], f["exercise"], f["test"], f["before"], f["after"])
+               for f in found["flips"]}
+    assert flipped == {("ann", "naive", "correct", 3, 4), ("cid", "naive", "correct", 3, 4)}
+    assert (gradebook.stat().st_mtime_ns, len(list(root.rglob("*")))) == seen
+
+
+def test_a_gate_change_flips_a_recorded_gpu_verdict():
+    ex = exercises.get("tiled")
+    fast = Verdict(exercise="tiled", backend="gpu", gpu="H200", compiled=True, correct=True,
+                   speed_measured=True, speed_passed=True, speedup=1.62, gate=1.5,
+                   max_points_correct=ex.points_correct, max_points_speed=ex.points_speed)
+    slower, unknown = dryrun.rejudge(fast, 1.8)
+    assert slower.speed_passed is False and not unknown
+    assert scoring.points(slower).speed == 0 < scoring.points(fast).speed
+    failed = dataclasses.replace(fast, speed_passed=False, gate=1.7)
+    _, unknown = dryrun.rejudge(failed, 1.5)
+    assert unknown  # over the new gate: its lesson is judged only by timing it again
 
 
 def test_a_changed_grade_is_written_to_the_trail_with_who_why_before_after(graded):

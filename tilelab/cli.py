@@ -1,4 +1,5 @@
-"""The ``tilelab`` command: list, check, grade, release, calibrate, bench, backend."""
+"""The ``tilelab`` command: list, check, grade, report, similarity, export, release,
+calibrate, bench, backend."""
 
 from __future__ import annotations
 
@@ -133,6 +134,8 @@ def cmd_grade(a: argparse.Namespace) -> int:
     if a.workers < 1:
         print(f"tilelab grade: --workers must be at least 1 (got {a.workers})", file=sys.stderr)
         return 2
+    if a.dry_run:
+        return dry_run(a)
     if a.no_sandbox:
         print(f"tilelab grade: WARNING: {NO_SANDBOX_WARNING}", file=sys.stderr)
     elif not a.scheduler:  # tasks run on this machine: it needs the sandbox
@@ -182,6 +185,87 @@ def cmd_grade(a: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=1, default=str))
     else:
         print(class_summary.table(summary))
+    return 0
+
+
+def course_dir(cmd: str, folder: str):
+    """nbgrader's course directory of ``--course``; None (said on one line) where it is none."""
+    from tilelab.classroom import course
+
+    try:
+        return course.open_api(Path(folder)).coursedir
+    except FileNotFoundError as exc:
+        print(f"tilelab {cmd}: {Path(folder).resolve()} is not a course folder ({exc}); run "
+              "it in the course repository, or name it with --course", file=sys.stderr)
+        return None
+
+
+def dry_run(a: argparse.Namespace) -> int:
+    """``tilelab grade --dry-run``: the verdicts the gates and registry now would flip."""
+    from tilelab.classroom import dryrun
+    from tilelab.classroom.run import read_submission
+
+    cd = course_dir("grade", a.course)
+    if cd is None:
+        return 2
+    unknown = sorted(set(a.assignment or ()) - set(exercises.ASSIGNMENTS))
+    if unknown:
+        print(f"tilelab grade: unknown assignment(s) {unknown}; the assignments are "
+              f"{', '.join(exercises.ASSIGNMENTS)}", file=sys.stderr)
+        return 2
+    submitted = Path(cd.format_path(cd.submitted_directory, ".", ".")).resolve()
+    digests = {(f.parent.name, f.name): read_submission(cd, f.parent.name, f.name).digest
+               for f in sorted(submitted.glob("*/*")) if f.name in exercises.ASSIGNMENTS}
+    found = dryrun.flips(cd, gates.load(a.gates) if a.gates else None,
+                         a.award_speed_without_gpu, a.assignment, a.student, digests)
+    print(json.dumps(found, indent=1) if a.json else dryrun.text(found))
+    return 0
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    from tilelab.classroom import report
+
+    cd = course_dir("report", a.course)
+    if cd is None:
+        return 2
+    doc = report.build(cd, a.assignment)
+    if a.html:
+        Path(a.html).write_text(report.page(doc), encoding="utf-8")
+    print(json.dumps(doc, indent=1) if a.json else report.text(doc))
+    if a.html:
+        print(f"page written to {a.html}", file=sys.stderr)
+    return 0
+
+
+def cmd_similarity(a: argparse.Namespace) -> int:
+    from tilelab.classroom import similarity
+
+    cd = course_dir("similarity", a.course)
+    if cd is None:
+        return 2
+    a.threshold = similarity.THRESHOLD if a.threshold is None else a.threshold
+    if not 0 < a.threshold <= 1:
+        print(f"tilelab similarity: --threshold is a share, over 0 and at most 1 (got "
+              f"{a.threshold})", file=sys.stderr)
+        return 2
+    found = similarity.find(cd, a.assignment, a.threshold)
+    if a.html:
+        Path(a.html).write_text(similarity.page(found), encoding="utf-8")
+    print(json.dumps(found, indent=1) if a.json else similarity.text(found, quote=not a.brief))
+    return 0
+
+
+def cmd_export(a: argparse.Namespace) -> int:
+    from tilelab.classroom import export
+
+    cd = course_dir("export", a.course)
+    if cd is None:
+        return 2
+    if a.format == "canvas":
+        print(f"wrote {export.canvas(cd, Path(a.out))}")
+    else:
+        written = export.gradescope(cd, Path(a.out), a.assignment)
+        print(f"wrote {len(written)} results.json under {a.out}")
     return 0
 
 
@@ -317,7 +401,36 @@ def parser() -> argparse.ArgumentParser:
         help="grade without the bubblewrap sandbox (submissions run with your rights: only "
         "for code you trust)",
     )
+    s.add_argument("--dry-run", action="store_true",
+                   help="grade nothing, write nothing: list every recorded verdict the gates "
+                   "(--gates) and the registry now would change, and the submissions that "
+                   "would be graded again")
     s.set_defaults(func=cmd_grade)
+    s = sub.add_parser("report", help="per exercise: submitted, correct, speed, and the "
+                       "share of each diagnosed cause, from the recorded verdicts")
+    s.add_argument("--course", default=".", help="the course repository (default: here)")
+    s.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--html", metavar="FILE", help="also write a static page with a plot")
+    s.set_defaults(func=cmd_report)
+    s = sub.add_parser("similarity", help="pairs of learners whose kernels are unusually "
+                       "alike (advisory, never a grade)")
+    s.add_argument("--course", default=".", help="the course repository (default: here)")
+    s.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
+    s.add_argument("--threshold", type=float,
+                   help="of either kernel, the share of its own fingerprints (beyond the "
+                   "boilerplate) the other holds (default 0.6)")
+    s.add_argument("--brief", action="store_true", help="pairs only, no matched lines")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--html", metavar="FILE", help="also write a static side-by-side page")
+    s.set_defaults(func=cmd_similarity)
+    s = sub.add_parser("export", help="the grades for an LMS: Canvas's import CSV, or "
+                       "Gradescope's results.json per submission")
+    s.add_argument("format", choices=("canvas", "gradescope"))
+    s.add_argument("--out", required=True, help="canvas: the CSV file; gradescope: a folder")
+    s.add_argument("--course", default=".", help="the course repository (default: here)")
+    s.add_argument("--assignment", action="append", help="gradescope: only this assignment")
+    s.set_defaults(func=cmd_export)
     s = sub.add_parser("release", help="regenerate exercises/ from solutions/ (nbgrader)")
     s.add_argument("--course", default=".", help="the course repository (default: here)")
     s.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
