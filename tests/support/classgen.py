@@ -43,16 +43,33 @@ class Class:
     copied: list[tuple[str, str]] = field(default_factory=list)  # (original, copier)
 
 
+#: the small choices a learner makes writing the same line: each site, its ways
+WAYS = [
+    (r"(\w+) \* K \+ (\w+)\]", [r"\1 * K + \2]", r"\2 + \1 * K]", r"K * \1 + \2]"]),
+    (r"(\w+) \* N \+ (\w+)\]", [r"\1 * N + \2]", r"\2 + \1 * N]", r"N * \1 + \2]"]),
+    (r"(\w+) \+= (A\[[^\]]+\]) \* (B\[[^\]]+\]);",
+     [r"\1 += \2 * \3;", r"\1 += \3 * \2;", r"\1 = \1 + \2 * \3;"]),
+    (r"= 0\.0f;", ["= 0.0f;", "= 0.f;", "= 0;"]),
+    (r"\+\+(\w+)\)", [r"++\1)", r"\1++)", r"\1 += 1)"]),
+    (r"if \((\w+) < M && (\w+) < N\)", [r"if (\1 < M && \2 < N)", r"if (\2 < N && \1 < M)",
+                                           r"if (!(\1 >= M || \2 >= N))"]),
+    (r"int (\w+) = blockIdx", [r"int \1 = blockIdx", r"const int \1 = blockIdx"]),
+]
+
+
 def styled(source: str, rng: random.Random, uid: str, helper: bool) -> str:
-    """``source`` with the learner's own names, and maybe a helper of their own."""
+    """``source`` with the learner's own names and ways of writing a line, and maybe a
+    helper of their own."""
     out = source
-    for name, choices in NAMES.items():
-        out = re.sub(rf"(?<![.\w]){name}\b", rng.choice(choices), out)
     if helper:
         prelude, edits = rng.choice(HELPERS)
         for pattern, repl in edits:
             out = re.sub(pattern, repl.format(u=uid), out)
         out = prelude.format(u=uid) + out
+    for pattern, ways in WAYS:
+        out = re.sub(pattern, rng.choice(ways), out)
+    for name, choices in NAMES.items():
+        out = re.sub(rf"(?<![.\w]){name}\b", rng.choice(choices), out)
     return out
 
 

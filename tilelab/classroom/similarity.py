@@ -5,7 +5,9 @@ copydetect (winnowing over Pygments' CUDA tokens, names and literals folded, com
 spacing ignored). What every learner was given or shown is boilerplate, and its
 fingerprints are dropped before any comparison: the released stub of each exercise and the
 book's printed listings (every ``tilelab/kernels/*.cu`` the chapters include, which holds
-each step's reference). Two kernels that agree beyond that are a pair, per exercise, with
+each step's reference); so is what many learners of the class wrote alike (a fingerprint
+held by more than a tenth of an exercise's kernels, and by more than three: a frequent
+mistake, a popular idiom), as MOSS's ``-m`` does. Two kernels that agree beyond that are a pair, per exercise, with
 the lines that match; across exercises, a pair alike in several of them. It is a list for
 an instructor to read, never a grade: kernels this short converge, and a pair is a
 question, not a finding. Every learner-derived string is escaped where it is shown.
@@ -17,6 +19,7 @@ import glob
 import html
 import io
 import itertools
+import math
 import re
 import statistics
 from collections import defaultdict
@@ -38,6 +41,8 @@ THRESHOLD = 0.6  # of either kernel, the share of its own (non-boilerplate) fing
 #: and at least this many characters of folded tokens matched: a kernel that is the
 #: reference under other names keeps a fingerprint or two, which would match at 100 %
 MIN_SHARED = 40
+COMMON_SHARE = 0.1  # a fingerprint in more than this share of an exercise's kernels ...
+COMMON_AT_LEAST = 3  # ... and in more than this many is dropped as common
 ACROSS_MIN = 2  # a pair alike in at least this many exercises is listed across them
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 LISTING = re.compile(r"```\{(?:literalinclude|kernel-listing)\}\s+(\S+\.cu)")
@@ -134,6 +139,21 @@ def compare(a: Kernel, b: Kernel) -> dict[str, Any] | None:
     }
 
 
+def holders(ks: list[Kernel]) -> dict[int, set[int]]:
+    """Each fingerprint, and the kernels (by index) that hold it."""
+    index: dict[int, set[int]] = defaultdict(set)
+    for i, k in enumerate(ks):
+        for h in k.print.hashes:
+            index[int(h)].add(i)
+    return index
+
+
+def common_limit(kernels: int) -> int:
+    """A fingerprint held by more kernels of an exercise than this is common to the class
+    (a frequent mistake, a popular idiom) and dropped like the boilerplate: MOSS's ``-m``."""
+    return max(COMMON_AT_LEAST, math.ceil(COMMON_SHARE * kernels))
+
+
 def find(cd: CourseDirectory, assignments: list[str] | None = None,
          threshold: float = THRESHOLD) -> dict[str, Any]:
     """Per exercise, the pairs whose larger share is at least ``threshold`` (with each
@@ -143,13 +163,18 @@ def find(cd: CourseDirectory, assignments: list[str] | None = None,
     by_exercise: dict[str, list[Kernel]] = defaultdict(list)
     for k in kernels(cd, bp, assignments):
         by_exercise[k.exercise].append(k)
-    pairs, medians = [], {}
+    pairs, medians, dropped = [], {}, {}
     for exercise_id, ks in by_exercise.items():
         shares = []
-        index: dict[int, set[int]] = defaultdict(set)  # a fingerprint -> kernels holding it
-        for i, k in enumerate(ks):
-            for h in k.print.hashes:
-                index[int(h)].add(i)
+        index = holders(ks)
+        most = common_limit(len(ks))
+        common = [h for h, held in index.items() if len(held) > most]
+        if common:  # what many learners wrote alike is everyone's: boilerplate too
+            dropped[exercise_id] = len(common)
+            extra = np.unique(np.concatenate([bp, np.array(common, dtype=np.int64)]))
+            ks[:] = [Kernel(k.student, k.exercise, k.source, fingerprint(k.source, extra))
+                     for k in ks]
+            index = holders(ks)
         candidates = {(i, j) for held in index.values() for i, j in
                       itertools.combinations(sorted(held), 2)}
         for i, j in sorted(candidates):
@@ -170,6 +195,7 @@ def find(cd: CourseDirectory, assignments: list[str] | None = None,
         "boilerplate_texts": n_bp,
         "kernels": sum(len(ks) for ks in by_exercise.values()),
         "medians": medians,
+        "common_dropped": dropped,
         "pairs": pairs,
         "across": [{"students": list(s), "exercises": [p["exercise"] for p in ps],
                     "mean_similarity": round(statistics.fmean(max(p["similarity"])
