@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import types
@@ -152,8 +153,10 @@ def test_notebooks_link_the_published_book_or_say_it_is_not_published(url):
     text = publish.about_cell("02-tiled", url)
     if url:
         assert "](https://a-course.github.io/tilelab/book/03-tiling.html)" in text
-    else:
-        assert "not published yet" in text and "](" not in text
+    else:  # the chapter beside the notebook: in the built book, and in the repository
+        assert "not published yet" in text
+        link = re.search(r"\]\((\.\./\.\./book/[^)]+\.md)\)", text)
+        assert link and (REPO / "exercises" / "02-tiled" / link.group(1)).resolve().is_file()
     for chapter, (page, _title) in publish.CHAPTERS.items():
         assert (REPO / f"{page}.md").is_file(), chapter
 
@@ -181,7 +184,7 @@ def test_colab_setup_installs_only_in_colab(monkeypatch, tmp_path, capsys, in_co
     calls = run_setup_cell(colab_cell("01-naive"), monkeypatch, tmp_path, in_colab)
     url = publish.repository_url(REPO)
     if in_colab and url:
-        assert calls == [f'pip install -q pycuda "tilelab @ git+{url}"']
+        assert calls == [f'pip install -q pycuda "tilelab @ git+{url}@main"']
     elif in_colab:  # not published yet: no install from a repository that does not exist
         assert calls == []
         assert "not been published" in capsys.readouterr().out
@@ -197,9 +200,10 @@ def test_colab_setup_installs_an_uploaded_wheel(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("url", ["", "https://github.com/a-course/its-fork"])
 def test_colab_setup_for_a_published_course(monkeypatch, tmp_path, capsys, url):
-    calls = run_setup_cell(publish.setup_cell(url), monkeypatch, tmp_path, in_colab=True)
-    if url:
-        assert calls == [f'pip install -q pycuda "tilelab @ git+{url}"']
+    calls = run_setup_cell(publish.setup_cell(url, "term-2027"), monkeypatch, tmp_path,
+                           in_colab=True)
+    if url:  # the package of the branch or tag _config.yml names, not whatever is newest
+        assert calls == [f'pip install -q pycuda "tilelab @ git+{url}@term-2027"']
     else:
         assert calls == [] and "upload it" in capsys.readouterr().out
 

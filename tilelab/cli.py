@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -77,6 +78,21 @@ def counters_ready(prog: str, backend_name: str | None, speed: bool,
     return True
 
 
+#: a notebook kernel cell's Python around the CUDA source: ``KERNEL = r"""`` ... ``"""``
+CELL_PYTHON = re.compile(rb'^\s*[A-Za-z_]\w*\s*=\s*[rRbBuU]{0,2}("""|\'\'\')'
+                         rb'|("""|\'\'\')\s*$')
+
+
+def cell_python(source: bytes) -> str | None:
+    """Why a .cu file is a kernel cell copied whole (its first or last line is the cell's
+    Python, not CUDA); None where it is not."""
+    lines = [ln for ln in source.splitlines() if ln.strip()]
+    if lines and (CELL_PYTHON.match(lines[0]) or CELL_PYTHON.search(lines[-1])):
+        return ("this is the notebook cell's Python (NAME = r\"\"\" ... \"\"\"); save only "
+                "the CUDA source between the triple quotes and check that file")
+    return None
+
+
 def cmd_check(a: argparse.Namespace) -> int:
     from tilelab.grading import scoring
     from tilelab.grading.sandbox import grade_source
@@ -93,8 +109,12 @@ def cmd_check(a: argparse.Namespace) -> int:
     if not counters_ready("tilelab check", a.backend, not a.no_speed, a.lesson_without_counters):
         return 2
     gate = gates.load(a.gates).get(a.exercise) if a.gates else None
+    source = path.read_bytes()
+    if why := cell_python(source):
+        print(f"tilelab check: {path}: {why}", file=sys.stderr)
+        return 2
     v = grade_source(
-        a.exercise, path.read_bytes(), backend_name=a.backend, speed=not a.no_speed, gate=gate
+        a.exercise, source, backend_name=a.backend, speed=not a.no_speed, gate=gate
     )
     if a.json:
         d = v.to_dict()

@@ -8,6 +8,7 @@ sends back a verdict, the emulator's analysis included; this module only prints 
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from tilelab import picture, settings
@@ -140,8 +141,24 @@ def grade(exercise_id: str, source: str) -> Verdict:
     """The hidden correctness test: grade ``source`` in the grader's clean process, print
     the report, return the verdict (for :func:`assert_speed`)."""
     verdict = grade_source(exercises.get(exercise_id).id, source)
-    print(scoring.report(verdict, settings.AWARD_SPEED_WITHOUT_GPU.get()))
+    print(wrapped(scoring.report(verdict, settings.AWARD_SPEED_WITHOUT_GPU.get())))
     return verdict
+
+
+#: the width the hidden tests' reports are wrapped at: nbgrader's feedback page shows a
+#: cell's output as it is, so a longer line scrolls the diagnosis out of sight
+WIDTH = 100
+
+
+def wrapped(text: str, width: int = WIDTH) -> str:
+    """Each line of ``text`` wrapped at ``width``, its continuation indented under it."""
+    out = []
+    for line in text.splitlines():
+        lead = line[: len(line) - len(line.lstrip())]
+        out.append(textwrap.fill(line, width, subsequent_indent=lead + "    ",
+                                 break_long_words=False, break_on_hyphens=False)
+                   if len(line) > width else line)
+    return "\n".join(out)
 
 
 def assert_speed(verdict: Verdict) -> None:

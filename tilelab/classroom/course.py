@@ -173,7 +173,7 @@ def release(
         sources = {a: Path(cd.format_path(cd.source_directory, ".", a)) / f"{notebook_id(a)}.ipynb"
                    for a in names}
         url = publish.repository_url(cd.root)
-        publish.write_setup_cells(list(sources.values()), url)
+        publish.write_setup_cells(list(sources.values()), url, publish.repository_ref(cd.root))
         publish.write_about_cells(sources, url)
     out = str(Path(dest).resolve()) if dest is not None else cd.release_directory
     with temp_attrs(cd, release_directory=out):

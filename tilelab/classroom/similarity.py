@@ -2,16 +2,15 @@
 
 Each submitted kernel (read from its notebook's kernel cell, never run) is fingerprinted by
 copydetect (winnowing over Pygments' CUDA tokens, names and literals folded, comments and
-spacing ignored). What every learner was given or shown is boilerplate, and its
-fingerprints are dropped before any comparison: the released stub of each exercise and the
-book's printed listings (every ``tilelab/kernels/*.cu`` the chapters include, which holds
-each step's reference); so is what many learners of the class wrote alike (a fingerprint
-held by more than a tenth of an exercise's kernels, and by more than three: a frequent
-mistake, a popular idiom), as MOSS's ``-m`` does. Two kernels that agree beyond that are a pair, per exercise, with
-the lines that match; across exercises, a pair alike in several of them. It is a list for
-an instructor to read, never a grade: kernels this short converge, and a pair is a
-question, not a finding. Every learner-derived string is escaped where it is shown.
-"""
+spacing ignored). What every learner was given or shown is boilerplate, and its fingerprints
+are dropped before any comparison: the released stub of each exercise and the book's printed
+listings (every ``tilelab/kernels/*.cu`` the chapters include, which holds each step's
+reference); so is what many learners of the class wrote alike (a fingerprint held by more
+than a tenth of an exercise's kernels, and by more than three: a frequent mistake, a popular
+idiom), as MOSS's ``-m`` does. Two kernels that agree beyond that are a pair, per exercise,
+with the lines that match; across exercises, a pair alike in several of them. It is a list
+for an instructor to read, never a grade: kernels this short converge, and a pair is a
+question, not a finding. Every learner-derived string is escaped where it is shown."""
 
 from __future__ import annotations
 
