@@ -354,6 +354,15 @@ def cmd_backend(a: argparse.Namespace) -> int:
     return 0
 
 
+def course_options(s: argparse.ArgumentParser, page: str) -> None:
+    """The options of a command that reads a course's recorded grades: which course and
+    assignments, JSON, and the static page it can write (``page``: what the page holds)."""
+    s.add_argument("--course", default=".", help="the course repository (default: here)")
+    s.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--html", metavar="FILE", help=page)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tilelab", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -428,21 +437,15 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_grade)
     s = sub.add_parser("report", help="per exercise: submitted, correct, speed, and the "
                        "share of each diagnosed cause, from the recorded verdicts")
-    s.add_argument("--course", default=".", help="the course repository (default: here)")
-    s.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--html", metavar="FILE", help="also write a static page with a plot")
+    course_options(s, "also write a static page with a plot")
     s.set_defaults(func=cmd_report)
     s = sub.add_parser("similarity", help="pairs of learners whose kernels are unusually "
                        "alike (advisory, never a grade)")
-    s.add_argument("--course", default=".", help="the course repository (default: here)")
-    s.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
+    course_options(s, "also write a static side-by-side page")
     s.add_argument("--threshold", type=float,
                    help="of either kernel, the share of its own fingerprints (beyond the "
                    "boilerplate) the other holds (default 0.6)")
     s.add_argument("--brief", action="store_true", help="pairs only, no matched lines")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--html", metavar="FILE", help="also write a static side-by-side page")
     s.set_defaults(func=cmd_similarity)
     s = sub.add_parser("export", help="the grades for an LMS: Canvas's import CSV, or "
                        "Gradescope's results.json per submission")
