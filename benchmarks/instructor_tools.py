@@ -7,9 +7,13 @@ the learner's own style, and ``--copiers`` learners who hand in another's kernel
 other names (how many of those pairs similarity finds, and what else it lists, is printed).
 
     python benchmarks/instructor_tools.py [--students 24] [--copiers 3] [--seed 54]
-                                          [--out DIR] [--no-sandbox]
+                                          [--out DIR] [--no-sandbox] [--backend gpu]
+                                          [--gates-scaled 1.25]
 
-Runs on the CPU emulator (no GPU needed); from the repository root.
+Runs on the CPU emulator by default (no GPU needed); ``--backend gpu`` grades with speed
+measured, and ``--gates-scaled F`` makes the dry run judge every recorded verdict against
+gates F times the registry's (on a GPU: the speed verdicts a stricter gate would flip).
+From the repository root.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from test_classroom import (  # noqa: E402
 )
 
 from tilelab import classroom  # noqa: E402
+from tilelab.catalog import exercises  # noqa: E402
 from tilelab.classroom import dryrun, export, report, similarity  # noqa: E402
 from tilelab.classroom.summary import table  # noqa: E402
 
@@ -58,6 +63,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=54)
     ap.add_argument("--out", type=Path, default=None, help="where the outputs are kept")
     ap.add_argument("--no-sandbox", action="store_true")
+    ap.add_argument("--backend", choices=("emu", "gpu"), default="emu")
+    ap.add_argument("--gates-scaled", type=float, default=1.0)
     a = ap.parse_args()
     out = a.out or Path(tempfile.mkdtemp(prefix="instructor-tools-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -76,7 +83,7 @@ def main() -> int:
             classgen.notebook_bytes(submission, kernel_cell, released_stub, cells))
     enrol(root, [*sorted(made.notebooks), "absent001"])
     times: dict[str, float] = {}
-    summary = timed("grade", times, classroom.grade_class, root, backend="emu",
+    summary = timed("grade", times, classroom.grade_class, root, backend=a.backend,
                     progress=False, sandboxed=not a.no_sandbox)
     cd = classroom.open_api(root).coursedir
     doc = timed("report", times, report.build, cd)
@@ -87,7 +94,8 @@ def main() -> int:
     (out / "similarity.html").write_text(similarity.page(found))
     timed("export_canvas", times, export.canvas, cd, out / "canvas.csv")
     written = timed("export_gradescope", times, export.gradescope, cd, out / "gradescope")
-    flips = timed("dry_run", times, dryrun.flips, cd)
+    gates = {e.id: e.gate * a.gates_scaled for e in exercises.EXERCISES.values()}
+    flips = timed("dry_run", times, dryrun.flips, cd, gates)
     planted = {tuple(sorted(p)) for p in made.copied}
     listed = {tuple(sorted(p["students"])) for p in found["pairs"]}
     doc_out = {"students": a.students, "copiers": a.copiers, "seed": a.seed, "times": times,
