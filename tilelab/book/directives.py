@@ -22,7 +22,7 @@ from tilelab.book.data import (
     parse_mapping,
 )
 from tilelab.book.listing import KernelListing
-from tilelab.experiments import road
+from tilelab.catalog import road
 
 Options = dict[str, Callable[[str], Any]]
 
@@ -329,12 +329,13 @@ class AblationTable(_BookDirective):
         speed = {(r.get("kernel"), r.get("n")): r.get("tflops") for r in ds.rows}
         heads = ["change", "without → with", *(f"N={n}" for n in sizes)]
         cells = []
-        for key, what, without, with_ in road.ABLATIONS:
-            if only and key not in only:
+        for ab in road.ABLATIONS:
+            if only and ab.key not in only:
                 continue
-            row = [what, f"{without} → {with_}"]
+            what = ab.what if ab.one_change else f"{ab.what} (not one change: a comparison)"
+            row = [what, f"{ab.without} → {ab.with_}"]
             for n in sizes:
-                a, b = speed.get((without, n)), speed.get((with_, n))
+                a, b = speed.get((ab.without, n)), speed.get((ab.with_, n))
                 row.append(f"{b / a:.3f}×" if a and b else "not measured yet")
             cells.append(row)
         table = build_table(heads, cells, [False, False, *([True] * len(sizes))])

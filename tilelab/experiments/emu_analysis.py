@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from tilelab import emu
+from tilelab.catalog import road
 from tilelab.catalog.reference import KERNELS
 from tilelab.device.runtime import Runtime, get_runtime
-from tilelab.experiments import road
 from tilelab.experiments.datafile import write
 from tilelab.experiments.racecheck import variants
 from tilelab.grading import traffic
