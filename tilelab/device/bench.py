@@ -141,23 +141,32 @@ def time_interleaved(
     cuda.Context.synchronize()
     timings = {k: Timing(k) for k in launches}
     start, end = cuda.Event(), cuda.Event()
-    budget = max(1, int(LATE_BUDGET * repeat * len(launches)))
-    late = 0
+    budget = [max(1, int(LATE_BUDGET * repeat * len(launches)))]
     for _ in range(repeat):
         for key, run in launches.items():
-            while True:
-                ms, submitted = timed_launch(run, start, end, flusher)
-                if submitted <= LATE_MS:
-                    break
-                late += 1
-                timings[key].redone += 1
-                if late > budget:
-                    raise HeldUp(f"{late} timed samples were queued more than {LATE_MS:g} ms "
-                                 "after their start event (this machine's CPU held the "
-                                 "process up): their times would count the wait")
-            timings[key].samples_ms.append(ms)
-            timings[key].submitted_ms.append(submitted)
+            keep_early(lambda run=run: timed_launch(run, start, end, flusher), timings[key],
+                       budget)
     return timings
+
+
+def keep_early(launch: Callable[[], tuple[float, float]], timing: Timing,
+               budget: list[int]) -> None:
+    """Add one sample of ``launch`` (its milliseconds and its submit time, as
+    :func:`timed_launch` gives them) to ``timing``: launched again while it was queued
+    later than :data:`LATE_MS`, each late one counted in ``timing.redone`` and taken from
+    ``budget[0]``; raise :class:`HeldUp` once the budget is spent."""
+    while True:
+        ms, submitted = launch()
+        if submitted <= LATE_MS:
+            timing.samples_ms.append(ms)
+            timing.submitted_ms.append(submitted)
+            return
+        timing.redone += 1
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise HeldUp(f"timed samples kept being queued more than {LATE_MS:g} ms after "
+                         "their start event (this machine's CPU held the process up): "
+                         "their times would count the wait")
 
 
 def timed_launch(run: Callable[[], None], start, end,

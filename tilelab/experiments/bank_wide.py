@@ -195,7 +195,7 @@ def run(rt, out: Path) -> Path:
          "emu_degree": "", "match": "", "quarter_warp_match": "", "merged_match": ""},
         rows,
         method=f"ncu --clock-control none; one launch of {ITERS} accesses per pattern",
-        kernels={"bank_wide": kernel_file("bank_wide.cu")},
+        kernels={"file:bank_wide.cu": kernel_file("bank_wide.cu")},
     )
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,8 +22,10 @@ from tilelab.catalog.problems import MATMUL
 from tilelab.catalog.reference import KERNELS, KernelRef
 from tilelab.device.bench import prepared_launch
 from tilelab.device.runtime import get_runtime
+from tilelab.experiments import compile_cache
 from tilelab.experiments.cublas import Cublas
 from tilelab.experiments.datafile import write
+from tilelab.grading.counters import find_ncu
 from tilelab.grading.counters import parse as ncu_csv
 
 METRICS = (
@@ -143,7 +144,7 @@ def profile(child: list[str], metrics: list[str], launches: int | None,
     made, the ``metrics`` (by :func:`column`) and the kernel's name; raise where ncu
     profiled another number of launches than ``launches`` (None: any number, at least
     one)."""
-    ncu = shutil.which("ncu")
+    ncu = find_ncu()
     if ncu is None:
         raise RuntimeError("this experiment needs Nsight Compute's ncu on PATH")
     p = subprocess.run(
@@ -160,10 +161,11 @@ def profile(child: list[str], metrics: list[str], launches: int | None,
 
 def run(rt, out: Path) -> Path:
     """Profile every case under ncu and write ``counters.json``."""
-    ncu = shutil.which("ncu")
+    ncu = find_ncu()
     if ncu is None:
         raise RuntimeError("the counters experiment needs Nsight Compute's ncu on PATH")
     metrics = (available(ncu, METRICS) or list(METRICS)) + list(STALLS)
+    compile_cache.warm([kernel(key).source() for key, _ in CASES if key != "cublas"])
     launches, names = profile(["tilelab.experiments.counters"], metrics, len(CASES))
     rows = [{"kernel": key, "n": n, "ncu_kernel": name, **vals}
             for (key, n), vals, name in zip(CASES, launches, names, strict=True)]

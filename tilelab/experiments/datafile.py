@@ -43,16 +43,20 @@ def write(
     gpu: bool = True,
     method: str = "",
     kernels: Mapping[str, str] | None = None,
+    describes: str | None = None,
 ) -> Path:
     """Write ``out/<experiment>.json`` with the provenance of this machine and command
     (``kernels``: the source of every kernel the rows measured, by key, whose digests the
-    provenance records so that a test can tell when the code no longer matches)."""
+    provenance records so that a test can tell when the code no longer matches;
+    ``describes``: for a file computed without a GPU from another's measurements, the GPU
+    those measurements were made on)."""
     out.mkdir(parents=True, exist_ok=True)
     doc = {
         "experiment": experiment,
         "title": title,
         "description": description,
-        "provenance": provenance.collect(method, gpu=gpu, kernels=kernels),
+        "provenance": {**provenance.collect(method, gpu=gpu, kernels=kernels),
+                       **({"describes_gpu": describes} if describes else {})},
         "columns": columns,
         "rows": rows,
     }

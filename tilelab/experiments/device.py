@@ -84,4 +84,5 @@ def run(rt: Runtime, out: Path) -> Path:
         },
         [row],
         method=METHOD,
+        kernels={"file:fma_peak.cu": kernel_file("fma_peak.cu")},
     )

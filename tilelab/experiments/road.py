@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -114,9 +116,14 @@ def device_limits(data_dir: Path) -> tuple[dict[str, Any], str]:
 def ptxas_rows(data_dir: Path) -> tuple[list[dict[str, Any]], str]:
     """One row per kernel: resources from ptxas, occupancy on the recorded GPU, traffic."""
     limits, gpu = device_limits(data_dir)
+    refs = kernel_refs()
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # nvcc and cuobjdump: processes
+        reports = dict(zip(refs, pool.map(
+            lambda ref: {**ptxas_report(ref.source()), **sass_counts(ref.source())},
+            refs.values()), strict=True))
     rows = []
-    for key, ref in kernel_refs().items():
-        rep: dict[str, Any] = {**ptxas_report(ref.source()), **sass_counts(ref.source())}
+    for key, ref in refs.items():
+        rep: dict[str, Any] = reports[key]
         threads = int(np.prod(ref.launch.block))
         blocks = blocks_per_sm(threads, rep["registers"], rep["shared_bytes"], limits)
         t = traffic(key)
