@@ -22,7 +22,8 @@ PAGE = """\
 ```
 
 {measured}`matmul[kernel=naive,n=4096].gflops :,.0f` and
-{compare}`matmul[kernel=tiled32_padded,n=4096].median_ms vs matmul[kernel=tiled32,n=4096].median_ms`.
+{compare}`matmul[kernel=tiled32_padded,n=4096].median_ms vs
+matmul[kernel=tiled32,n=4096].median_ms`.
 
 ```{measured-table} matmul
 :where: n=4096
