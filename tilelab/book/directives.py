@@ -346,7 +346,66 @@ class AblationTable(_BookDirective):
         return [table]
 
 
+class Scoreboard(_BookDirective):
+    """``{scoreboard} sgemm``: one line per step of ``road.SCOREBOARD`` and cuBLAS: the
+    change, TFLOP/s at each of ``:sizes:`` (step 9: the configuration it chose at that N),
+    % of the FP32 peak and of cuBLAS and the gain over its start at ``:at:``, and what the
+    gain is credited to (:func:`road.attribution`). Missing rows read "not measured yet"."""
+
+    required_arguments = 1
+    has_content = True
+    option_spec: ClassVar[Options] = {"sizes": directives.unchanged,
+                                      "at": directives.unchanged,
+                                      "name": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        experiment = self.arguments[0]
+        try:
+            ds = self.need(experiment)
+            sizes = [int(n) for n in parse_list(self.options.get("sizes", "1024, 4096"))]
+            at = int(self.options.get("at", "4096"))
+        except (Missing, DataError, ValueError) as exc:
+            return self.fail(exc if not isinstance(exc, ValueError) else DataError(str(exc)),
+                             "Scoreboard")
+        rows = {(r.get("kernel"), r.get("n")): r for r in ds.rows}
+        chosen = {r.get("n"): r for r in ds.rows if r.get("chosen") is True}
+
+        def row_of(key: str, n: int) -> dict[str, Any] | None:
+            return chosen.get(n) if key == "shapes" and chosen else rows.get((key, n))
+
+        def cell(r: dict[str, Any] | None, column: str, spec: str) -> str:
+            v = r.get(column) if r else None
+            return format_value(v, spec) if isinstance(v, (int, float)) else "not measured yet"
+
+        heads = ["step", "the change", *(f"TFLOP/s, N={n}" for n in sizes),
+                 f"% of FP32 peak, N={at}", f"% of cuBLAS, N={at}", f"gain, N={at}",
+                 "credited to"]
+        cells = []
+        for i, step in enumerate(road.SCOREBOARD):
+            main = row_of(step.key, at)
+            start = rows.get((step.start, at)) if step.start else None
+            gain = (f"{main['tflops'] / start['tflops']:.2f}×" if main and start
+                    and main.get("tflops") and start.get("tflops") else "—")
+            name = step.key if step.key != "shapes" or not main else f"shapes ({main['kernel']})"
+            number = ("ch. 2", "ch. 3")[i] if i < 2 else f"step {i - 1}"
+            cells.append([f"{number}: {name}", step.change,
+                          *(cell(row_of(step.key, n), "tflops", ".1f") for n in sizes),
+                          cell(main, "pct_peak", ".0f"), cell(main, "pct_cublas", ".1f"), gain,
+                          road.attribution(step)])
+        blas = rows.get(("cublas", at))
+        cells.append(["cuBLAS", "NVIDIA's library (FP32, TF32 off)",
+                      *(cell(rows.get(("cublas", n)), "tflops", ".1f") for n in sizes),
+                      cell(blas, "pct_peak", ".0f"), "100", "—", "—"])
+        table = build_table(heads, cells, [False, False, *([True] * (len(sizes) + 3)), False])
+        caption = self.caption_nodes()
+        if caption and isinstance(caption[0], nodes.caption):
+            table.insert(0, nodes.title("", "", *caption[0].children))
+        self.add_name(table)
+        return [table]
+
+
 DIRECTIVES = {
+    "scoreboard": Scoreboard,
     "ablation-table": AblationTable,
     "kernel-listing": KernelListing,
     "measured-table": MeasuredTable,

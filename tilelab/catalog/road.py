@@ -223,12 +223,73 @@ ABLATIONS: tuple[Ablation, ...] = (
     Ablation("swizzle", "swizzled rows of A instead of plain ones", "swizzle_plain", "swizzle"),
     Ablation("pad", "rows of A padded by 4 floats instead of plain", "swizzle_plain",
              "swizzle_pad"),
+    Ablation("file_8", "step 5's fastest configuration written in step 8's file, in step 5's "
+             "order (128x256x16)", "dbuf_128x256x16_w64x64", "ahead_inorder"),
     Ablation("ahead", "operands loaded a step ahead, across the barrier, 128x256x16",
              "ahead_inorder", "ahead"),
+    Ablation("file_9", "step 8 written in step 9's file, its interior rule as step 8's "
+             "(128x256x16)", "ahead", "shapes_aligned"),
     Ablation("any_align", "interior tiles unchecked at any alignment (step 9's rule) instead "
              "of only where K and N are multiples of 4, 128x256x16", "shapes_aligned",
              "shapes"),
 )
+
+
+
+@dataclass(frozen=True)
+class Step:
+    """One row of chapter 6's scoreboard: a step, the kernel it starts from (the one its
+    gain is measured over) and its change in a line."""
+
+    key: str
+    start: str | None
+    change: str
+
+
+SCOREBOARD: tuple[Step, ...] = (
+    Step("naive", None, "one output per thread, every operand from global memory"),
+    Step("tiled32", "naive", "32x32 tiles of A and B staged in shared memory"),
+    Step("regblock_1d", "tiled32", "8 outputs of a column per thread, 64x64x8 tiles"),
+    Step("regblock", "regblock_1d", "an 8x8 micro-tile per thread, 128x128x8 tiles"),
+    Step("vec4", "regblock", "16-byte loads, A's tile stored transposed"),
+    Step("warptile", "vec4", "warp tiles, BK 16"),
+    Step("dbuf", "warptile", "two buffers, unchecked interior tiles"),
+    Step("async", "dbuf_128x256x8_w64x64", "cp.async copies, 4 stages (against step 5 at "
+         "its tile)"),
+    Step("swizzle", "async_128x64x16_s2", "A by 16-byte rows, swizzled (against step 6 at "
+         "its tile)"),
+    Step("ahead", "dbuf_128x256x16_w64x64", "operands a step ahead (against step 5's "
+         "fastest configuration)"),
+    Step("shapes", "ahead", "any alignment, a configuration chosen per shape"),
+)
+
+
+def attribution(step: Step) -> str:
+    """How the scoreboard credits a step's gain: ``ablations`` where one-change pairs lead
+    from its start to it, ``ablations in part`` where some do, ``model`` for the first two
+    steps (chapter 5's model predicts both), ``none`` otherwise; step 9's choice per shape
+    is credited to its wave model."""
+    if step.key in ("naive", "tiled32"):
+        return "model (chapter 5)"
+    edges: dict[str, list[str]] = {}
+    for ab in ABLATIONS:
+        if ab.one_change:
+            edges.setdefault(ab.without, []).append(ab.with_)
+    seen, todo = set(), [step.start]
+    while todo:
+        node = todo.pop()
+        if node == step.key:
+            break
+        if node in seen or node is None:
+            continue
+        seen.add(node)
+        todo.extend(edges.get(node, []))
+    else:
+        touches = any(ab.one_change and step.key in (ab.with_, base_of(ab.with_))
+                      for ab in ABLATIONS)
+        return "ablations in part" if touches else "none"
+    return "ablations; the choice: wave model" if step.key == "shapes" else "ablations"
+
 
 # H100/H200 (compute capability 9.0) limits that device.json does not record: CUDA C
 # Programming Guide, "Technical Specifications per Compute Capability".

@@ -159,12 +159,14 @@ def transpose_counts(key: str, n: int) -> Counts:
     per = {
         "copy": read + read,
         "transpose_naive": read + lines([4 * (tx * n + ty) for tx, ty in lanes]),
+        # in[x * cols + (y + j)]: a column of in (a line per thread), out written in rows
+        "transpose_reads": lines([4 * (tx * n + ty) for tx, ty in lanes]) + read,
         "transpose_shared": read + bank_passes([ty * 32 + tx for tx, ty in lanes])
         + bank_passes([tx * 32 + ty for tx, ty in lanes]) + read,
         "transpose_padded": read + bank_passes([ty * 33 + tx for tx, ty in lanes])
         + bank_passes([tx * 33 + ty for tx, ty in lanes]) + read,
     }[key]
-    instr = 2 if key in ("copy", "transpose_naive") else 4
+    instr = 2 if key in ("copy", "transpose_naive", "transpose_reads") else 4
     warp_steps = n * n / 32
     return Counts(key, (n // 32) ** 2, warp_steps * per, warp_steps * instr, 8.0 * n * n,
                   0.0, "per warp row", per)
@@ -194,7 +196,7 @@ def _scalar_tile_counts(key: str, d: dict[str, int], nt: int) -> tuple[float, fl
         st = bank_passes([(e // cols) * cols + e % cols for e in lanes])
         wf += slots * (g + st)
         instr += slots * 2
-    if key == "regblock_1d":  # block (BN, BM / TM): a warp is 32 x of one y
+    if road.base_of(key) == "regblock_1d":  # block (BN, BM / TM): a warp is x of one y
         # As[ty + i * ROWS][k..k+3] (one address: broadcast), Bs[k][tx] (32 words)
         a_lds, b_lds = tm * bk // 4, bk
         wf += a_lds * wide_passes([0] * 32) + b_lds * bank_passes([tx for tx in lanes])
@@ -305,6 +307,7 @@ COUNTERS: dict[str, Callable[[int], Counts]] = {
     "tiled32_at_padded": lambda n: tiled_counts("tiled32_at_padded", n, 32, 1, 0, True),
     "copy": lambda n: transpose_counts("copy", n),
     "transpose_naive": lambda n: transpose_counts("transpose_naive", n),
+    "transpose_reads": lambda n: transpose_counts("transpose_reads", n),
     "transpose_shared": lambda n: transpose_counts("transpose_shared", n),
     "transpose_padded": lambda n: transpose_counts("transpose_padded", n),
 }

@@ -226,8 +226,9 @@ def measure(rt, n: int, refs: dict[str, KernelRef], repeat: int = REPEAT) -> lis
         threads = int(np.prod(ref.launch.block))
         per_sm = blocks_per_sm(threads, fn.num_regs, fn.shared_size_bytes, limits)
         tiles = grid[0] * grid[1]
+        waves = tiles / max(per_sm * limits["sm_count"], 1)
         info[key] = {"registers": fn.num_regs, "tiles": tiles, "blocks_per_sm": per_sm,
-                     "waves": tiles / max(per_sm * limits["sm_count"], 1)}
+                     "waves": waves, "full_waves": math.ceil(waves)}
         runs[key] = (lambda fn=fn, c=c, ref=ref, grid=grid: fn(
             a, b, c, np.int32(n), np.int32(n), np.int32(n), block=ref.launch.block, grid=grid))
     c_blas = outs["cublas"] = rt.mem_alloc(n * n * 4)
@@ -356,6 +357,9 @@ def run_gpu(rt, out: Path, sizes: tuple[int, ...] = SIZES) -> dict[str, Any]:
     for n in sizes:
         at_n = [r for r in rows if r["n"] == n]
         blas = next(r for r in at_n if r["kernel"] == "cublas")
+        blas["kernels_timed"] = len(at_n) - 1
+        blas["bitwise_kernels"] = sum(bool(r["bitwise_cublas"]) for r in at_n
+                                      if r["kernel"] != "cublas")
         best = max((r for r in at_n if r["kernel"] != "cublas"), key=lambda r: r["tflops"])
         for r in at_n:
             r["pct_cublas"] = 100.0 * r["tflops"] / blas["tflops"]
