@@ -82,12 +82,16 @@ class MeasuredTable(_BookDirective):
         "order": directives.unchanged,
         "transpose": directives.flag,
         "name": directives.unchanged,
+        "empty": directives.unchanged,
     }
 
     def run(self) -> list[nodes.Node]:
         experiment = self.arguments[0]
         try:
             ds = self.need(experiment)
+            where = parse_filters(self.options.get("where"))
+            if "empty" in self.options and not ds.select(where):  # none is the finding
+                return [nodes.paragraph("", self.options["empty"], classes=["tl-empty"])]
             order_by, order = tables.parse_order(self.options.get("order"))
             spec = tables.TableSpec(
                 where=parse_filters(self.options.get("where")),

@@ -156,6 +156,18 @@ def _count(vals: dict[str, float], kernel: str) -> tuple[float, float]:
     return (wf / inst if inst else float("nan"), conf / inst if inst else float("nan"))
 
 
+RULES = ("predicted", "quarter_warp", "merged")
+
+
+def summary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For each rule, how many of the patterns' counts it predicted (kind "summary")."""
+    patterns = [r for r in rows if r.get("kind") == "pattern"]
+    key = {"predicted": "match", "quarter_warp": "quarter_warp_match",
+           "merged": "merged_match"}
+    return [{"kind": "summary", "rule": rule, "patterns": len(patterns),
+             "matched": sum(bool(r[key[rule]]) for r in patterns)} for rule in RULES]
+
+
 def run(rt, out: Path) -> Path:
     """Count every pattern on the GPU, predict it, analyse it on the emulator; write."""
     from tilelab.experiments import counters
@@ -170,7 +182,7 @@ def run(rt, out: Path) -> Path:
         measured, conflicts = _count(vals, kernel)
         pred = predictions(pattern, width, load)
         rows.append({
-            "kernel": kernel, "pattern": name, "width": width,
+            "kind": "pattern", "kernel": kernel, "pattern": name, "width": width,
             "op": "load" if load else "store", "course": name in _course(),
             "active_lanes": sum(w is not None for w in pattern),
             "offsets": " ".join("-" if w is None else str(w) for w in pattern),
@@ -180,6 +192,7 @@ def run(rt, out: Path) -> Path:
             "quarter_warp_match": abs(measured - pred["quarter_warp"]) <= MATCH,
             "merged_match": abs(measured - pred["merged"]) <= MATCH,
         })
+    rows += summary_rows(rows)
     return write(
         out, "bank_wide", "Wide shared-memory accesses: the bank rule against the GPU's count",
         f"One warp, {ITERS} accesses per launch, each lane at its own word offset (offsets: "
@@ -189,7 +202,8 @@ def run(rt, out: Path) -> Path:
         "lanes n and n^1, or n and n^2, read alike); quarter_warp: the same without the "
         "pairing; merged: one pass per 128 distinct bytes of the warp, at least 2; "
         "emu_degree: the CPU emulator's worst degree of the access (degree: the rule's).",
-        {"kernel": "", "pattern": "", "width": "B", "op": "", "course": "",
+        {"kind": "", "rule": "", "matched": "", "patterns": "",
+         "kernel": "", "pattern": "", "width": "B", "op": "", "course": "",
          "active_lanes": "", "offsets": "", "measured": "", "ncu_conflicts": "",
          "predicted": "", "ideal": "", "degree": "", "quarter_warp": "", "merged": "",
          "emu_degree": "", "match": "", "quarter_warp_match": "", "merged_match": ""},
