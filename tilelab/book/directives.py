@@ -114,8 +114,9 @@ class MeasuredTable(_BookDirective):
         return [table]
 
 
-def build_table(heads: list[str], cells: list[list[str]], numeric: list[bool]) -> nodes.table:
-    table = nodes.table(classes=["tl-table"])
+def build_table(heads: list[str], cells: list[list[str]], numeric: list[bool],
+                classes: tuple[str, ...] = ()) -> nodes.table:
+    table = nodes.table(classes=["tl-table", *classes])
     group = nodes.tgroup(cols=len(heads))
     table += group
     for _ in heads:
@@ -353,8 +354,8 @@ class AblationTable(_BookDirective):
 class Scoreboard(_BookDirective):
     """``{scoreboard} sgemm``: one line per step of ``road.SCOREBOARD`` and cuBLAS: the
     change, TFLOP/s at each of ``:sizes:`` (step 9: the configuration it chose at that N),
-    % of the FP32 peak and of cuBLAS and the gain over its start at ``:at:``, and what the
-    gain is credited to (:func:`road.attribution`). Missing rows read "not measured yet"."""
+    % of the FP32 peak and of cuBLAS at ``:at:``, and what the step's gain is credited to
+    (:func:`road.attribution`). A cell the data file lacks reads "—"."""
 
     required_arguments = 1
     has_content = True
@@ -379,28 +380,24 @@ class Scoreboard(_BookDirective):
 
         def cell(r: dict[str, Any] | None, column: str, spec: str) -> str:
             v = r.get(column) if r else None
-            return format_value(v, spec) if isinstance(v, (int, float)) else "not measured yet"
+            return format_value(v, spec) if isinstance(v, (int, float)) else "—"
 
-        heads = ["step", "the change", *(f"TFLOP/s, N={n}" for n in sizes),
-                 f"% of FP32 peak, N={at}", f"% of cuBLAS, N={at}", f"gain, N={at}",
-                 "credited to"]
+        heads = ["step", "the change", *(f"N={n}" for n in sizes), "% of peak",
+                 "% of cuBLAS", "credited to"]
         cells = []
         for i, step in enumerate(road.SCOREBOARD):
             main = row_of(step.key, at)
-            start = rows.get((step.start, at)) if step.start else None
-            gain = (f"{main['tflops'] / start['tflops']:.2f}×" if main and start
-                    and main.get("tflops") and start.get("tflops") else "—")
-            name = step.key if step.key != "shapes" or not main else f"shapes ({main['kernel']})"
             number = ("ch. 2", "ch. 3")[i] if i < 2 else f"step {i - 1}"
-            cells.append([f"{number}: {name}", step.change,
+            cells.append([f"{number}: {step.key}", step.change,
                           *(cell(row_of(step.key, n), "tflops", ".1f") for n in sizes),
-                          cell(main, "pct_peak", ".0f"), cell(main, "pct_cublas", ".1f"), gain,
+                          cell(main, "pct_peak", ".0f"), cell(main, "pct_cublas", ".1f"),
                           road.attribution(step)])
         blas = rows.get(("cublas", at))
         cells.append(["cuBLAS", "NVIDIA's library (FP32, TF32 off)",
                       *(cell(rows.get(("cublas", n)), "tflops", ".1f") for n in sizes),
-                      cell(blas, "pct_peak", ".0f"), "100", "—", "—"])
-        table = build_table(heads, cells, [False, False, *([True] * (len(sizes) + 3)), False])
+                      cell(blas, "pct_peak", ".0f"), "100", "—"])
+        table = build_table(heads, cells, [False, False, *([True] * (len(sizes) + 2)), False],
+                            ("tl-scoreboard",))
         caption = self.caption_nodes()
         if caption and isinstance(caption[0], nodes.caption):
             table.insert(0, nodes.title("", "", *caption[0].children))

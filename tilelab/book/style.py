@@ -10,7 +10,7 @@ from matplotlib.text import Text
 
 DPI = 110  # layout: inches x DPI = the width a figure is shown at (CSS pixels)
 SCALE = 2  # the PNG has SCALE x as many pixels per side (sharp on HiDPI screens)
-COLUMN_PX = 660  # a figure's room in the text column of a page at a 1280-px window (CSS px)
+COLUMN_PX = 620  # a figure's room in the text column of a page at a 1280-px window (CSS px)
 MIN_LABEL_PX = 13.0  # no text of a figure smaller than this, as displayed
 METADATA_KEY = "tilelab-min-text-px"  # PNG text chunk: smallest text, in image pixels
 INK = "#1f2933"

@@ -247,20 +247,17 @@ class Step:
 
 
 SCOREBOARD: tuple[Step, ...] = (
-    Step("naive", None, "one output per thread, every operand from global memory"),
-    Step("tiled32", "naive", "32x32 tiles of A and B staged in shared memory"),
-    Step("regblock_1d", "tiled32", "8 outputs of a column per thread, 64x64x8 tiles"),
-    Step("regblock", "regblock_1d", "an 8x8 micro-tile per thread, 128x128x8 tiles"),
-    Step("vec4", "regblock", "16-byte loads, A's tile stored transposed"),
+    Step("naive", None, "one output per thread, operands from global memory"),
+    Step("tiled32", "naive", "32x32 tiles in shared memory"),
+    Step("regblock_1d", "tiled32", "8 outputs of a column per thread"),
+    Step("regblock", "regblock_1d", "an 8x8 micro-tile per thread"),
+    Step("vec4", "regblock", "16-byte loads, A's tile transposed"),
     Step("warptile", "vec4", "warp tiles, BK 16"),
-    Step("dbuf", "warptile", "two buffers, unchecked interior tiles"),
-    Step("async", "dbuf_128x256x8_w64x64", "cp.async copies, 4 stages (against step 5 at "
-         "its tile)"),
-    Step("swizzle", "async_128x64x16_s2", "A by 16-byte rows, swizzled (against step 6 at "
-         "its tile)"),
-    Step("ahead", "dbuf_128x256x16_w64x64", "operands a step ahead (against step 5's "
-         "fastest configuration)"),
-    Step("shapes", "ahead", "any alignment, a configuration chosen per shape"),
+    Step("dbuf", "warptile", "two buffers, unchecked interior"),
+    Step("async", "dbuf_128x256x8_w64x64", "cp.async copies, 4 stages"),
+    Step("swizzle", "async_128x64x16_s2", "A by 16-byte rows, swizzled"),
+    Step("ahead", "dbuf_128x256x16_w64x64", "operands a step ahead"),
+    Step("shapes", "ahead", "any alignment, a tile per shape"),
 )
 
 
