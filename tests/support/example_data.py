@@ -22,7 +22,8 @@ from tilelab.experiments import bank_wide  # noqa: E402
 from tilelab.experiments.cublas_check import SIZES  # noqa: E402
 
 OUT = REPO / "tests" / "data" / "book"
-NOTE = "EXAMPLE values for the tests of the book extension, made up by a formula, not a measurement."
+NOTE = ("EXAMPLE values for the tests of the book extension, made up by a formula, not a "
+        "measurement.")
 PROVENANCE = {"date": "2026-12-01T00:00:00+00:00", "command": "tests/support/example_data.py",
               "gpu": "EXAMPLE GPU", "compute_capability": "9.0", "sm_count": 132,
               "revision": "0" * 40, "dirty": False, "code_digest": "example",
@@ -51,7 +52,8 @@ def sgemm() -> None:
     refs = road.kernel_refs()
     rows = []
     for n in (4096, *[s for s in SIZES if s != 4096]):
-        keys = list(refs) if n in FULL else [k for k in SWEEP if not (n > 4096 and k in ("naive", "tiled32"))]
+        keys = list(refs) if n in FULL else [
+            k for k in SWEEP if not (n > 4096 and k in ("naive", "tiled32"))]
         flops = 2.0 * n ** 3
         blas_t = 48.0 * (0.9 if n % 1024 else 1.0) * min(1.0, n / 2048)
         at_n = []
@@ -73,7 +75,8 @@ def sgemm() -> None:
                      "tflops": blas_t, "rel_error": 1e-6, "bitwise_cublas": True,
                      "submit_max_ms": 0.1, "redone": 0, "cublas_version": 130100})
         rows.extend(at_n)
-    rates = {r["kernel"]: r["tflops"] for r in rows if r["n"] == 4096 and r["kernel"] in road.CANDIDATES}
+    rates = {r["kernel"]: r["tflops"] for r in rows
+             if r["n"] == 4096 and r["kernel"] in road.CANDIDATES}
     for n in SIZES:
         at_n = [r for r in rows if r["n"] == n]
         blas = next(r for r in at_n if r["kernel"] == "cublas")
@@ -96,7 +99,8 @@ def sgemm() -> None:
                           "ncu_kernel": "matmul_shapes" if r["chosen"] else "example_sgemm",
                           "ncu_smsp__issue_active_avg_pct_of_peak_sustained_active": 80.0,
                           "ncu_smsp__warps_active_avg_per_cycle_active": 2.0,
-                          **{f"ncu_smsp__average_warps_issue_stalled_{s}_per_issue_active_ratio": 0.5
+                          **{f"ncu_smsp__average_warps_issue_stalled_{s}"
+                             "_per_issue_active_ratio": 0.5
                              for s in ("barrier", "short_scoreboard", "long_scoreboard",
                                        "wait", "dispatch_stall")}})
     doc = _load("sgemm")
@@ -117,7 +121,8 @@ def sgemm_ptxas() -> None:
         if key not in have:
             t = road.traffic(key)
             doc["rows"].append({**base, "kernel": key, "step": road.step_of(key),
-                                "label": ref.label, "threads_per_block": math.prod(ref.launch.block),
+                                "label": ref.label,
+                                "threads_per_block": math.prod(ref.launch.block),
                                 "registers": 128, "spill_bytes": 0,
                                 "global_bytes_per_fma": t.global_bytes_per_fma,
                                 "shared_operands_per_fma": t.shared_operands_per_fma,
@@ -183,8 +188,10 @@ def counters() -> None:
         r.setdefault("lts__t_sectors_srcunit_tex_op_write_sum", 1.0e6)
         r.setdefault("l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate_pct", 50.0)
         r.setdefault("lts__t_sector_hit_rate_pct", 60.0)
-    for k in ("lts__t_sectors_srcunit_tex_op_read_sum", "lts__t_sectors_srcunit_tex_op_write_sum",
-              "l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate_pct", "lts__t_sector_hit_rate_pct"):
+    for k in ("lts__t_sectors_srcunit_tex_op_read_sum",
+              "lts__t_sectors_srcunit_tex_op_write_sum",
+              "l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate_pct",
+              "lts__t_sector_hit_rate_pct"):
         doc["columns"].setdefault(k, "")
     _save("counters", doc)
 

@@ -17,9 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from tilelab import emu
 from tilelab.catalog import banks
 from tilelab.catalog.reference import kernel_file
 from tilelab.catalog.road import portable_source
+from tilelab.device.runtime import get_runtime
+from tilelab.experiments import counters
 from tilelab.experiments.datafile import write
 
 ITERS = 256  # accesses per launch (the counts are per instruction: any number would do)
@@ -92,9 +95,6 @@ def predictions(pattern: Pattern, width: int, load: bool) -> dict[str, Any]:
 
 def emulator_degrees(rows: list[tuple[str, str, Pattern]]) -> dict[tuple[str, str], float]:
     """The CPU emulator's worst degree of each (kernel, pattern)'s access, analysed."""
-    from tilelab import emu
-    from tilelab.device.runtime import get_runtime
-
     rt = get_runtime("emu")
     mod = emu.SourceModule(portable_source(kernel_file("bank_wide.cu")), analysis=True)
     out: dict[tuple[str, str], float] = {}
@@ -113,8 +113,6 @@ def emulator_degrees(rows: list[tuple[str, str, Pattern]]) -> dict[tuple[str, st
 
 def child(cases: list[tuple[str, Pattern]]) -> None:
     """Under ncu: one launch per (kernel, pattern), in order."""
-    from tilelab.device.runtime import get_runtime
-
     rt = get_runtime("gpu")
     mod = rt.SourceModule(kernel_file("bank_wide.cu"))
     res = rt.mem_alloc(4 * 32)
@@ -170,8 +168,6 @@ def summary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def run(rt, out: Path) -> Path:
     """Count every pattern on the GPU, predict it, analyse it on the emulator; write."""
-    from tilelab.experiments import counters
-
     todo = cases()
     launches, _ = counters.profile(
         ["tilelab.experiments.bank_wide", "child"], METRICS, len(todo))

@@ -30,6 +30,7 @@ import numpy as np
 from tilelab.catalog import road
 from tilelab.catalog.problems import MATMUL
 from tilelab.device.bench import time_interleaved
+from tilelab.device.runtime import get_runtime
 from tilelab.experiments import blas_second, counters
 from tilelab.experiments.cublas import Cublas, package_version
 from tilelab.experiments.datafile import DataFileError, read, write
@@ -73,8 +74,6 @@ def _launches(rt, n: int, keep: list) -> dict[str, Any]:
 
 def child(sizes: tuple[int, ...]) -> None:
     """Under ncu: cuBLAS then the reference kernel, :data:`NCU_LAUNCHES` times each, per N."""
-    from tilelab.device.runtime import get_runtime
-
     rt = get_runtime("gpu")
     for n in sizes:
         keep: list = []

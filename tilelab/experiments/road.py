@@ -44,7 +44,8 @@ from tilelab.catalog.road import (
     traffic,
 )
 from tilelab.device.bench import WARMUP, time_interleaved
-from tilelab.experiments import compile_cache, cublas_check
+from tilelab.device.runtime import get_runtime
+from tilelab.experiments import compile_cache, counters, cublas_check
 from tilelab.experiments.cublas import Cublas, library_path, package_version, relative_error
 from tilelab.experiments.cublas_check import SIZES
 from tilelab.experiments.sass import OPCODE, sass_of
@@ -269,8 +270,6 @@ def measure(rt, n: int, refs: dict[str, KernelRef], repeat: int = REPEAT) -> lis
 
 def size_child(cases: list[tuple[str, int]]) -> None:
     """Under ncu: one launch of each (kernel, N) case (``cublas``: one cuBLAS call)."""
-    from tilelab.device.runtime import get_runtime
-
     rt = get_runtime("gpu")
     refs = kernel_refs()
     for key, n in cases:
@@ -293,8 +292,6 @@ def size_child(cases: list[tuple[str, int]]) -> None:
 def size_counters(cases: list[tuple[str, int]]) -> dict[tuple[str, int], dict[str, Any]]:
     """Nsight Compute's :data:`SIZE_METRICS` for each (kernel, N) case, by case (a cuBLAS
     call's kernels: its longest one's figures, their durations summed)."""
-    from tilelab.experiments import counters
-
     launches, names = counters.profile(
         ["tilelab.experiments.road", "size-child", *(f"{k}:{n}" for k, n in cases)],
         list(SIZE_METRICS), None)
@@ -321,7 +318,7 @@ def size_counters(cases: list[tuple[str, int]]) -> dict[tuple[str, int], dict[st
     return out
 
 
-def _ncu_columns(figures: dict[str, Any]) -> dict[str, Any]:
+def ncu_columns(figures: dict[str, Any]) -> dict[str, Any]:
     """The size counters as the data file's columns."""
     cols = {f"ncu_{k}": v for k, v in figures.items() if k != "ncu_kernel"}
     elapsed = figures.get("sm__cycles_elapsed_max")
@@ -378,7 +375,7 @@ def run_gpu(rt, out: Path, sizes: tuple[int, ...] = SIZES) -> dict[str, Any]:
         if r["kernel"] == "cublas":
             r.update(checked[r["n"]])
         if (r["kernel"], r["n"]) in counted:
-            r.update(_ncu_columns(counted[(r["kernel"], r["n"])]))
+            r.update(ncu_columns(counted[(r["kernel"], r["n"])]))
     return {
         "rows": rows,
         "peak": {
