@@ -12,7 +12,7 @@ from tilelab.catalog.road import RATE_N
 from tilelab.device.bench import REPEAT
 from tilelab.device.runtime import Runtime
 from tilelab.experiments import road
-from tilelab.experiments.cublas_check import TOLERANCE
+from tilelab.experiments.cublas_check import TOLERANCE, CrossCheckFailed
 from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD
 
@@ -32,9 +32,9 @@ def run(rt: Runtime, out: Path) -> Path:
     peak = res["peak"]
     sizes = sorted({r["n"] for r in res["rows"]})
     columns = {**COLUMNS, **{k: "" for r in res["rows"] for k in r if k not in COLUMNS}}
-    return write(
+    path = write(
         out,
-        "sgemm",
+        "sgemm" if not res["refused"] else "sgemm.rejected",
         "SGEMM from the naive kernel to cuBLAS, FP32, square N",
         "Each step of the road to cuBLAS, the tuned configurations of its last steps, the "
         "ablations (road.ABLATIONS) and "
@@ -58,3 +58,6 @@ def run(rt: Runtime, out: Path) -> Path:
                               f"({road.REPEAT_LARGE} at N > 4096)"),
         kernels=res["kernels"],
     )
+    if res["refused"]:
+        raise CrossCheckFailed(f"{res['refused']} (the rows: {path})")
+    return path
