@@ -211,10 +211,11 @@ def test_step_8_hands_its_copies_over_with_one_barrier_per_tile(rng):
     assert races[1] > 0
 
 
-@pytest.mark.parametrize(("swizzle", "degree"), [(1, 1.0), (0, 2.0)])
+@pytest.mark.parametrize(("swizzle", "degree"), [(1, 1.0), (0, 4.0)])
 def test_step_7_s_swizzle_spreads_rows_of_128_bytes_over_the_banks(rng, swizzle, degree):
-    """With BK = 32 a row of A's tile is 128 bytes: the two rows a quarter-warp reads sit
-    in the same banks unless swizzled (the emulator's degree of the loads of As)."""
+    """With BK = 32 a row of A's tile is 128 bytes. A load of A is a uniform one (the four
+    lanes of a row of lanes read alike), served a half-warp, four rows, at a time: the four
+    rows sit in the same banks unless swizzled (the emulator's degree of the loads of As)."""
     from dataclasses import replace
 
     from tilelab import emu
