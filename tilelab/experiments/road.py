@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -336,8 +337,10 @@ def run_gpu(rt, out: Path, sizes: tuple[int, ...] = SIZES) -> dict[str, Any]:
     refs = kernel_refs()
     compile_cache.warm([ref.source() for ref in refs.values()])
     bad = _check_small(rt, refs)
-    if bad:
+    wrong = sorted({b.split(" ", 1)[0] for b in bad})
+    if set(CANDIDATES) & set(wrong):  # step 9 cannot choose among wrong kernels
         raise RuntimeError("kernels failed their checks:\n" + "\n".join(bad))
+    refs = {k: r for k, r in refs.items() if k not in wrong}  # never timed; named at the end
     dev = cuda.Context.get_device()
     attr = cuda.device_attribute
     cc = dev.compute_capability()
@@ -373,7 +376,11 @@ def run_gpu(rt, out: Path, sizes: tuple[int, ...] = SIZES) -> dict[str, Any]:
                                                      if r["kernel"] == "cublas"}, "sgemm"), None
     except cublas_check.CrossCheckFailed as exc:  # the rows are kept, under another name
         checked, refused = {}, str(exc)
-    counted = size_counters([c for n in sizes for c in ((chosen[n], n), ("cublas", n))])
+    try:
+        counted = size_counters([c for n in sizes for c in ((chosen[n], n), ("cublas", n))])
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:  # the times stand
+        print(f"sgemm: Nsight Compute could not count the sizes: {exc}", file=sys.stderr)
+        counted = {}
     for r in rows:
         if r["kernel"] == "cublas":
             r.update(checked.get(r["n"], {}))
@@ -389,14 +396,13 @@ def run_gpu(rt, out: Path, sizes: tuple[int, ...] = SIZES) -> dict[str, Any]:
         },
         "rates": rates,
         "refused": refused,
+        "wrong": bad,
         "cublas": {"library": Path(library_path()).name, "package": package_version()},
         "kernels": {k: ref.source() for k, ref in refs.items()},
     }
 
 
 if __name__ == "__main__":
-    import sys
-
     if sys.argv[1:2] == ["size-child"]:
         size_child([(a.rpartition(":")[0], int(a.rpartition(":")[2])) for a in sys.argv[2:]])
     else:

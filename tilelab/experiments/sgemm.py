@@ -60,4 +60,7 @@ def run(rt: Runtime, out: Path) -> Path:
     )
     if res["refused"]:
         raise CrossCheckFailed(f"{res['refused']} (the rows: {path})")
+    if res["wrong"]:
+        raise RuntimeError(f"{path} was written without the kernels that failed their "
+                           "checks:\n" + "\n".join(res["wrong"]))
     return path
