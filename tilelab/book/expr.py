@@ -216,12 +216,32 @@ _COMPARISONS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": ope
 
 
 @dataclass(frozen=True)
-class Claim:
-    """A sentence of the book that holds only while the data say so: its text, and the
-    conditions (``A < B``, joined by `` and ``) it rests on."""
+class Constant:
+    """A number written in a claim (``... < 2``): it names no data file."""
 
     text: str
-    conditions: tuple[tuple[Expr, str, Expr], ...]
+    value: float
+    experiments: tuple[str, ...] = ()
+
+    def evaluate(self, load: Loader) -> tuple[Any, str]:
+        return self.value, ""
+
+
+def _side(text: str) -> Expr | Constant:
+    try:
+        return Constant(text, float(text))
+    except ValueError:
+        return parse(text)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A sentence of the book that holds only while the data say so: its text, and the
+    conditions (``A < B``, joined by `` and ``; either side may be a plain number) it
+    rests on."""
+
+    text: str
+    conditions: tuple[tuple[Expr | Constant, str, Expr | Constant], ...]
 
     @property
     def experiments(self) -> list[str]:
@@ -254,5 +274,8 @@ def parse_claim(text: str) -> Claim:
         m = re.fullmatch(r"\s*(.+?)\s*(<=|>=|<|>)\s*(.+?)\s*", part)
         if not m:
             raise DataError(f"claim {text!r}: {part.strip()!r} is not 'A < B' (or >, <=, >=)")
-        conditions.append((parse(m.group(1)), m.group(2), parse(m.group(3))))
+        a, b = _side(m.group(1)), _side(m.group(3))
+        if isinstance(a, Constant) and isinstance(b, Constant):
+            raise DataError(f"claim {text!r}: {part.strip()!r} names no data value")
+        conditions.append((a, m.group(2), b))
     return Claim(sentence.strip(), tuple(conditions))
