@@ -41,9 +41,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tilelab.catalog import road  # noqa: E402
 from tilelab.catalog.problems import MATMUL, Launch  # noqa: E402
 from tilelab.catalog.reference import KernelRef  # noqa: E402
-from tilelab.catalog import road  # noqa: E402
 from tilelab.experiments.road import ptxas_report  # noqa: E402
 
 BASELINE = "dbuf_128x256x16_w64x64"  # the best configuration of sgemm.json before step 7
