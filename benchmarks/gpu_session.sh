@@ -33,13 +33,14 @@
 # tests/fixtures/submissions, then the `gpu` tests of the replay-proof speed run and of the
 # counters, which print ncu's time per kernel; OUT_DIR/hostile.json holds each verdict),
 # book (every GPU measurement the chapters read but the counters, in one `tilelab bench`
-# process -> OUT_DIR/data: device, cublas_check, matmul, transpose, elementwise,
-# bank_stride, bank_wide, occupancy, sass, racecheck, shared_bw, divergence, waves,
-# latency, sgemm; about 5 minutes on an H200), bookcounters (the rest of the chapters'
-# files -> OUT_DIR/data: counters under Nsight Compute, then without a GPU sgemm_ptxas,
-# emu_analysis and model from the files in OUT_DIR/data, then `tilelab calibrate`; about
-# 5 minutes; run it after book into the same OUT_DIR, or copy book's OUT_DIR/data there
-# first), datacheck (whether OUT_DIR/data describes one GPU and today's kernels: the test
+# process -> OUT_DIR/data, the most needed first: device, cublas_check, sgemm, matmul,
+# transpose, bank_wide, bank_stride, elementwise, occupancy, sass, shared_bw, divergence,
+# waves, latency, racecheck; each experiment's seconds in book.log; about 6 minutes on an
+# H200), bookcounters (the rest of the chapters' files -> OUT_DIR/data: counters under
+# Nsight Compute, then without a GPU sgemm_ptxas, emu_analysis and model from the files
+# in OUT_DIR/data, then `tilelab calibrate`; about 5 minutes; run it after book into the
+# same OUT_DIR, or copy book's OUT_DIR/data there first), datacheck (whether
+# OUT_DIR/data describes one GPU and today's kernels: the test
 # tests/test_data_provenance.py runs the same check on book/data),
 # road (the road to cuBLAS alone: the Nsight Compute counters of every course kernel,
 # chapter 6's included, matmul.json and the sgemm table with the ablations and step 6 ->
@@ -100,11 +101,11 @@ for s in $steps; do
              shared_bw divergence waves latency sgemm counters sgemm_ptxas emu_analysis model \
              --out "$out/data" ;;
     book) run_step book "${BOOK_LIMIT:-530}" "$py" -m tilelab.cli bench device cublas_check \
-             matmul transpose elementwise bank_stride bank_wide occupancy sass racecheck \
-             shared_bw divergence waves latency sgemm --out "$out/data"
+             sgemm matmul transpose bank_wide bank_stride elementwise occupancy sass \
+             shared_bw divergence waves latency racecheck --out "$out/data"
        [ -f "$out/data/sgemm.json" ] && "$py" benchmarks/sgemm_table.py "$out/data" ;;
     bookcounters) run_step bookcounters "${BOOKCOUNTERS_LIMIT:-530}" bash -c "\"\$1\" -m \
-             tilelab.cli bench counters sgemm_ptxas emu_analysis model --out \"\$2/data\" && \
+             tilelab.cli bench counters sgemm_ptxas emu_analysis model --out \"\$2/data\"; \
              \"\$1\" -m tilelab.cli calibrate --write \"\$2/gates.json\" --out \"\$2/data\"" \
              _ "$py" "$out" ;;
     datacheck) run_step datacheck 60 "$py" -c "import sys; from tilelab.experiments import \
