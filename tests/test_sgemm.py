@@ -232,3 +232,19 @@ def test_step_7_s_swizzle_spreads_rows_of_128_bytes_over_the_banks(rng, swizzle,
     reads = [b for b in fn.last_report.analysis.bank_lines
              if b.array == "As" and b.kind == "read"]
     assert reads and max(b.avg_degree for b in reads) == degree
+
+
+def test_the_scoreboard_credits_a_step_to_ablations_only_along_a_chain_of_one_changes(
+        monkeypatch):
+    """Steps 1 to 6, 8 and 9 are reached from their start by one-change pairs; step 7's
+    pair from step 6 is a comparison, so its gain is credited in part; take one link of
+    step 1's chain away and step 1 is credited in part too."""
+    got = {s.key: sgemm.attribution(s) for s in sgemm.SCOREBOARD}
+    assert got["swizzle"] == "ablations in part"
+    assert all(got[k] == "ablations" for k in ("regblock_1d", "regblock", "vec4", "warptile",
+                                                "dbuf", "async", "ahead"))
+    assert got["shapes"].startswith("ablations")
+    monkeypatch.setattr(sgemm, "ABLATIONS",
+                        tuple(ab for ab in sgemm.ABLATIONS if ab.key != "tile_1d"))
+    step1 = next(s for s in sgemm.SCOREBOARD if s.key == "regblock_1d")
+    assert sgemm.attribution(step1) == "ablations in part"
