@@ -32,6 +32,16 @@
 # hostile (tilelab check on the GPU of each replaying and lesson-skipping kernel of
 # tests/fixtures/submissions, then the `gpu` tests of the replay-proof speed run and of the
 # counters, which print ncu's time per kernel; OUT_DIR/hostile.json holds each verdict),
+# book (every GPU measurement the chapters read but the counters, in one `tilelab bench`
+# process -> OUT_DIR/data, the most needed first: device, cublas_check, sgemm, matmul,
+# transpose, bank_wide, bank_stride, elementwise, occupancy, sass, shared_bw, divergence,
+# waves, latency, racecheck; each experiment's seconds in book.log; about 6 minutes on an
+# H200), bookcounters (the rest of the chapters' files -> OUT_DIR/data: counters under
+# Nsight Compute, then without a GPU sgemm_ptxas, emu_analysis and model from the files
+# in OUT_DIR/data, then `tilelab calibrate`; about 5 minutes; run it after book into the
+# same OUT_DIR, or copy book's OUT_DIR/data there first), datacheck (whether
+# OUT_DIR/data describes one GPU and today's kernels: the test
+# tests/test_data_provenance.py runs the same check on book/data),
 # road (the road to cuBLAS alone: the Nsight Compute counters of every course kernel,
 # chapter 6's included, matmul.json and the sgemm table with the ablations and step 6 ->
 # OUT_DIR/data; then, without a GPU, `tilelab bench model --out book/data` once the files
@@ -42,8 +52,8 @@
 # GPU, each step's hidden tests and speed gates included: times in OUT_DIR/notebooks.json).
 # A summary table is printed last.
 set -uo pipefail
-known="tests sandbox hostile class corpus bench road sweep calibrate cluster scale checktimes \
-locktests countersload startload pergpu sharedgpu notebooks"
+known="tests sandbox hostile class corpus bench book bookcounters datacheck road sweep calibrate \
+cluster scale checktimes locktests countersload startload pergpu sharedgpu notebooks"
 out="${1:?usage: gpu_session.sh OUT_DIR [STEP ...]}"
 if [[ " $known " == *" $out "* ]]; then  # a step where the folder goes: nothing is run
   echo "gpu_session.sh: the first argument is the output folder, not a step ($out);" \
@@ -54,6 +64,13 @@ shift
 steps="${*:-${STEPS:-tests sandbox hostile class corpus bench calibrate notebooks}}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
+# the code revision every data file records (a GPU machine's copy of the tree has no .git:
+# pass TILELAB_REVISION and TILELAB_DIRTY from the checkout the copy came from)
+if [ -z "${TILELAB_REVISION:-}" ] && git rev-parse HEAD >/dev/null 2>&1; then
+  export TILELAB_REVISION=$(git rev-parse HEAD)
+  [ -n "$(git status --porcelain --untracked-files=no)" ] && export TILELAB_DIRTY=1 || export TILELAB_DIRTY=0
+fi
+echo "code revision: ${TILELAB_REVISION:-unknown} (dirty: ${TILELAB_DIRTY:-unknown})"
 py="${PYTHON:-python3}"
 declare -A status
 
@@ -79,9 +96,21 @@ for s in $steps; do
              tests/test_bubblewrap.py ;;
     class) run_step class "${CLASS_LIMIT:-500}" "$py" -m pytest -m gpu -p no:cacheprovider \
              -o addopts= -rA -s tests/test_classroom.py ;;
-    bench) run_step bench "${BENCH_LIMIT:-900}" "$py" -m tilelab.cli bench device matmul transpose \
-             elementwise bank_stride occupancy sass racecheck shared_bw divergence \
-             waves latency counters sgemm sgemm_ptxas --out "$out/data" ;;
+    bench) run_step bench "${BENCH_LIMIT:-900}" "$py" -m tilelab.cli bench device cublas_check \
+             matmul transpose elementwise bank_stride bank_wide occupancy sass racecheck \
+             shared_bw divergence waves latency sgemm counters sgemm_ptxas emu_analysis model \
+             --out "$out/data" ;;
+    book) run_step book "${BOOK_LIMIT:-530}" "$py" -m tilelab.cli bench device cublas_check \
+             sgemm matmul transpose bank_wide bank_stride elementwise occupancy sass \
+             shared_bw divergence waves latency racecheck --out "$out/data"
+       [ -f "$out/data/sgemm.json" ] && "$py" benchmarks/sgemm_table.py "$out/data" ;;
+    bookcounters) run_step bookcounters "${BOOKCOUNTERS_LIMIT:-530}" bash -c "\"\$1\" -m \
+             tilelab.cli bench counters sgemm_ptxas emu_analysis model --out \"\$2/data\"; \
+             \"\$1\" -m tilelab.cli calibrate --write \"\$2/gates.json\" --out \"\$2/data\"" \
+             _ "$py" "$out" ;;
+    datacheck) run_step datacheck 60 "$py" -c "import sys; from tilelab.experiments import \
+             datacheck; p = datacheck.problems(sys.argv[1]); print('\n'.join(p) or \
+             'one GPU, today\'s kernels'); sys.exit(bool(p))" "$out/data" ;;
     road) run_step road "${ROAD_LIMIT:-900}" "$py" -m tilelab.cli bench counters matmul sgemm \
              --out "$out/data" ;;
     sweep) run_step sweep "${SWEEP_LIMIT:-580}" "$py" benchmarks/sgemm_sweep.py --gpu \
@@ -152,6 +181,7 @@ done
 echo
 echo "step        result"
 for s in $steps; do printf '%-12s %s\n' "$s" "${status[$s]:-not run}"; done
+[ -f "$out/datacheck.log" ] && cat "$out/datacheck.log"
 for s in tests sandbox class corpus cluster; do
   [ -f "$out/$s.log" ] && echo "$s: $(grep -E '^=+ .*(passed|failed|error|skipped).* =+$' "$out/$s.log" | tail -1)"
 done

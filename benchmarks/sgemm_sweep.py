@@ -41,9 +41,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tilelab.catalog import road  # noqa: E402
 from tilelab.catalog.problems import MATMUL, Launch  # noqa: E402
 from tilelab.catalog.reference import KernelRef  # noqa: E402
-from tilelab.experiments import road  # noqa: E402
+from tilelab.experiments.road import ptxas_report  # noqa: E402
 
 BASELINE = "dbuf_128x256x16_w64x64"  # the best configuration of sgemm.json before step 7
 FILES = {  # step -> (file, kernel)
@@ -167,7 +168,7 @@ def candidates2() -> list[Candidate]:
 def _nvcc_report(c: Candidate, arch: str) -> dict[str, Any]:
     """Registers, spills and shared memory of one candidate, or its compile error."""
     try:
-        rep = road.ptxas_report(c.ref().source(), arch, c.options)
+        rep = ptxas_report(c.ref().source(), arch, c.options)
     except subprocess.CalledProcessError as exc:
         return {"error": (exc.stderr or exc.stdout or "")[-1500:]}
     return rep

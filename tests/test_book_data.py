@@ -187,3 +187,33 @@ def test_missing_hint_names_the_command():
     _, cmd, where = data.missing_hint("matmul")
     assert cmd == "tilelab bench matmul --out book/data" and where == "on a GPU"
     assert data.missing_hint("emu_analysis")[2] == "(no GPU needed)"
+
+
+def test_a_claim_holds_or_names_the_values_that_contradict_it():
+    """A qualitative sentence rests on conditions the data must meet: met, nothing to say;
+    not met, the condition and both values; a plain number may stand on one side."""
+    true = expr.parse_claim(
+        "padding made it slower :: matmul[kernel=tiled32_padded,n=4096].median_ms > "
+        "matmul[kernel=tiled32,n=4096].median_ms")
+    assert true.text == "padding made it slower" and true.experiments == ["matmul"]
+    assert true.failed(load) == []
+    false = expr.parse_claim(
+        "padding made it faster :: matmul[kernel=tiled32_padded,n=4096].median_ms < "
+        "matmul[kernel=tiled32,n=4096].median_ms and device.sm_count > 0")
+    (why,) = false.failed(load)
+    assert why.startswith("matmul[kernel=tiled32_padded,n=4096].median_ms < ") and ", but " in why
+    assert expr.parse_claim("x :: device.sm_count >= 1").failed(load) == []
+    assert expr.parse_claim("x :: 1 < device.sm_count").failed(load) == []
+
+
+@pytest.mark.parametrize("bad", ["no conditions", "x :: 1 < 2", "x :: device.sm_count",
+                                 ":: device.sm_count > 1"])
+def test_a_malformed_claim_is_a_data_error(bad):
+    with pytest.raises(DataError):
+        expr.parse_claim(bad)
+
+
+def test_a_claim_on_data_not_measured_yet_is_missing_not_false(tmp_path):
+    claim = expr.parse_claim("x :: sgemm[kernel=shapes,n=3072].tflops > 1")
+    with pytest.raises(Missing):
+        claim.failed(lambda e: data.load(tmp_path, e))

@@ -125,6 +125,23 @@ def test_authoring_errors_warn(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_sentence_the_data_contradict_fails_the_build(tmp_path):
+    """A claim holds with the example data; its opposite warns (a -W build fails); with
+    no data it stands unchecked, without a warning."""
+    cond = ("matmul[kernel=tiled32_padded,n=4096].median_ms {} "
+            "matmul[kernel=tiled32,n=4096].median_ms")
+    page = ("# T\n\nPadding {claim}`made it slower :: " + cond.format(">") + "`, and "
+            "{claim}`made it faster :: " + cond.format("<") + "`.\n")
+    html, warnings = build(tmp_path, EXAMPLES, page=page)
+    assert "made it slower" in html and "made it faster" in html
+    assert "the data contradict the sentence 'made it faster'" in warnings
+    assert "'made it slower'" not in warnings
+    (tmp_path / "none").mkdir()
+    _, warnings = build(tmp_path / "none", tmp_path / "no-data", page=page)
+    assert warnings == ""
+
+
+@pytest.mark.slow
 def test_a_rebuild_follows_new_data(tmp_path):
     data = tmp_path / "data"
     data.mkdir()

@@ -111,6 +111,21 @@ def test_a_kernel_with_no_shared_access_fails_a_padding_lesson():
     assert "no shared-memory access" in counters.skipped_lesson(ex, counters.figures(ex, c))
 
 
+def test_a_transpose_without_shared_memory_earns_no_points_for_the_tile_lesson():
+    """transpose_shared's lesson is the tile: a kernel whose counters show coalesced global
+    traffic but no shared load and store (as the strided-reads transpose's would, if its
+    reads were coalesced) is refused by the counters, whatever its speed; the reference's
+    recorded counts pass."""
+    ex = exercises.get("transpose_shared")
+    c = recorded("transpose_shared-strided_reads")
+    c["global_ld_sectors"] = c["global_ld_requests"] * 4
+    c["shared_ld_requests"] = c["shared_st_requests"] = 0.0
+    assert "no shared-memory load and store" in counters.skipped_lesson(
+        ex, counters.figures(ex, c))
+    strided = recorded("transpose_shared-strided_reads")  # as counted: its reads strided
+    assert "not coalesced" in counters.skipped_lesson(ex, counters.figures(ex, strided))
+
+
 def test_the_counters_are_told_beside_the_emulators_prediction():
     ex = exercises.get("transpose_padded")
     f = counters.figures(ex, recorded("transpose_padded-unpadded"))

@@ -119,12 +119,16 @@ def test_bench_names_a_missing_data_file_without_a_traceback(tmp_path, capsys):
 
 
 def test_wide_passes_see_the_quad_conflict_of_step_3():
-    # step 3: 16 threads of a row read B's tile 32 bytes apart: 16 chunks in 4 bank quads
-    assert model.wide_passes([t * 8 for t in range(16)] * 2) == 4
-    # warp tiling: 4 consecutive chunks, broadcast to 8 rows
-    assert model.wide_passes([(lane % 4) * 4 for lane in range(32)]) == 2
+    # step 3: 16 threads of a row read B's tile 32 bytes apart, the other 16 the same:
+    # each quarter-warp's 8 chunks fall in 4 bank quads, 2 passes each, 4 quarters
+    assert model.wide_passes([t * 8 for t in range(16)] * 2) == 8
+    # warp tiling: 4 consecutive chunks, the same every 4 lanes (lanes n and n^4 alike,
+    # not paired): one pass per quarter-warp
+    assert model.wide_passes([(lane % 4) * 4 for lane in range(32)]) == 4
+    # step 4's loads of A: a chunk per 4 lanes, lanes n and n^1 alike: two half-warps
+    assert model.wide_passes([(lane // 4) * 4 for lane in range(32)]) == 2
     # a 512-byte run (a float4 row store) needs 4 wavefronts, conflict-free
-    assert model.wide_passes([4 * lane for lane in range(32)]) == 4
+    assert model.wide_passes([4 * lane for lane in range(32)], load=False) == 4
 
 
 def test_road_counts_follow_the_geometry():

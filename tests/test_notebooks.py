@@ -142,6 +142,28 @@ def test_grading_text_is_the_registry_s(folder, assignment):
             assert "bank-conflict degree" in line and "as feedback" in line
 
 
+@pytest.mark.parametrize("folder", ["solutions", "exercises"])
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_step_s_graded_line_is_the_registry_s(folder, assignment):
+    """Each step of the notebook says once, in its own text, how it is graded, in the words
+    the release writes from the registry (a promise of points the grader does not give
+    fails here)."""
+    found = publish.notebook_step_lines(notebook_path(folder, assignment))
+    ids = exercises.ASSIGNMENTS[assignment]
+    assert set(found) == set(ids), f"{folder}/{assignment}: steps {sorted(found)} of {ids}"
+    for exercise_id, lines in found.items():
+        assert lines == [publish.step_line(exercises.get(exercise_id))], (
+            f"{folder}/{assignment}: step {exercise_id}'s Graded line disagrees with the "
+            "registry; run  tilelab release  and commit the notebooks")
+
+
+def test_a_step_line_follows_a_changed_gate(monkeypatch):
+    ex = exercises.get("transpose_padded")
+    assert "without a GPU, no speed points" in publish.step_line(ex)
+    monkeypatch.setitem(exercises.EXERCISES, "transpose_padded", ex.with_gate(7.5, "test"))
+    assert "at least 7.5x faster" in publish.step_line(exercises.get("transpose_padded"))
+
+
 def test_the_grading_text_follows_a_changed_gate(monkeypatch):
     ex = exercises.get("naive")
     monkeypatch.setitem(exercises.EXERCISES, "naive", ex.with_gate(9.5, "test"))

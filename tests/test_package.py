@@ -57,6 +57,8 @@ OPTIONAL = {
     "pycuda": "the GPU backend (the [gpu] extra); the emulator without it",
     "dask_cuda": "one Dask worker per GPU (requirements-gpu.txt); a worker per device without it",
     "IPython": "inside a Jupyter kernel only; a PNG written to a file without it",
+    "torch": "the bench's second cuBLAS binding, PyTorch or else CuPy, where installed",
+    "cupy": "the bench's second cuBLAS binding, PyTorch or else CuPy, where installed",
 }
 
 

@@ -124,6 +124,23 @@ def test_a_gate_lies_between_the_slowest_pass_and_the_fastest_fail():
     assert 1.13 < placed["gate"] < 1.32 and placed["refused"] is None
 
 
+def test_a_must_fail_variant_the_counters_refuse_does_not_hold_the_gate_down():
+    """transpose_shared: the strided-reads transpose is faster than the unpadded tile, so a
+    speed gate could not separate them; the GPU's counters refuse it (and the strided
+    writes), so the gate lies between the slowest tile and the baseline's own speed."""
+    from tilelab.experiments.calibration import place
+
+    ex = exercises.get("transpose_shared")
+    speedups = {"reference": 3.3, "padded": 5.7, "swizzled": 5.7, "naive": 1.0,
+                "strided_reads": 3.8}
+    assert place(ex, speedups)["gate"] is None  # by speed alone: refused
+    placed = place(ex, speedups, frozenset({"strided_reads", "naive"}))
+    assert placed["refused"] is None and placed["fastest_fail"] == "baseline"
+    assert 1.0 < placed["gate"] < 3.3
+    placed = place(ex, speedups, frozenset({"strided_reads"}))
+    assert placed["fastest_fail"] == "naive" and placed["gate"] < 3.3
+
+
 def test_calibration_refuses_variants_that_do_not_separate():
     from tilelab.experiments.calibration import place
 

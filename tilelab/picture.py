@@ -120,7 +120,8 @@ def _draw_banks(ax: Any, warp: dict[str, Any] | None, who: str) -> None:
     ax.set_ylabel("bank", fontsize=9)
     ax.tick_params(labelsize=8)
     ax.set_title(f"{who}: {warp['array']} {warp['kind']}, line {warp['line']}: "
-                 f"up to {int(banks.max())} lanes in one bank", fontsize=10)
+                 f"up to {int(banks.max())} lane{'s' if banks.max() != 1 else ''} in one bank",
+                 fontsize=10)
 
 
 def draw(ex: Exercise, mine: dict[str, Any] | None, reference: dict[str, Any],
@@ -168,7 +169,8 @@ def draw(ex: Exercise, mine: dict[str, Any] | None, reference: dict[str, Any],
     block = tuple(mine.get("block") or reference.get("block") or (0, 0, 0))
     shape = ", ".join(f"{d}={s}" for d, s in zip(ex.problem.dims, ex.problem.analysis_shape,
                                                   strict=True))
-    labels = [f"phase {i + 1}" for i in range(len(phases))] if len(phases) > 1 else ["touched"]
+    # a phase is named by the barriers before it (phase 1: none yet), as the title says
+    labels = [f"phase {p + 1}" for p in phases] if len(phases) > 1 else ["touched"]
     handles = [Rectangle((0, 0), 1, 1, color=colours[i]) for i in range(len(labels))]
     ncol = min(len(labels), 8 if len(columns) == 2 else 5)
     fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)

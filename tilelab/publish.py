@@ -147,6 +147,18 @@ def _points(n: float) -> str:
     return f"{n:g} point" + ("" if n == 1 else "s")
 
 
+def _lesson(ex: exercises.Exercise) -> str:
+    """What the GPU's own counters must show for the speed points (the lesson gate)."""
+    if ex.max_bank_degree is not None:
+        return "the padded tile (shared-memory wavefronts per request near 1)"
+    if ex.needs_shared:
+        return ("the shared tile (shared-memory loads and stores, and global accesses that "
+                "move no more sectors than coalesced ones)")
+    if ex.reuses_tiles:
+        return "tiles reused (global bytes per multiply-add well under an untiled kernel's)"
+    return "coalesced global accesses"
+
+
 def grading_line(ex: exercises.Exercise) -> str:
     """What one step is graded on, from the registry (the gates the grader applies)."""
     head = f"- `{ex.kernel}` ({ex.id}): {_points(ex.points_correct)} if correct on every shape"
@@ -157,13 +169,49 @@ def grading_line(ex: exercises.Exercise) -> str:
             f"{ex.baseline.label} at ({shape}) on a GPU")
     if ex.must_beat is not None:
         line += f", and faster than {ex.must_beat.label}"
+    line += f", with the GPU's own counters showing {_lesson(ex)}"
+    line += "; without a GPU, no speed points"
     if ex.max_bank_degree is not None:
-        line += (", and with the GPU's own counters showing the padded tile (shared-memory "
-                 "wavefronts per request near 1); without a GPU, no speed points: the "
-                 "emulator shows the worst shared-memory access line's bank-conflict degree "
-                 f"(1 = conflict-free, 32 = fully serialised; a padded tile: at most "
+        line += (": the emulator shows the worst shared-memory access line's bank-conflict "
+                 "degree (1 = conflict-free, 32 = fully serialised; a padded tile: at most "
                  f"{ex.max_bank_degree:g}) as feedback")
     return line + "."
+
+
+#: a step's own "Graded:" line in a notebook's markdown, naming its exercise id
+STEP_LINE = re.compile(r"^Graded: `[^`\n]*` \((?P<id>[a-z0-9_]+)\):[^\n]*$", re.M)
+
+
+def step_line(ex: exercises.Exercise) -> str:
+    """A step's "Graded:" line: its exercise's :func:`grading_line`, as a sentence."""
+    return "Graded: " + grading_line(ex)[2:]
+
+
+def notebook_step_lines(path: str | Path) -> dict[str, list[str]]:
+    """Every step's "Graded:" line in one notebook, by the exercise id it names."""
+    nb = json.loads(Path(path).read_text(encoding="utf-8"))
+    found: dict[str, list[str]] = {}
+    for cell in nb["cells"]:
+        if cell.get("cell_type") != "markdown":
+            continue
+        src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        for m in STEP_LINE.finditer(src):
+            found.setdefault(m["id"], []).append(m.group(0))
+    return found
+
+
+def _with_step_lines(nb: dict) -> bool:
+    """Rewrite every step's "Graded:" line of ``nb`` from the registry; whether any did."""
+    changed = False
+    for cell in nb["cells"]:
+        if cell.get("cell_type") != "markdown":
+            continue
+        src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        new = STEP_LINE.sub(lambda m: step_line(exercises.get(m["id"])), src)
+        if new != src:
+            cell["source"] = new.splitlines(keepends=True)
+            changed = True
+    return changed
 
 
 def about_cell(assignment: str, url: str) -> str:
@@ -197,8 +245,9 @@ def notebook_about_cell(path: str | Path) -> str | None:
 
 
 def write_about_cells(notebooks: dict[str, Path], url: str) -> list[Path]:
-    """Write each assignment's about cell (``notebooks``: assignment -> its source
-    notebook); return the notebooks that changed."""
+    """Write each assignment's about cell, and each of its steps' "Graded:" lines, from the
+    registry (``notebooks``: assignment -> its source notebook); return the notebooks that
+    changed."""
     changed = []
     for assignment, path in notebooks.items():
         nb = json.loads(path.read_text(encoding="utf-8"))
@@ -206,7 +255,8 @@ def write_about_cells(notebooks: dict[str, Path], url: str) -> list[Path]:
         if not cells:
             raise PublishError(f"{path}: no {GRADING_CELL_ID!r} cell to write the grading into")
         lines = about_cell(assignment, url).splitlines(keepends=True)
-        if cells[0]["source"] != lines:
+        steps_changed = _with_step_lines(nb)
+        if cells[0]["source"] != lines or steps_changed:
             cells[0]["source"] = lines
             path.write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
                             encoding="utf-8")

@@ -122,20 +122,28 @@ def _bar(spec: ChartSpec, ds: Dataset, path: Path, reflines: list[tuple[float, s
 def _line(spec: ChartSpec, ds: Dataset, path: Path, reflines: list[tuple[float, str]]) -> None:
     rows = ds.select(spec.where)
     series = _categories(rows, spec.hue or "kernel", spec.order)
-    fig = style.figure(7.2, 4.0)
+    fig = style.figure(7.2, 4.6 if len(series) > 6 else 4.0)
     ax = fig.subplots()
-    for i, name in enumerate(series):
+    colour = 0
+    for name in series:
         pts = sorted((r[spec.x], r[spec.y]) for r in rows if r.get(spec.hue or "kernel") == name
                      and isinstance(r.get(spec.x), (int, float))
                      and isinstance(r.get(spec.y), (int, float)))
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=str(name),
-                    color=style.PALETTE[i % len(style.PALETTE)], linewidth=1.6, markersize=4)
+            look = style.series_style(name, colour)
+            colour += str(name) not in style.REFERENCE_SERIES
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=str(name), markersize=4,
+                    **look)
     for value, text in reflines:
         ax.axhline(value, color=style.MEASURED, linestyle="--", linewidth=1.2, label=text)
     xs = sorted({r[spec.x] for r in rows if isinstance(r.get(spec.x), (int, float))})
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(xs, [str(x) for x in xs])
+    if all(x > 0 and int(x) == x and int(x) & (int(x) - 1) == 0 for x in xs):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(xs, [str(x) for x in xs])
+    else:  # sizes that are not powers of two: a linear axis, close ticks labelled once
+        shown = [x for i, x in enumerate(xs)
+                 if i == 0 or x - xs[i - 1] > 0.06 * (xs[-1] - xs[0])]
+        ax.set_xticks(shown, [str(x) for x in shown])
     ax.minorticks_off()
     if spec.logy:
         ax.set_yscale("log")
@@ -157,28 +165,29 @@ def _roofline(spec: ChartSpec, ds: Dataset, device: Dataset, path: Path,
     fig = style.figure(7.2, 4.6)
     ax = fig.subplots()
     xs = np.logspace(-2, 4, 400)
-    peak, copy = dev.get("fp32_peak_gflops"), dev.get("copy_gbps")
+    # one FP32 peak: from the SMs' lanes and clock (the FMA probe for older data files)
+    theo_fl = dev.get("fp32_theoretical_gflops")
+    peak = theo_fl if _num(theo_fl) else dev.get("fp32_peak_gflops")
+    copy = dev.get("copy_gbps")
     if _num(peak) and _num(copy):
         ax.plot(xs, np.minimum(peak, copy * xs), "-", color=style.MEASURED, linewidth=1.8,
-                label="measured: copy bandwidth, FMA peak")
+                label="measured copy bandwidth, FP32 peak" if _num(theo_fl)
+                else "measured: copy bandwidth, FMA peak")
     for i, (bw, text) in enumerate(roofs):
         if _num(peak):
             ax.plot(xs, np.minimum(peak, bw * xs), "-.", linewidth=1.2, label=text,
                     color=style.PALETTE[(i + 3) % len(style.PALETTE)])
-    theo_bw, theo_fl = dev.get("peak_bw_gbps"), dev.get("fp32_theoretical_gflops")
-    if _num(theo_bw):
-        top = theo_fl if _num(theo_fl) else peak
-        if _num(top):
-            what = "from clocks" if _num(theo_fl) else "bandwidth from clocks"
-            ax.plot(xs, np.minimum(top, theo_bw * xs), "--", color=style.QUERIED,
-                    linewidth=1.2, label=f"{what} (driver)")
+    theo_bw = dev.get("peak_bw_gbps")
+    if _num(theo_bw) and _num(peak):
+        ax.plot(xs, np.minimum(peak, theo_bw * xs), "--", color=style.QUERIED,
+                linewidth=1.2, label="bandwidth from clocks (driver)")
     ideal = next((r.get("intensity") for r in rows if isinstance(r.get("intensity"), (int, float))),
                  None)
     if ideal:
         ax.axvline(ideal, color=style.MUTED, linestyle=":", linewidth=1)
-        ax.text(ideal, 0.05, f"matmul, every operand read once: {format_value(ideal)} FLOP/B",
+        ax.text(ideal, 0.97, f"matmul, every operand read once: {format_value(ideal)} FLOP/B",
                 transform=ax.get_xaxis_transform(), rotation=90, fontsize=7, color=style.MUTED,
-                ha="right", va="bottom")
+                ha="right", va="top")
     kernels = _categories(rows, "kernel", tuple(spec.points) or spec.order)
     for i, kernel in enumerate(kernels):
         where = spec.points.get(str(kernel), "ideal" if not spec.points else "")

@@ -16,11 +16,10 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 from tilelab.book import style, worked
 from tilelab.book.data import format_value
-from tilelab.experiments.perfmodel import bank_passes
+from tilelab.catalog.banks import BANKS, bank_passes
 
 WARP = 32
 SECTOR = 32  # bytes the memory system moves per sector
-BANKS = 32
 
 
 def _blank(width: float, height: float, xlim: tuple[float, float], ylim: tuple[float, float]):

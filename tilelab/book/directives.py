@@ -22,7 +22,7 @@ from tilelab.book.data import (
     parse_mapping,
 )
 from tilelab.book.listing import KernelListing
-from tilelab.experiments import road
+from tilelab.catalog import road
 
 Options = dict[str, Callable[[str], Any]]
 
@@ -82,12 +82,16 @@ class MeasuredTable(_BookDirective):
         "order": directives.unchanged,
         "transpose": directives.flag,
         "name": directives.unchanged,
+        "empty": directives.unchanged,
     }
 
     def run(self) -> list[nodes.Node]:
         experiment = self.arguments[0]
         try:
             ds = self.need(experiment)
+            where = parse_filters(self.options.get("where"))
+            if "empty" in self.options and not ds.select(where):  # none is the finding
+                return [nodes.paragraph("", self.options["empty"], classes=["tl-empty"])]
             order_by, order = tables.parse_order(self.options.get("order"))
             spec = tables.TableSpec(
                 where=parse_filters(self.options.get("where")),
@@ -110,8 +114,9 @@ class MeasuredTable(_BookDirective):
         return [table]
 
 
-def build_table(heads: list[str], cells: list[list[str]], numeric: list[bool]) -> nodes.table:
-    table = nodes.table(classes=["tl-table"])
+def build_table(heads: list[str], cells: list[list[str]], numeric: list[bool],
+                classes: tuple[str, ...] = ()) -> nodes.table:
+    table = nodes.table(classes=["tl-table", *classes])
     group = nodes.tgroup(cols=len(heads))
     table += group
     for _ in heads:
@@ -329,12 +334,13 @@ class AblationTable(_BookDirective):
         speed = {(r.get("kernel"), r.get("n")): r.get("tflops") for r in ds.rows}
         heads = ["change", "without → with", *(f"N={n}" for n in sizes)]
         cells = []
-        for key, what, without, with_ in road.ABLATIONS:
-            if only and key not in only:
+        for ab in road.ABLATIONS:
+            if only and ab.key not in only:
                 continue
-            row = [what, f"{without} → {with_}"]
+            what = ab.what if ab.one_change else f"{ab.what} (not one change: a comparison)"
+            row = [what, f"{ab.without} → {ab.with_}"]
             for n in sizes:
-                a, b = speed.get((without, n)), speed.get((with_, n))
+                a, b = speed.get((ab.without, n)), speed.get((ab.with_, n))
                 row.append(f"{b / a:.3f}×" if a and b else "not measured yet")
             cells.append(row)
         table = build_table(heads, cells, [False, False, *([True] * len(sizes))])
@@ -345,7 +351,62 @@ class AblationTable(_BookDirective):
         return [table]
 
 
+class Scoreboard(_BookDirective):
+    """``{scoreboard} sgemm``: one line per step of ``road.SCOREBOARD`` and cuBLAS: the
+    change, TFLOP/s at each of ``:sizes:`` (step 9: the configuration it chose at that N),
+    % of the FP32 peak and of cuBLAS at ``:at:``, and what the step's gain is credited to
+    (:func:`road.attribution`). A cell the data file lacks reads "—"."""
+
+    required_arguments = 1
+    has_content = True
+    option_spec: ClassVar[Options] = {"sizes": directives.unchanged,
+                                      "at": directives.unchanged,
+                                      "name": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        experiment = self.arguments[0]
+        try:
+            ds = self.need(experiment)
+            sizes = [int(n) for n in parse_list(self.options.get("sizes", "1024, 4096"))]
+            at = int(self.options.get("at", "4096"))
+        except (Missing, DataError, ValueError) as exc:
+            return self.fail(exc if not isinstance(exc, ValueError) else DataError(str(exc)),
+                             "Scoreboard")
+        rows = {(r.get("kernel"), r.get("n")): r for r in ds.rows}
+        chosen = {r.get("n"): r for r in ds.rows if r.get("chosen") is True}
+
+        def row_of(key: str, n: int) -> dict[str, Any] | None:
+            return chosen.get(n) if key == "shapes" and chosen else rows.get((key, n))
+
+        def cell(r: dict[str, Any] | None, column: str, spec: str) -> str:
+            v = r.get(column) if r else None
+            return format_value(v, spec) if isinstance(v, (int, float)) else "—"
+
+        heads = ["step", "the change", *(f"N={n}" for n in sizes), "% of peak",
+                 "% of cuBLAS", "credited to"]
+        cells = []
+        for i, step in enumerate(road.SCOREBOARD):
+            main = row_of(step.key, at)
+            number = ("ch. 2", "ch. 3")[i] if i < 2 else f"step {i - 1}"
+            cells.append([f"{number}: {step.key}", step.change,
+                          *(cell(row_of(step.key, n), "tflops", ".1f") for n in sizes),
+                          cell(main, "pct_peak", ".0f"), cell(main, "pct_cublas", ".1f"),
+                          road.attribution(step)])
+        blas = rows.get(("cublas", at))
+        cells.append(["cuBLAS", "NVIDIA's library (FP32, TF32 off)",
+                      *(cell(rows.get(("cublas", n)), "tflops", ".1f") for n in sizes),
+                      cell(blas, "pct_peak", ".0f"), "100", "—"])
+        table = build_table(heads, cells, [False, False, *([True] * (len(sizes) + 2)), False],
+                            ("tl-scoreboard",))
+        caption = self.caption_nodes()
+        if caption and isinstance(caption[0], nodes.caption):
+            table.insert(0, nodes.title("", "", *caption[0].children))
+        self.add_name(table)
+        return [table]
+
+
 DIRECTIVES = {
+    "scoreboard": Scoreboard,
     "ablation-table": AblationTable,
     "kernel-listing": KernelListing,
     "measured-table": MeasuredTable,

@@ -209,3 +209,73 @@ def compare_experiments(text: str) -> list[str]:
     body, _ = split_spec(text)
     left, _, right = body.partition(" vs ")
     return list(dict.fromkeys(parse(left).experiments + parse(right).experiments))
+
+
+#: the comparisons a claim may make between two data expressions
+_COMPARISONS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
+
+
+@dataclass(frozen=True)
+class Constant:
+    """A number written in a claim (``... < 2``): it names no data file."""
+
+    text: str
+    value: float
+    experiments: tuple[str, ...] = ()
+
+    def evaluate(self, load: Loader) -> tuple[Any, str]:
+        return self.value, ""
+
+
+def _side(text: str) -> Expr | Constant:
+    try:
+        return Constant(text, float(text))
+    except ValueError:
+        return parse(text)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A sentence of the book that holds only while the data say so: its text, and the
+    conditions (``A < B``, joined by `` and ``; either side may be a plain number) it
+    rests on."""
+
+    text: str
+    conditions: tuple[tuple[Expr | Constant, str, Expr | Constant], ...]
+
+    @property
+    def experiments(self) -> list[str]:
+        return list(dict.fromkeys(e for a, _, b in self.conditions
+                                  for e in (*a.experiments, *b.experiments)))
+
+    def failed(self, load: Loader) -> list[str]:
+        """The conditions the data contradict, each with its two values (raises Missing
+        where the data are not there)."""
+        out = []
+        for a, op, b in self.conditions:
+            va, _ = a.evaluate(load)
+            vb, _ = b.evaluate(load)
+            if not all(isinstance(v, (int, float)) for v in (va, vb)):
+                raise DataError(f"claim {self.text!r}: {a.text} and {b.text} must be numbers")
+            if not _COMPARISONS[op](va, vb):
+                out.append(f"{a.text} {op} {b.text}, but they are {format_value(va)} and "
+                           f"{format_value(vb)}")
+        return out
+
+
+def parse_claim(text: str) -> Claim:
+    """``"padding made it slower :: A > B and C < D"``: the sentence, then its conditions."""
+    sentence, sep, rest = text.partition("::")
+    if not sep or not sentence.strip() or not rest.strip():
+        raise DataError(f"claim {text!r}: expected 'sentence :: A < B' (or >, <=, >=; "
+                        "several joined by ' and ')")
+    conditions = []
+    for part in rest.split(" and "):
+        m = re.fullmatch(r"\s*(.+?)\s*(<=|>=|<|>)\s*(.+?)\s*", part)
+        if not m:
+            raise DataError(f"claim {text!r}: {part.strip()!r} is not 'A < B' (or >, <=, >=)")
+        a, b = _side(m.group(1)), _side(m.group(3))
+        if isinstance(a, Constant) and isinstance(b, Constant):
+            raise DataError(f"claim {text!r}: {part.strip()!r} names no data value")
+        conditions.append((a, m.group(2), b))
+    return Claim(sentence.strip(), tuple(conditions))

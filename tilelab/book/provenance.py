@@ -66,19 +66,44 @@ class Provenance(SphinxDirective):
         return [provenance_placeholder(experiments=list(self.arguments))]
 
 
+def _gpu_state(prov: dict) -> str:
+    """The clocks and power limit recorded at the end of the run ("" where not recorded)."""
+    bits = []
+    if isinstance(prov.get("clocks_sm"), (int, float)):
+        top = prov.get("clocks_max_sm")
+        bits.append(f"SM clock {prov['clocks_sm']:.0f}"
+                    + (f" of {top:.0f}" if isinstance(top, (int, float)) else "") + " MHz")
+    if isinstance(prov.get("clocks_mem"), (int, float)):
+        bits.append(f"memory clock {prov['clocks_mem']:.0f} MHz")
+    if isinstance(prov.get("power_limit"), (int, float)):
+        bits.append(f"power limit {prov['power_limit']:.0f} W")
+    return ", ".join(bits)
+
+
 def summary(prov: dict) -> str:
     """One line: where and with what a data file was measured."""
     parts = []
     if prov.get("gpu"):
-        cc = f" (compute capability {prov['compute_capability']})" if prov.get(
-            "compute_capability") else ""
-        parts.append(f"{prov['gpu']}{cc}")
+        about = ", ".join(x for x in (
+            f"compute capability {prov['compute_capability']}" if prov.get(
+                "compute_capability") else "",
+            f"{prov['sm_count']} SMs" if prov.get("sm_count") else "") if x)
+        state = _gpu_state(prov)
+        inner = "; ".join(x for x in (about, state) if x)
+        parts.append(f"{prov['gpu']} ({inner})" if inner else str(prov["gpu"]))
     elif prov.get("backend"):
-        parts.append(f"{prov['backend']} (no GPU)")
+        parts.append(f"{prov['backend']} (no GPU"
+                     + (f"; the limits of the {prov['describes_gpu']}" if prov.get(
+                         "describes_gpu") else "") + ")")
+    if prov.get("host_cpu") and prov["host_cpu"] not in ("x86_64", "aarch64"):
+        parts.append(f"host {prov['host_cpu']}")
     for key, label in (("driver", "driver"), ("cuda_driver", "CUDA"), ("nvcc", "nvcc"),
                        ("pycuda", "PyCUDA"), ("numpy", "NumPy"), ("tilelab", "tilelab")):
         if prov.get(key):
             parts.append(f"{label} {prov[key]}")
+    if prov.get("revision"):
+        dirty = {True: ", uncommitted changes", False: ""}.get(prov.get("dirty"), "")
+        parts.append(f"code {str(prov['revision'])[:10]}{dirty}")
     if prov.get("date"):
         parts.append(str(prov["date"]).replace("T", " ").replace("+00:00", " UTC"))
     return " · ".join(parts)

@@ -1,4 +1,5 @@
-"""Inline roles: ``{measured}`` (one value), ``{compare}`` (A vs B), ``{exercise}`` (a notebook)."""
+"""Inline roles: ``{measured}`` (one value), ``{compare}`` (A vs B), ``{claim}`` (a
+sentence the data must bear out), ``{exercise}`` (a notebook)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,33 @@ class Compare(Measured):
 
     def experiments(self) -> list[str]:
         return expr.compare_experiments(self.text)
+
+
+class Claim(SphinxRole):
+    """``{claim}`padding made it slower :: A > B``` -> the sentence, as written, checked at
+    build time: where the data contradict a condition, a warning (a build with ``-W``
+    fails), so that data measured again cannot leave a qualitative sentence false."""
+
+    def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        text = " ".join(self.text.split())
+        try:
+            claim = expr.parse_claim(text)
+            for name in claim.experiments:
+                context.note_use(self.env, name)
+            failed = claim.failed(context.loader(self.env))
+        except DataError as exc:
+            context.report(self.env, exc, self.get_location())
+            return [nodes.inline("", f"[{exc}]", classes=["tl-error"])], []
+        except Missing as exc:  # not measured yet: the sentence stands, unchecked
+            context.report(self.env, exc, self.get_location())
+            sentence = text.partition("::")[0].strip()
+            return [nodes.inline(sentence, sentence, classes=["tl-claim"])], []
+        if failed:
+            context.report(self.env, DataError(
+                f"the data contradict the sentence {claim.text!r}: " + "; ".join(failed)),
+                self.get_location())
+        return [nodes.inline(claim.text, claim.text,
+                             classes=["tl-claim", *(["tl-claim-false"] if failed else [])])], []
 
 
 class Exercise(SphinxRole):
@@ -94,4 +122,4 @@ def _external_links(config, path: str) -> list[tuple[str, str]]:
     return links
 
 
-ROLES = {"measured": Measured, "compare": Compare, "exercise": Exercise}
+ROLES = {"measured": Measured, "compare": Compare, "claim": Claim, "exercise": Exercise}

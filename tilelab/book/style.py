@@ -10,11 +10,11 @@ from matplotlib.text import Text
 
 DPI = 110  # layout: inches x DPI = the width a figure is shown at (CSS pixels)
 SCALE = 2  # the PNG has SCALE x as many pixels per side (sharp on HiDPI screens)
-COLUMN_PX = 660  # a figure's room in the text column of a page at a 1280-px window (CSS px)
-MIN_LABEL_PX = 12.0  # no text of a figure smaller than this, as displayed
+COLUMN_PX = 620  # a figure's room in the text column of a page at a 1280-px window (CSS px)
+MIN_LABEL_PX = 13.0  # no text of a figure smaller than this, as displayed
 METADATA_KEY = "tilelab-min-text-px"  # PNG text chunk: smallest text, in image pixels
 INK = "#1f2933"
-MUTED = "#7b8794"
+MUTED = "#5b6673"  # secondary text: 5.9:1 on white (WCAG AA asks 4.5:1 for small text)
 GRID = "#e4e7eb"
 MEASURED = "#0b7a3e"  # a number measured on a GPU
 QUERIED = "#1f4e8c"  # a property the driver reports, or one computed from them
@@ -24,6 +24,21 @@ PALETTE = (
     "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22",
 )
 A_COLOUR, B_COLOUR, C_COLOUR = "#4c78a8", "#f58518", "#54a24b"
+#: series drawn apart from the palette: the library every kernel is measured against
+REFERENCE_SERIES = {"cublas": {"color": "#000000", "linestyle": "--", "marker": "s",
+                               "linewidth": 2.2}}
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def series_style(name: object, index: int) -> dict:
+    """Colour, line and marker of the ``index``-th series of a line chart: the reference
+    series (cuBLAS) in black and dashed, the others from the palette, with a new line style
+    each time the palette comes round again (no two series look alike)."""
+    if str(name) in REFERENCE_SERIES:
+        return dict(REFERENCE_SERIES[str(name)])
+    return {"color": PALETTE[index % len(PALETTE)],
+            "linestyle": LINESTYLES[(index // len(PALETTE)) % len(LINESTYLES)],
+            "marker": "o", "linewidth": 1.6}
 
 
 def figure(width: float = 7.2, height: float = 3.8) -> Figure:

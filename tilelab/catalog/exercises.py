@@ -89,6 +89,9 @@ class Exercise:
     # a kernel that skips the lesson yet beats the baseline: the speed gate also requires
     # beating it (the padded matmul's unpadded baseline is slower than not tiling at all)
     must_beat: KernelRef | None = None
+    #: the lesson is a shared tile: on a GPU, a kernel whose counters show no shared-memory
+    #: load and store earns no speed points, however fast
+    needs_shared: bool = False
     reuses_tiles: bool = False  # the lesson is tile reuse: the emulator names a kernel without
     points_correct: float = 3.0
     points_speed: float = 2.0
@@ -231,13 +234,15 @@ _EXERCISES = (
         speed_shape=(4096, 4096),
         shapes=TRANSPOSE_SHAPES,
         gate=1.5,
+        needs_shared=True,
         gate_reason=(
-            "Staging through shared memory makes both global accesses coalesced. On an H100 a "
-            "kernel with no tile that reads with a stride and writes coalesced is as fast as "
-            "the unpadded shared tile, so speed alone cannot grade the lesson: the grader also "
-            "asks that every global load and store be coalesced (the emulator's traffic count);"
-            " the instructors' page shows the measured variants and margins "
-            "(book/data/calibration.json, written by `tilelab calibrate`)."
+            "Staging through shared memory makes both global accesses coalesced. A kernel "
+            "with no tile that reads with a stride and writes coalesced is about as fast as "
+            "the unpadded shared tile, so speed alone cannot grade the lesson: on a GPU the "
+            "speed points also need the GPU's own counters (Nsight Compute) to show "
+            "shared-memory loads and stores and global accesses that move no more sectors "
+            "than coalesced ones; the instructors' page shows the measured variants and "
+            "margins (book/data/calibration.json, written by `tilelab calibrate`)."
         ),
         chapter="book/banks",
         teaches="a shared tile turns a strided global access into two coalesced ones",

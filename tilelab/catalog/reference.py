@@ -210,6 +210,14 @@ KERNELS: dict[str, KernelRef] = {
             "naive transpose (strided writes)",
         ),
         KernelRef(
+            "transpose_reads",
+            "transpose.cu",
+            "transpose_reads",
+            TRANSPOSE,
+            _T32x8,
+            "the other naive transpose (strided reads, coalesced writes)",
+        ),
+        KernelRef(
             "transpose_shared",
             "transpose.cu",
             "transpose_shared",

@@ -223,21 +223,6 @@ __global__ void NAME(const float* in, float* out, int rows, int cols)
 }
 """
 
-_TRANSPOSE_STRIDED_READS = """\
-// The other naive transpose: writes coalesced, reads walk down columns of in.
-#define TILE_DIM 32
-#define BLOCK_ROWS 8
-__global__ void transpose_shared(const float* in, float* out, int rows, int cols)
-{
-    int x = blockIdx.y * TILE_DIM + threadIdx.x;  // a row of in, a column of out
-    int y = blockIdx.x * TILE_DIM + threadIdx.y;  // a column of in, a row of out
-    for (int j = 0; j < TILE_DIM; j += BLOCK_ROWS)
-        if (x < rows && y + j < cols)
-            out[(y + j) * rows + x] = in[x * cols + (y + j)];
-}
-"""
-
-
 _REGBLOCK_NAIVE = """\
 // Sixteen elements of C per thread, as the launch asks (rows ty + 16 i, columns tx + 16 j),
 // each a dot product read straight from global memory: no tile, no registers reused.
@@ -306,7 +291,7 @@ _VARIANTS: tuple[Variant, ...] = (
     _v("transpose_shared", "naive", "baseline resubmitted: strided writes", "fail", "course",
        lambda: slow_but_right("transpose_shared")),
     _v("transpose_shared", "strided_reads", "no tile: strided reads, coalesced writes", "fail",
-       "course", lambda: _TRANSPOSE_STRIDED_READS),
+       "course", lambda: renamed("transpose_reads", "transpose_shared")),
     _v("transpose_padded", "reference", "reference (padded [32][33] tile)", "pass", "course",
        lambda: only_kernel(KERNELS["transpose_padded"].source(), "transpose_padded")),
     _v("transpose_padded", "swizzled", "XOR-swizzled [32][32] tile", "pass", "course",

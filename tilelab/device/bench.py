@@ -34,6 +34,9 @@ class Timing:
     waited_s: float = 0.0  # seconds the run waited for a shared GPU's lock (time_checked)
     alone_s: float = 0.0  # seconds its timed rounds held a shared GPU alone (time_checked)
     holds: int = 0  # how many holds of the GPU alone those rounds took
+    #: host milliseconds from each kept sample's start event to its launch's return
+    #: (time_interleaved; a sample past :data:`LEAD_MS` is timed again, see there)
+    submitted_ms: list[float] = field(default_factory=list)
 
     @property
     def median_ms(self) -> float:
@@ -110,6 +113,14 @@ class L2Flusher(Lead):
         super().__call__()
 
 
+#: A timed sample whose launch returned more than this many host milliseconds after its
+#: start event was queued may have reached the GPU after its lead ran out (the GPU idle,
+#: the start event already taken): time_interleaved times it again.
+LATE_MS = LEAD_MS
+#: at most this many late samples, per sample kept, before a run gives up (:class:`HeldUp`)
+LATE_BUDGET = 1.0
+
+
 def time_interleaved(
     launches: dict[str, Callable[[], None]],
     warmup: int = WARMUP,
@@ -117,7 +128,10 @@ def time_interleaved(
     flush: bool = True,
 ) -> dict[str, Timing]:
     """Time each launch ``repeat`` times, alternating between them, with CUDA events (the
-    GPU given a lead before each, and its L2 flushed first where ``flush``)."""
+    GPU given a lead before each, and its L2 flushed first where ``flush``). A sample
+    whose launch was queued after the lead could have run out (:data:`LATE_MS`) is timed
+    again, so that no kept time counts the host's way to the launch; each kept sample's
+    submit time is in ``Timing.submitted_ms`` and the samples timed again in ``redone``."""
     import pycuda.driver as cuda
 
     flusher = L2Flusher() if flush else Lead()
@@ -127,10 +141,32 @@ def time_interleaved(
     cuda.Context.synchronize()
     timings = {k: Timing(k) for k in launches}
     start, end = cuda.Event(), cuda.Event()
+    budget = [max(1, int(LATE_BUDGET * repeat * len(launches)))]
     for _ in range(repeat):
         for key, run in launches.items():
-            timings[key].samples_ms.append(timed_launch(run, start, end, flusher)[0])
+            keep_early(lambda run=run: timed_launch(run, start, end, flusher), timings[key],
+                       budget)
     return timings
+
+
+def keep_early(launch: Callable[[], tuple[float, float]], timing: Timing,
+               budget: list[int]) -> None:
+    """Add one sample of ``launch`` (its milliseconds and its submit time, as
+    :func:`timed_launch` gives them) to ``timing``: launched again while it was queued
+    later than :data:`LATE_MS`, each late one counted in ``timing.redone`` and taken from
+    ``budget[0]``; raise :class:`HeldUp` once the budget is spent."""
+    while True:
+        ms, submitted = launch()
+        if submitted <= LATE_MS:
+            timing.samples_ms.append(ms)
+            timing.submitted_ms.append(submitted)
+            return
+        timing.redone += 1
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise HeldUp(f"timed samples kept being queued more than {LATE_MS:g} ms after "
+                         "their start event (this machine's CPU held the process up): "
+                         "their times would count the wait")
 
 
 def timed_launch(run: Callable[[], None], start, end,

@@ -48,6 +48,7 @@ def run(rt: Runtime, out: Path, blocks: int = 1024, iters: int = 4096) -> Path:
         {"stride": "words", "median_ms": "ms", "spread": "", "slowdown": "x", "emu_degree": "way"},
         rows,
         method=METHOD,
+        kernels={"file:bank_stride.cu": kernel_file("bank_stride.cu")},
     )
 
 

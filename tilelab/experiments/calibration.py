@@ -4,8 +4,13 @@ For each exercise, every variant (:mod:`tilelab.catalog.variants`: correct kerne
 the gate, lesson-skipping ones that must fail it) is timed against the gate's baseline,
 interleaved on this GPU. The gate is placed between the slowest must-pass and the fastest
 must-fail (at their geometric mean), so each side clears it by the same factor, the
-margin. Where the two do not separate by :data:`SEPARATION`, no gate can grade the lesson
-fairly on this GPU: calibration refuses, and says which variants collide. The data file
+margin. A must-fail variant whose own hardware counters already skip the lesson on a GPU
+(:func:`tilelab.grading.counters.skipped_lesson`: no shared tile, uncoalesced traffic, bank
+conflicts) earns no speed points whatever its speed, so it does not hold the gate down: the
+gate is placed between the slowest must-pass and the fastest must-fail the counters let
+through (the baseline itself, speedup 1, where they catch them all). Where the two do not
+separate by :data:`SEPARATION`, no gate can grade the lesson fairly on this GPU:
+calibration refuses, and says which variants collide. The data file
 holds one row per variant (the instructors' page shows it); ``tilelab calibrate`` also
 writes the gates file the grader loads (:mod:`tilelab.grading.gates`).
 """
@@ -25,11 +30,13 @@ from tilelab.device.runtime import Runtime, get_runtime
 from tilelab.experiments import provenance
 from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD
+from tilelab.grading import counters
 from tilelab.grading.pipeline import checked_timing
 
 SEPARATION = 1.10  # slowest must-pass / fastest must-fail: at least ~5% margin each side
 COLUMNS = {"exercise": "", "key": "", "variant": "", "must": "", "origin": "", "shape": "",
-           "speedup": "x", "gate": "x", "margin": "x", "default_gate": "x"}
+           "speedup": "x", "gate": "x", "margin": "x", "default_gate": "x",
+           "caught_by_counters": ""}
 
 
 def measure(ex: exercises.Exercise, rt: Runtime, rng: np.random.Generator
@@ -54,13 +61,19 @@ def placed_gate(slowest_pass: float, fastest_fail: float) -> tuple[float, float]
     return round(gate, 3), slowest_pass / gate
 
 
-def place(ex: exercises.Exercise, speedups: dict[str, float]) -> dict[str, Any]:
-    """The gate for one exercise from its variants' speedups; ``refused`` says why none."""
+BASELINE = "baseline"  # the baseline itself: a must-fail of speedup 1
+
+
+def place(ex: exercises.Exercise, speedups: dict[str, float],
+          caught: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The gate for one exercise from its variants' speedups, leaving out the must-fail
+    variants the GPU's counters already refuse (``caught``); ``refused`` says why none."""
     variants = {v.key: v for v in VARIANTS[ex.id]}
     passing = [k for k in speedups if variants[k].must == "pass"]
-    failing = [k for k in speedups if variants[k].must == "fail"]
+    failing = [k for k in speedups if variants[k].must == "fail" and k not in caught]
     slow = min(passing, key=speedups.__getitem__)
-    fast = max(failing, key=speedups.__getitem__)
+    speedups = {**speedups, BASELINE: 1.0}
+    fast = max(failing, key=speedups.__getitem__) if failing else BASELINE
     gate, margin = placed_gate(speedups[slow], speedups[fast])
     out: dict[str, Any] = {"gate": gate, "margin": margin, "slowest_pass": slow,
                            "fastest_fail": fast, "refused": None}
@@ -69,7 +82,8 @@ def place(ex: exercises.Exercise, speedups: dict[str, float]) -> dict[str, Any]:
         out["refused"] = (
             f"{ex.id}: no gate separates the variants on this GPU: the slowest that must pass "
             f"({variants[slow].label}, {speedups[slow]:.2f}x) is not {SEPARATION:g}x the "
-            f"fastest that must fail ({variants[fast].label}, {speedups[fast]:.2f}x). Keep the "
+            f"fastest that must fail ({variants[fast].label if fast in variants else fast}, "
+            f"{speedups[fast]:.2f}x). Keep the "
             "default gate, or revise the exercise's variants (tilelab/catalog/variants.py)."
         )
     return out
@@ -85,8 +99,10 @@ def calibrate(rt: Runtime | None = None) -> dict[str, Any]:
             continue
         baseline_ms, ms = measure(ex, rt, rng)
         speedups = {k: baseline_ms / t for k, t in ms.items()}
+        caught = caught_by_counters(ex, speedups)
         gates[ex.id] = {
-            **place(ex, speedups),
+            **place(ex, speedups, frozenset(caught)),
+            "caught": caught,
             "default_gate": ex.gate,
             "baseline": ex.baseline.label,
             "baseline_ms": baseline_ms,
@@ -102,6 +118,28 @@ def calibrate(rt: Runtime | None = None) -> dict[str, Any]:
     }
 
 
+def caught_by_counters(ex: exercises.Exercise, speedups: dict[str, float]
+                       ) -> dict[str, str]:
+    """The must-fail variants fast enough to matter (within :data:`SEPARATION` of the
+    slowest must-pass, or faster) that the GPU's own counters refuse, with why (one ncu
+    run each; none where Nsight Compute cannot read the counters here)."""
+    variants = {v.key: v for v in VARIANTS[ex.id]}
+    slowest = min(s for k, s in speedups.items() if variants[k].must == "pass")
+    out = {}
+    for key, s in speedups.items():
+        v = variants[key]
+        if v.must != "fail" or s * SEPARATION < slowest:
+            continue
+        try:
+            figures = counters.figures(ex, counters.measure(ex.id, v.source()))
+        except counters.CountersUnavailable:
+            continue
+        why = counters.skipped_lesson(ex, figures)
+        if why:
+            out[key] = why
+    return out
+
+
 def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per variant, with its exercise's gate and margin."""
     out = []
@@ -113,6 +151,7 @@ def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 "shape": " x ".join(map(str, g["shape"])),
                 "speedup": g["variants"][v.key]["speedup"],
                 "gate": g["gate"], "margin": g["margin"], "default_gate": g["default_gate"],
+                "caught_by_counters": (g.get("caught") or {}).get(v.key),
             })
     return out
 
@@ -125,8 +164,9 @@ def write_data(doc: dict[str, Any], out: Path) -> Path:
         "The speed gates, placed from variants",
         "For each graded kernel: the speedup over the gate's baseline of every variant (correct "
         "kernels that must pass, lesson-skipping ones that must fail), the gate placed between "
-        "the slowest must-pass and the fastest must-fail, and the margin by which each clears "
-        "it (`tilelab calibrate`).",
+        "the slowest must-pass and the fastest must-fail that the GPU's own counters do not "
+        "already refuse (caught_by_counters: why they do), and the margin by which each "
+        "clears it (`tilelab calibrate`).",
         COLUMNS,
         rows(doc),
         method=METHOD,

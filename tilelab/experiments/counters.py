@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import csv
 import io
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from tilelab.catalog import road
 from tilelab.catalog.problems import MATMUL
 from tilelab.catalog.reference import KERNELS, KernelRef
 from tilelab.device.bench import prepared_launch
 from tilelab.device.runtime import get_runtime
-from tilelab.experiments import road
+from tilelab.experiments import compile_cache
 from tilelab.experiments.cublas import Cublas
 from tilelab.experiments.datafile import write
+from tilelab.grading.counters import find_ncu
 from tilelab.grading.counters import parse as ncu_csv
 
 METRICS = (
@@ -44,6 +45,10 @@ METRICS = (
     "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
     "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
     "lts__t_sectors.sum",
+    "lts__t_sectors_srcunit_tex_op_read.sum",
+    "lts__t_sectors_srcunit_tex_op_write.sum",
+    "l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct",
+    "lts__t_sector_hit_rate.pct",
     "dram__bytes_read.sum",
     "dram__bytes_write.sum",
     "smsp__issue_active.avg.pct_of_peak_sustained_active",
@@ -63,7 +68,8 @@ STALLS = tuple(
 CASES = (
     ("naive", 1024), ("naive_xrow", 1024), ("tiled16", 1024), ("tiled32", 1024),
     ("tiled32_padded", 1024), ("tiled32_at", 1024), ("tiled32_at_padded", 1024),
-    ("copy", 2048), ("transpose_naive", 2048), ("transpose_shared", 2048),
+    ("copy", 2048), ("transpose_naive", 2048), ("transpose_reads", 2048),
+    ("transpose_shared", 2048),
     ("transpose_padded", 2048),
     ("regblock_1d", 4096), ("regblock", 4096), ("vec4", 4096), ("warptile", 4096),
     ("dbuf", 4096), ("dbuf_128x256x16_w64x64", 4096), ("async", 4096),
@@ -132,22 +138,35 @@ def kernel_names(text: str) -> list[str]:
     return [names[i] for i in sorted(names)]
 
 
+def profile(child: list[str], metrics: list[str], launches: int | None,
+            timeout: float = 840) -> tuple[list[dict[str, float]], list[str]]:
+    """Run ``python -m <child...>`` under ncu (clocks left alone) and read, per launch it
+    made, the ``metrics`` (by :func:`column`) and the kernel's name; raise where ncu
+    profiled another number of launches than ``launches`` (None: any number, at least
+    one)."""
+    ncu = find_ncu()
+    if ncu is None:
+        raise RuntimeError("this experiment needs Nsight Compute's ncu on PATH")
+    p = subprocess.run(
+        [ncu, "--clock-control", "none", "--csv", "--print-units", "base",
+         "--metrics", ",".join(metrics), sys.executable, "-m", *child],
+        capture_output=True, text=True, timeout=timeout,
+    )
+    counted = parse(p.stdout) if '"ID"' in p.stdout else []
+    if len(counted) != launches if launches is not None else not counted:
+        raise RuntimeError(f"ncu profiled {len(counted)} launches, expected {launches}:\n"
+                           + (p.stdout + p.stderr)[-3000:])
+    return counted, kernel_names(p.stdout)
+
+
 def run(rt, out: Path) -> Path:
     """Profile every case under ncu and write ``counters.json``."""
-    ncu = shutil.which("ncu")
+    ncu = find_ncu()
     if ncu is None:
         raise RuntimeError("the counters experiment needs Nsight Compute's ncu on PATH")
     metrics = (available(ncu, METRICS) or list(METRICS)) + list(STALLS)
-    p = subprocess.run(
-        [ncu, "--clock-control", "none", "--csv", "--print-units", "base",
-         "--metrics", ",".join(metrics), sys.executable, "-m", "tilelab.experiments.counters"],
-        capture_output=True, text=True, timeout=840,
-    )
-    launches = parse(p.stdout)
-    names = kernel_names(p.stdout)
-    if len(launches) != len(CASES):
-        raise RuntimeError(f"ncu profiled {len(launches)} launches, expected {len(CASES)}:\n"
-                           + (p.stdout + p.stderr)[-3000:])
+    compile_cache.warm([kernel(key).source() for key, _ in CASES if key != "cublas"])
+    launches, names = profile(["tilelab.experiments.counters"], metrics, len(CASES))
     rows = [{"kernel": key, "n": n, "ncu_kernel": name, **vals}
             for (key, n), vals, name in zip(CASES, launches, names, strict=True)]
     return write(
@@ -162,6 +181,7 @@ def run(rt, out: Path) -> Path:
         rows,
         method="ncu --clock-control none --csv --print-units base --metrics ...; one "
         "launch per kernel, each replayed by ncu as often as its metrics need",
+        kernels={key: kernel(key).source() for key, _ in CASES if key != "cublas"},
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,14 +42,21 @@ def write(
     rows: list[dict[str, Any]],
     gpu: bool = True,
     method: str = "",
+    kernels: Mapping[str, str] | None = None,
+    describes: str | None = None,
 ) -> Path:
-    """Write ``out/<experiment>.json`` with the provenance of this machine and command."""
+    """Write ``out/<experiment>.json`` with the provenance of this machine and command
+    (``kernels``: the source of every kernel the rows measured, by key, whose digests the
+    provenance records so that a test can tell when the code no longer matches;
+    ``describes``: for a file computed without a GPU from another's measurements, the GPU
+    those measurements were made on)."""
     out.mkdir(parents=True, exist_ok=True)
     doc = {
         "experiment": experiment,
         "title": title,
         "description": description,
-        "provenance": provenance.collect(method, gpu=gpu),
+        "provenance": {**provenance.collect(method, gpu=gpu, kernels=kernels),
+                       **({"describes_gpu": describes} if describes else {})},
         "columns": columns,
         "rows": rows,
     }

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from tilelab.catalog.reference import kernel_file
+from tilelab.catalog.road import FP32_LANES_PER_SM, fp32_peak_tflops
 from tilelab.device.bench import time_interleaved
 from tilelab.device.runtime import Runtime
 from tilelab.experiments.datafile import write
@@ -52,7 +53,11 @@ def describe(dev: Any, a: dict[str, Any], copy_ms: float, fma_gflops: float) -> 
         "peak_bw_gbps": 2 * mem_mhz * 1e6 * bus / 8 / 1e9,
         "copy_gbps": 8.0 * COPY_N * COPY_N / copy_ms / 1e6,
         "fp32_peak_gflops": fma_gflops,
-        "fp32_theoretical_gflops": None,
+        # the FP32 peak: SMs x FP32 lanes x 2 FLOP per FMA x the clock the driver reports
+        "fp32_theoretical_gflops": fp32_peak_tflops(
+            a["MULTIPROCESSOR_COUNT"], a["CLOCK_RATE"], dev.compute_capability()) * 1e3,
+        "max_resident_threads": a["MULTIPROCESSOR_COUNT"] * a["MAX_THREADS_PER_MULTIPROCESSOR"],
+        "fp32_lanes": a["MULTIPROCESSOR_COUNT"] * FP32_LANES_PER_SM[dev.compute_capability()],
     }
 
 
@@ -84,4 +89,5 @@ def run(rt: Runtime, out: Path) -> Path:
         },
         [row],
         method=METHOD,
+        kernels={"file:fma_peak.cu": kernel_file("fma_peak.cu")},
     )

@@ -46,4 +46,5 @@ def run(rt: Runtime, out: Path, iters: int = 4096) -> Path:
         "(each warp stays together). slowdown is against one path.",
         {"paths": "", "split": "", "median_ms": "ms", "spread": "", "slowdown": "x"},
         rows, method=NO_FLUSH,
+        kernels={"file:divergence.cu": kernel_file("divergence.cu")},
     )

@@ -49,4 +49,5 @@ def run(rt: Runtime, out: Path, sizes: tuple[int, ...] = (1 << 22, 1 << 26)) -> 
         {"kernel": "", "n": "", "median_ms": "ms", "spread": "", "gbps": "GB/s"},
         rows,
         method=METHOD,
+        kernels={"file:elementwise.cu": kernel_file("elementwise.cu")},
     )

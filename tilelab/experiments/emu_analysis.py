@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from tilelab import emu
+from tilelab.catalog import road
 from tilelab.catalog.reference import KERNELS
 from tilelab.device.runtime import Runtime, get_runtime
-from tilelab.experiments import road
 from tilelab.experiments.datafile import write
 from tilelab.experiments.racecheck import variants
 from tilelab.grading import traffic
@@ -32,8 +32,8 @@ ROAD_KERNELS = ("vec4", "warptile", "dbuf", "async", "swizzle", "swizzle_plain",
 ROAD_SHAPE = (256, 256, 64)
 #: The kernels whose global traffic (sectors per request, loads per multiply-add) it keeps.
 TRAFFIC_KERNELS = ("naive", "naive_xrow", "tiled16", "tiled32", "tiled32_padded", "tiled32_at",
-                   "tiled32_at_padded", "transpose_naive", "transpose_shared",
-                   "transpose_padded")
+                   "tiled32_at_padded", "transpose_naive", "transpose_reads",
+                   "transpose_shared", "transpose_padded")
 TRAFFIC_FIGURES = ("loads_per_multiply_add", "sector_bytes_per_multiply_add",
                    "sectors_per_load_request", "sectors_per_store_request", "shared_wavefronts")
 
@@ -141,6 +141,9 @@ def run(rt: Runtime | None, out: Path) -> Path:
         },
         race_rows(rng) + bank_rows(rng) + traffic_rows(rng) + road_rows(rng),
         gpu=False,
+        kernels={**{k: KERNELS[k].source() for k in (*BANK_KERNELS, *TRAFFIC_KERNELS)
+                    if k in KERNELS},
+                 **{k: road.kernel_refs()[k].source() for k in ROAD_KERNELS}},
         method="tilelab CPU emulator, analysis mode, one launch at N=64 (the steps of the "
         "road to cuBLAS at M=N=256, K=64)",
     )

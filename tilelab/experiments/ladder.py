@@ -9,7 +9,15 @@ import numpy as np
 
 from tilelab.catalog.problems import Shape
 from tilelab.catalog.reference import KERNELS
-from tilelab.device.bench import LEAD_MS, REPEAT, WARMUP, Timing, prepared_launch, time_interleaved
+from tilelab.device.bench import (
+    LATE_MS,
+    LEAD_MS,
+    REPEAT,
+    WARMUP,
+    Timing,
+    prepared_launch,
+    time_interleaved,
+)
 from tilelab.device.runtime import Runtime
 
 #: How the timed experiments measure (the ``method`` of their provenance).
@@ -17,7 +25,9 @@ METHOD = (
     f"CUDA events around each launch; {WARMUP} warm-up launches; median of {REPEAT} "
     "runs; the kernels of one table interleaved launch by launch; L2 flushed before "
     f"every timed launch and the GPU given a {LEAD_MS:g} ms lead (the host's way to the "
-    "launch is not timed); fresh random float32 inputs"
+    f"launch is not timed: a sample whose launch was queued more than {LATE_MS:g} ms after "
+    "its start event is timed again); random float32 inputs, one set per table and size, "
+    "shared by its kernels"
 )
 
 

@@ -66,4 +66,5 @@ def run(rt: Runtime, out: Path) -> Path:
         rows,
         method="CUDA events; median of 5 chases after one warm-up; streams: median of 20, "
         "L2 flushed before every timed launch",
+        kernels={"file:latency.cu": kernel_file("latency.cu")},
     )

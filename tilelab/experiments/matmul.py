@@ -1,6 +1,7 @@
 """``matmul.json``: every matrix multiply of the course on the same inputs, and cuBLAS
 (called as chapter 6 calls it: :class:`tilelab.experiments.cublas.Cublas`, through ctypes
-on PyCUDA's buffers, timed interleaved with the kernels)."""
+on PyCUDA's buffers, timed interleaved with the kernels, its medians held against
+``cublas_check.json`` of the same run)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from tilelab.catalog.problems import MATMUL
 from tilelab.catalog.reference import KERNELS
 from tilelab.device.bench import prepared_launch, time_interleaved
 from tilelab.device.runtime import Runtime
+from tilelab.experiments import cublas_check
 from tilelab.experiments.cublas import Cublas, package_version, relative_error
 from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD, compile_kernel
@@ -73,14 +75,24 @@ def run(rt: Runtime, out: Path, sizes: tuple[int, ...] = (1024, 2048, 4096)) -> 
             "rel_error": blas_error,
         })
         blas.close()
-    return write(
+    try:
+        checked, refused = cublas_check.verify(out, {r["n"]: r["median_ms"] for r in rows
+                                                     if r["kernel"] == "cublas"}, "matmul"), None
+    except cublas_check.CrossCheckFailed as exc:  # the rows are kept, under another name
+        checked, refused = {}, str(exc)
+    for r in rows:
+        if r["kernel"] == "cublas":
+            r.update(checked.get(r["n"], {}))
+    path = write(
         out,
-        "matmul",
+        "matmul" if refused is None else "matmul.rejected",
         "Matrix multiply, FP32, square N",
         "Each kernel of the course and cuBLAS on the same inputs, timed interleaved. cuBLAS "
         "is called as in sgemm.json: cublasSgemm of the nvidia-cublas wheel through ctypes "
         "on PyCUDA's buffers, math mode CUBLAS_DEFAULT_MATH (FP32, TF32 off); rel_error is "
-        "its Frobenius-norm error against float64.",
+        "its Frobenius-norm error against float64; its medians were held against "
+        "cublas_check.json of the same run (check_*: that file's cross-checked median, "
+        "Nsight Compute's duration and the second binding's median).",
         {
             "kernel": "",
             "label": "",
@@ -91,7 +103,15 @@ def run(rt: Runtime, out: Path, sizes: tuple[int, ...] = (1024, 2048, 4096)) -> 
             "speedup_vs_naive": "x",
             "intensity": "FLOP/byte",
             "rel_error": "",
+            "check_event_ms": "ms",
+            "ncu_ms": "ms",
+            "second_ms": "ms",
+            "check_disagreement": "",
         },
         rows,
         method=METHOD,
+        kernels={k: KERNELS[k].source() for k in LADDER},
     )
+    if refused is not None:
+        raise cublas_check.CrossCheckFailed(f"{refused} (the rows: {path})")
+    return path

@@ -82,4 +82,5 @@ def run(rt: Runtime, out: Path) -> Path:
         },
         rows,
         method=METHOD,
+        kernels={k: KERNELS[k].source() for k in KERNEL_KEYS},
     )

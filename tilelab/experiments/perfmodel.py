@@ -8,8 +8,8 @@ Three resources are counted for every kernel, from the addresses its warps touch
   one SRAM with one data path that returns one *wavefront* (128 bytes, one 4-byte word for
   each of 32 threads) per clock per SM. A warp's access costs one wavefront per distinct
   128-byte line (global loads and stores, through L1) or one per pass of the shared-memory
-  banks (the bank-conflict degree); a 128-bit shared load that all threads of a warp read
-  at one address costs two (confirmed by the ``counters`` experiment);
+  banks, by the one rule of :mod:`tilelab.catalog.banks` (which ``tilelab bench
+  bank_wide`` holds against the GPU's counts);
 - **issue slots**: the FFMA and memory instructions counted, four warp instructions per
   clock per SM (one per sub-partition).
 
@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tilelab.experiments import provenance, road
+from tilelab.catalog import road
+from tilelab.catalog.banks import bank_passes, wavefronts
+from tilelab.experiments import provenance
 
 LINE = 128  # bytes: an L1 line, and the data of one wavefront
-BANKS = 32
 ISSUE_PER_CLOCK = 4  # warp instructions per clock per SM: 4 sub-partitions, 1 dispatch each
 WAVEFRONT_BYTES = 128  # bytes one wavefront returns (32 banks x 4 bytes)
-LDS128_UNIFORM = 2  # wavefronts of a 128-bit shared load at <= 8 distinct 16-byte words
 MISS = 0.25  # a prediction off by more than this fraction is called a miss
 
 Lane = tuple[int, int]  # (threadIdx.x, threadIdx.y)
@@ -52,20 +52,10 @@ def lines(byte_addresses: Sequence[int]) -> int:
     return len({a // LINE for a in byte_addresses})
 
 
-def bank_passes(word_addresses: Sequence[int]) -> int:
-    """Wavefronts of a 32-bit shared access: the most distinct words in any one bank
-    (threads reading the same word share a pass)."""
-    per_bank: dict[int, set[int]] = {}
-    for w in word_addresses:
-        per_bank.setdefault(w % BANKS, set()).add(w)
-    return max(len(s) for s in per_bank.values())
-
-
-def lds128_passes(word_addresses: Sequence[int]) -> int:
-    """Wavefronts of a 128-bit shared load whose threads start at these (4-aligned) words:
-    one per 128 bytes of distinct data, at least ``LDS128_UNIFORM``."""
-    chunks = {w // 4 for w in word_addresses}
-    return max(LDS128_UNIFORM, math.ceil(16 * len(chunks) / WAVEFRONT_BYTES))
+def wide_passes(word_addresses: Sequence[int], load: bool = True) -> int:
+    """Wavefronts of a 128-bit shared load (or store) whose lanes start at these
+    (4-aligned) words, in lane order (:func:`tilelab.catalog.banks.wavefronts`)."""
+    return wavefronts([4 * w for w in word_addresses], 16, load)
 
 
 @dataclass(frozen=True)
@@ -147,7 +137,7 @@ def tiled_counts(key: str, n: int, tile: int, pad_a: int = 0, pad_b: int = 0,
     for k in range(tile):
         if vector:
             if k % 4 == 0:
-                per_phase += lds128_passes([ty * pa + k for _, ty in lanes])
+                per_phase += wide_passes([ty * pa + k for _, ty in lanes])
                 lds += 1
         else:
             a = [k * pa + ty if a_transposed else ty * pa + k for _, ty in lanes]
@@ -169,12 +159,14 @@ def transpose_counts(key: str, n: int) -> Counts:
     per = {
         "copy": read + read,
         "transpose_naive": read + lines([4 * (tx * n + ty) for tx, ty in lanes]),
+        # in[x * cols + (y + j)]: a column of in (a line per thread), out written in rows
+        "transpose_reads": lines([4 * (tx * n + ty) for tx, ty in lanes]) + read,
         "transpose_shared": read + bank_passes([ty * 32 + tx for tx, ty in lanes])
         + bank_passes([tx * 32 + ty for tx, ty in lanes]) + read,
         "transpose_padded": read + bank_passes([ty * 33 + tx for tx, ty in lanes])
         + bank_passes([tx * 33 + ty for tx, ty in lanes]) + read,
     }[key]
-    instr = 2 if key in ("copy", "transpose_naive") else 4
+    instr = 2 if key in ("copy", "transpose_naive", "transpose_reads") else 4
     warp_steps = n * n / 32
     return Counts(key, (n // 32) ** 2, warp_steps * per, warp_steps * instr, 8.0 * n * n,
                   0.0, "per warp row", per)
@@ -186,17 +178,6 @@ def bank_stride_counts(stride: int, blocks: int = 1024, iters: int = 4096) -> Co
     loads = blocks * 8 * iters
     return Counts(f"stride {stride}", blocks, loads * per, loads * 2, 0.0, 0.0,
                   "per load", per)
-
-
-def wide_passes(word_addresses: Sequence[int]) -> int:
-    """Wavefronts of a 128-bit shared access whose threads start at these (4-aligned)
-    words: one per 8 distinct 16-byte chunks, at least ``LDS128_UNIFORM``, and at least as
-    many as the distinct chunks that share one group of four banks (a quad)."""
-    chunks = {w // 4 for w in word_addresses}
-    per_quad: dict[int, int] = {}
-    for c in chunks:
-        per_quad[c % 8] = per_quad.get(c % 8, 0) + 1
-    return max(LDS128_UNIFORM, max(per_quad.values()), math.ceil(len(chunks) / 8))
 
 
 def _defines(key: str) -> dict[str, int]:
@@ -215,10 +196,10 @@ def _scalar_tile_counts(key: str, d: dict[str, int], nt: int) -> tuple[float, fl
         st = bank_passes([(e // cols) * cols + e % cols for e in lanes])
         wf += slots * (g + st)
         instr += slots * 2
-    if key == "regblock_1d":  # block (BN, BM / TM): a warp is 32 x of one y
+    if road.base_of(key) == "regblock_1d":  # block (BN, BM / TM): a warp is x of one y
         # As[ty + i * ROWS][k..k+3] (one address: broadcast), Bs[k][tx] (32 words)
         a_lds, b_lds = tm * bk // 4, bk
-        wf += a_lds * LDS128_UNIFORM + b_lds * bank_passes([tx for tx in lanes])
+        wf += a_lds * wide_passes([0] * 32) + b_lds * bank_passes([tx for tx in lanes])
         ffma = bk * tm
     else:  # block (BN / TN, BM / TM) = 16 x 16: a warp is two rows of 16 threads
         tn, cols = d["TN"], bn // d["TN"]
@@ -244,7 +225,7 @@ def _wide_tile_counts(key: str, d: dict[str, int], nt: int) -> tuple[float, floa
     a_lines = lines([4 * (r * 4096 + c) for r, c in a_rc])
     b_lines = lines([4 * (r * 4096 + c) for r, c in b_rc])
     a_store = bank_passes([c * bm + r for r, c in a_rc])  # As[c][r]: one of four STS.32
-    b_store = wide_passes([r * bn + c for r, c in b_rc])
+    b_store = wide_passes([r * bn + c for r, c in b_rc], load=False)
     if key.startswith("async"):  # four 4-byte copies of A, one 16-byte copy of B
         wf = la * 4 * (a_lines + a_store) + lb * (b_lines + b_store)
         instr = la * 4 + lb
@@ -288,9 +269,9 @@ def _swizzle_tile_counts(key: str, d: dict[str, int], nt: int) -> tuple[float, f
     a_rc = [(e // kc, e % kc) for e in lanes]
     b_rc = [(e // (bn // 4), (e % (bn // 4)) * 4) for e in lanes]
     wf = la * (lines([4 * (r * 4096 + 4 * c) for r, c in a_rc])
-               + wide_passes([a_at(r, c) for r, c in a_rc]))
+               + wide_passes([a_at(r, c) for r, c in a_rc], load=False))
     wf += lb * (lines([4 * (r * 4096 + c) for r, c in b_rc])
-                + wide_passes([r * bn + c for r, c in b_rc]))
+                + wide_passes([r * bn + c for r, c in b_rc], load=False))
     # per four steps along k: TM loads of A (four k each), 4 x TN / 4 loads of B
     a_words = [a_at(lane // lcols, 0) for lane in lanes]
     b_words = [4 * (lane % lcols) for lane in lanes]
@@ -326,6 +307,7 @@ COUNTERS: dict[str, Callable[[int], Counts]] = {
     "tiled32_at_padded": lambda n: tiled_counts("tiled32_at_padded", n, 32, 1, 0, True),
     "copy": lambda n: transpose_counts("copy", n),
     "transpose_naive": lambda n: transpose_counts("transpose_naive", n),
+    "transpose_reads": lambda n: transpose_counts("transpose_reads", n),
     "transpose_shared": lambda n: transpose_counts("transpose_shared", n),
     "transpose_padded": lambda n: transpose_counts("transpose_padded", n),
 }

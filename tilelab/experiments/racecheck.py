@@ -58,4 +58,5 @@ def run(rt: Runtime, out: Path) -> Path:
         {"variant": "", "hazards": "", "excerpt": ""},
         rows,
         method="compute-sanitizer --tool racecheck, one launch",
+        kernels={"tiled32": KERNELS["tiled32"].source()},
     )

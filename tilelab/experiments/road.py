@@ -1,284 +1,59 @@
-"""The road to cuBLAS: the SGEMM ladder, its tunable configurations, and two experiments.
+"""The road to cuBLAS measured (its kernels and configurations: :mod:`tilelab.catalog.road`).
 
-``sgemm`` (GPU): checks every step against float64, times the ladder, the tuned
-configurations and cuBLAS interleaved in one process at N = 1024, 2048, 4096, and writes
-TFLOP/s, % of cuBLAS and % of the FP32 peak. ``sgemm_ptxas`` (no GPU): compiles every step
-for sm_90 with ``nvcc --resource-usage`` and writes registers, shared memory, spills,
-blocks per SM and occupancy from the H100's limits in ``device.json``, with the traffic
-model of each step (global bytes per FMA, shared operands per FMA, FMAs per shared load).
+``sgemm`` (GPU): checks every step against float64 at odd small shapes, times the ladder,
+the configurations, the ablations and cuBLAS interleaved in one process at N = 1024, 2048
+and 4096, and the ladder, step 9's candidates and cuBLAS at every size of the sweep
+(3072, 4000, 4095, 6144, 8192 too); step 9 chooses its configuration per size from the
+candidates' speeds at N = 4096; every output is checked against float64 and bit for bit
+against cuBLAS's; cuBLAS's medians are held against ``cublas_check.json``; Nsight Compute
+counts step 9's choice and cuBLAS at every size. ``sgemm_ptxas`` (no GPU): compiles every
+step for sm_90 with ``nvcc --resource-usage`` and writes registers, shared memory, spills,
+blocks per SM and occupancy from the limits in ``device.json``, with the traffic model of
+each step (global bytes per FMA, shared operands per FMA, FMAs per shared load).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
-from dataclasses import dataclass, replace
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tilelab.catalog.problems import MATMUL, Launch
-from tilelab.catalog.reference import KERNELS, KernelRef
+from tilelab.catalog.problems import MATMUL
+from tilelab.catalog.reference import KernelRef
+from tilelab.catalog.road import (
+    CANDIDATES,
+    FP32_LANES_PER_SM,
+    LADDER,
+    RATE_N,
+    SMALL_SHAPES,
+    blocks_per_sm,
+    choose,
+    fp32_peak_tflops,
+    kernel_refs,
+    predicted_ms,
+    step_of,
+    traffic,
+)
 from tilelab.device.bench import WARMUP, time_interleaved
+from tilelab.device.runtime import get_runtime
+from tilelab.experiments import compile_cache, counters, cublas_check
 from tilelab.experiments.cublas import Cublas, library_path, package_version, relative_error
+from tilelab.experiments.cublas_check import SIZES
 from tilelab.experiments.sass import OPCODE, sass_of
 from tilelab.grading.correctness import check_function
 
-# Step 6, asynchronous copies: not a kernel of the course's catalogue, only of this road.
-ASYNC = KernelRef(
-    "async",
-    "sgemm_06_async.cu",
-    "matmul_async",
-    MATMUL,
-    Launch(block=(256, 1, 1), grid_dims=("N", "M"), tile=(256, 128)),
-    "cp.async copies, 4 stages, 128x256x8, warp 64x64, 2x4 sub-tiles of 4x4 per thread",
-    (("BM", "128"), ("BN", "256"), ("BK", "8"), ("WM", "64"), ("WN", "64"), ("WNITER", "4"),
-     ("TM", "4"), ("TN", "4"), ("STAGES", "4"), ("MINB", "1")),
-)
-
-# Step 7, A's tile copied by rows and swizzled: the road's too.
-SWIZZLE = KernelRef(
-    "swizzle",
-    "sgemm_07_swizzle.cu",
-    "matmul_swizzle",
-    MATMUL,
-    Launch(block=(128, 1, 1), grid_dims=("N", "M"), tile=(64, 128)),
-    "16-byte cp.async of both tiles, A swizzled, 2 stages, 128x64x16, warp 64x32, "
-    "8x8 per thread, 3 blocks per SM",
-    (("BM", "128"), ("BN", "64"), ("BK", "16"), ("WM", "64"), ("WN", "32"), ("TM", "8"),
-     ("TN", "8"), ("STAGES", "2"), ("SWIZZLE", "1"), ("PAD", "0"), ("RASTER", "0"),
-     ("MINB", "3")),
-)
-
-# Step 8, step 5 with the operands loaded a step ahead: the road's too.
-AHEAD = KernelRef(
-    "ahead",
-    "sgemm_08_ahead.cu",
-    "matmul_ahead",
-    MATMUL,
-    Launch(block=(256, 1, 1), grid_dims=("N", "M"), tile=(256, 128)),
-    "operands loaded a step ahead, across the barrier, 128x256x16, warp 64x64, "
-    "2x4 sub-tiles of 4x4 per thread",
-    (("BM", "128"), ("BN", "256"), ("BK", "16"), ("WM", "64"), ("WN", "64"), ("WNITER", "4"),
-     ("TM", "4"), ("TN", "4"), ("MINB", "1"), ("AHEAD", "1")),
-)
-
-# The ladder in teaching order: where the course stopped, then each step of the chapter.
-LADDER = ("naive", "tiled32", "regblock_1d", "regblock", "vec4", "warptile", "dbuf", "async",
-          "swizzle", "ahead")
-STEP = {k: i for i, k in enumerate(LADDER)}
-STEPS: dict[str, KernelRef] = {**{k: KERNELS[k] for k in LADDER if k in KERNELS},
-                               "async": ASYNC, "swizzle": SWIZZLE, "ahead": AHEAD}
-
-# Configurations of a step (template-free: #defines set in the file). A name starts with
-# its step's key; what it does not set keeps the step's defaults. Two kinds: tuned shapes
-# of the last steps, and ablations, which change one thing of a step (see ABLATIONS).
-CONFIGS: dict[str, dict[str, int]] = {
-    "dbuf_128x128x8": {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 32, "WNITER": 2,
-                       "TM": 4, "TN": 4, "MINB": 2},
-    "dbuf_128x128x16_t8x4": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64,
-                             "WNITER": 4, "TM": 8, "TN": 4, "MINB": 2},
-    "dbuf_128x256x16": {"BM": 128, "BN": 256, "BK": 16, "WM": 64, "WN": 64, "WNITER": 4,
-                        "TM": 8, "TN": 4, "MINB": 1},
-    "dbuf_64x128x16": {"BM": 64, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "WNITER": 2,
-                       "TM": 4, "TN": 4, "MINB": 2},
-    "dbuf_128x128x8_t8x4": {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "WNITER": 4,
-                            "TM": 8, "TN": 4, "MINB": 2},
-    "dbuf_256x128x8": {"BM": 256, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "WNITER": 4,
-                       "TM": 8, "TN": 4, "MINB": 1},
-    "dbuf_128x128x16_w64x64": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64,
-                               "WNITER": 4, "TM": 4, "TN": 4, "MINB": 2},
-    "dbuf_128x128x8_w64x64": {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 64,
-                              "WNITER": 4, "TM": 4, "TN": 4, "MINB": 2},
-    "dbuf_128x256x16_w64x64": {"BM": 128, "BN": 256, "BK": 16, "WM": 64, "WN": 64,
-                               "WNITER": 4, "TM": 4, "TN": 4, "MINB": 1},
-    "dbuf_256x128x16_w64x64": {"BM": 256, "BN": 128, "BK": 16, "WM": 64, "WN": 64,
-                               "WNITER": 4, "TM": 4, "TN": 4, "MINB": 1},
-    "dbuf_128x128x16_w64x64_arow": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64,
-                                    "WNITER": 4, "TM": 4, "TN": 4, "MINB": 2, "A_BY_ROW": 1},
-    "dbuf_128x128x16_arow": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32, "WNITER": 2,
-                             "TM": 4, "TN": 4, "MINB": 2, "A_BY_ROW": 1},
-    "dbuf_128x128x16_w64x64_checked": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 64,
-                                       "WNITER": 4, "TM": 4, "TN": 4, "MINB": 2,
-                                       "CHECK_ALL": 1},
-    "dbuf_128x128x16_minb1": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32,
-                              "WNITER": 2, "TM": 4, "TN": 4, "MINB": 1},
-    # ablations of steps 4 and 5 (one change each, see ABLATIONS)
-    "vec4_bk16": {"BK": 16},
-    "warptile_bk8": {"BK": 8},
-    "dbuf_checked": {"CHECK_ALL": 1},
-    "warptile_128x256x16_w64x64": {"BM": 128, "BN": 256, "BK": 16, "WM": 64, "WN": 64,
-                                   "WNITER": 4, "TM": 4, "TN": 4},
-    "dbuf_128x256x16_w64x64_checked": {"BM": 128, "BN": 256, "BK": 16, "WM": 64, "WN": 64,
-                                       "WNITER": 4, "TM": 4, "TN": 4, "MINB": 1,
-                                       "CHECK_ALL": 1},
-    "dbuf_128x256x8_w64x64": {"BM": 128, "BN": 256, "BK": 8, "WM": 64, "WN": 64,
-                              "WNITER": 4, "TM": 4, "TN": 4, "MINB": 1},
-    # step 6: pipeline depth and shapes
-    "async_s2": {"STAGES": 2},
-    "async_s3": {"STAGES": 3},
-    "async_128x256x16_s2": {"BK": 16, "STAGES": 2},
-    "async_128x128x16_s2": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32, "WNITER": 2,
-                            "TM": 4, "TN": 4, "STAGES": 2, "MINB": 2},
-    "async_128x128x16_s3": {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32, "WNITER": 2,
-                            "TM": 4, "TN": 4, "STAGES": 3, "MINB": 2},
-    "async_128x128x8_s4": {"BM": 128, "BN": 128, "BK": 8, "WM": 64, "WN": 64, "WNITER": 4,
-                           "TM": 4, "TN": 4, "STAGES": 4, "MINB": 2},
-    "async_128x64x16_s2": {"BM": 128, "BN": 64, "BK": 16, "WM": 64, "WN": 32, "WNITER": 2,
-                           "TM": 4, "TN": 4, "STAGES": 2, "MINB": 3},
-    # step 7: A's layout in shared memory (ablations), and cuBLAS's FFMA shape
-    "swizzle_plain": {"SWIZZLE": 0},
-    "swizzle_pad": {"SWIZZLE": 0, "PAD": 4},
-    "swizzle_128x128x8_s3": {"BN": 128, "BK": 8, "WN": 64, "TN": 16, "STAGES": 3, "MINB": 2},
-    # step 8: the same kernel in step 5's order (the ablation), and cuBLAS's tile
-    "ahead_inorder": {"AHEAD": 0},
-    "ahead_256x128x8": {"BM": 256, "BN": 128, "BK": 8, "TM": 8},
-}
-
-# What one change does, each measured as a pair (without, with) that differ in it only.
-ABLATIONS: tuple[tuple[str, str, str, str], ...] = (
-    ("bk", "BK 8 to 16, warp-tiled layout", "warptile_bk8", "warptile"),
-    ("bk_vec4", "BK 8 to 16, step 3's layout", "vec4", "vec4_bk16"),
-    ("layout", "warp-tiled layout, BK 16", "vec4_bk16", "warptile"),
-    ("layout_bk8", "warp-tiled layout, BK 8", "vec4", "warptile_bk8"),
-    ("dbuf", "two buffers instead of one, 128x128x16", "warptile", "dbuf_checked"),
-    ("interior", "unchecked interior loads, 128x128x16", "dbuf_checked", "dbuf"),
-    ("dbuf_big", "two buffers instead of one, 128x256x16", "warptile_128x256x16_w64x64",
-     "dbuf_128x256x16_w64x64_checked"),
-    ("interior_big", "unchecked interior loads, 128x256x16", "dbuf_128x256x16_w64x64_checked",
-     "dbuf_128x256x16_w64x64"),
-    ("interior_w64", "unchecked interior loads, 128x128x16, 64x64 warp tiles",
-     "dbuf_128x128x16_w64x64_checked", "dbuf_128x128x16_w64x64"),
-    ("async", "cp.async instead of registers, 2 stages, 128x256x8", "dbuf_128x256x8_w64x64",
-     "async_s2"),
-    ("stages", "4 stages instead of 2, 128x256x8", "async_s2", "async"),
-    ("async_small", "cp.async instead of registers, 2 stages, 128x128x16", "dbuf",
-     "async_128x128x16_s2"),
-    ("stages_small", "3 stages instead of 2, 128x128x16", "async_128x128x16_s2",
-     "async_128x128x16_s3"),
-    ("async_bk16", "cp.async instead of registers, 2 stages, 128x256x16",
-     "dbuf_128x256x16_w64x64", "async_128x256x16_s2"),
-    ("a_rows", "A copied by 16-byte rows and swizzled instead of 4-byte transposing copies, "
-     "128x64x16, 2 stages", "async_128x64x16_s2", "swizzle"),
-    ("swizzle", "swizzled rows of A instead of plain ones", "swizzle_plain", "swizzle"),
-    ("pad", "rows of A padded by 4 floats instead of plain", "swizzle_plain", "swizzle_pad"),
-    ("ahead", "operands loaded a step ahead, across the barrier, 128x256x16",
-     "ahead_inorder", "ahead"),
-)
-
-# H100 (compute capability 9.0) limits that device.json does not record: CUDA C
-# Programming Guide, "Technical Specifications per Compute Capability".
-MAX_BLOCKS_PER_SM = 32
-RESERVED_SHARED_PER_BLOCK = 1024
-REG_ALLOC_UNIT = 256  # registers are allocated per warp in units of 256
-FP32_LANES_PER_SM = {(7, 0): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 9): 128, (9, 0): 128}
 REPEAT = 50  # timed runs per kernel and size: more than the book's other tables, the
 # gaps between the last steps are a few percent
-SMALL_SHAPES = ((1, 1, 1), (37, 53, 29), (64, 64, 64), (100, 30, 70), (33, 129, 65),
-                (128, 96, 160), (130, 260, 36), (257, 300, 129))
-
-
-def base_of(name: str) -> str:
-    """The step a configuration configures: its name's first word."""
-    return name.split("_")[0]
-
-
-def config_ref(name: str) -> KernelRef:
-    """A step's kernel under one configuration."""
-    base = STEPS[base_of(name)]
-    d = {**{k: int(v) for k, v in base.defines}, **CONFIGS[name]}
-    launch = base.launch
-    if "WM" in d:
-        threads = (d["BM"] // d["WM"]) * (d["BN"] // d["WN"]) * 32
-        launch = Launch(block=(threads, 1, 1), grid_dims=("N", "M"), tile=(d["BN"], d["BM"]))
-    return replace(
-        base,
-        key=name,
-        launch=launch,
-        label=base.label.split(",")[0] + ", " + ", ".join(f"{k}={v}" for k, v in d.items()),
-        defines=tuple((k, str(v)) for k, v in d.items()),
-    )
-
-
-def step_of(key: str) -> int:
-    """The step a kernel or configuration belongs to (cuBLAS: one past the last)."""
-    if key == "cublas":
-        return len(LADDER)
-    return STEP[key] if key in STEP else STEP[base_of(key)]
-
-
-def kernel_refs() -> dict[str, KernelRef]:
-    """Every kernel the experiments measure: the ladder, then the configurations."""
-    return {**STEPS, **{c: config_ref(c) for c in CONFIGS}}
-
-
-_IF_ASYNC = re.compile(r"^[ \t]*#[ \t]*if[ \t]+ASYNC[ \t]*$")
-_ELSE_OR_END = re.compile(r"^[ \t]*#[ \t]*(else|endif)\b")
-
-
-def emulator_source(ref: KernelRef) -> str:
-    """The kernel as the CPU emulator runs it: each ``#if ASYNC`` branch (inline PTX such
-    as ``cp.async``, which the emulator refuses to read) blanked up to its ``#else`` or
-    ``#endif``, so the portable branch is what remains; every line keeps its number."""
-    out, blanking = [], False
-    for line in ref.source().split("\n"):
-        if _IF_ASYNC.match(line):
-            blanking = True
-            out.append("")
-            continue
-        end = _ELSE_OR_END.match(line) if blanking else None
-        if end:  # #else opens the portable branch its #endif closes; #endif closes nothing
-            blanking = False
-            out.append("#if 1" if end.group(1) == "else" else "")
-            continue
-        out.append("" if blanking else line)
-    return "\n".join(out)
-
-
-def fp32_peak_tflops(sm_count: int, clock_khz: float, cc: tuple[int, int]) -> float:
-    """SMs x FP32 lanes x 2 FLOP per FMA x clock: the most FP32 work the chip can issue."""
-    return sm_count * FP32_LANES_PER_SM[cc] * 2 * clock_khz * 1e3 / 1e12
-
-
-# ---------------------------------------------------------------- the traffic model
-
-
-@dataclass(frozen=True)
-class Traffic:
-    """What one FMA costs a step, counted from its tile sizes (caches ignored)."""
-
-    global_bytes_per_fma: float  # bytes read from global memory per FMA, whole grid
-    shared_operands_per_fma: float  # values a thread reads from shared memory per FMA
-    fma_per_shared_load: float | None  # FMAs per shared-load instruction (widest width)
-
-
-def traffic(key: str) -> Traffic:
-    """The traffic model of a ladder step or configuration."""
-    if key == "naive":
-        return Traffic(8.0, 0.0, None)  # no shared loads: no ratio to show
-    ref = kernel_refs()[key]
-    d = {k: int(v) for k, v in ref.defines}
-    if key.startswith("tiled"):
-        t = int(d.get("TILE", 32))
-        return Traffic(4.0 * 2 * t / (t * t), 2.0, 0.5)
-    bm, bn = d["BM"], d["BN"]
-    glob = 4.0 * (bm + bn) / (bm * bn)
-    if key == "regblock_1d":  # TM values of A and one of B per k, scalar loads
-        tm = d["TM"]
-        return Traffic(glob, (tm + 1) / tm, tm / (tm + 1))
-    if "WNITER" in d:  # warp tiling: WMITER x WNITER sub-tiles of TM x TN per thread
-        wmiter = d["WM"] * d["WN"] // (32 * d["TM"] * d["TN"] * d["WNITER"])
-        tm, tn = wmiter * d["TM"], d["WNITER"] * d["TN"]
-    else:  # one TM x TN micro-tile per thread (step 7: its rows and columns spread)
-        tm, tn = d["TM"], d["TN"]
-    width = 1 if key == "regblock" else 4  # float4 shared loads from step 3 on
-    return Traffic(glob, (tm + tn) / (tm * tn), tm * tn / ((tm + tn) / width))
-
 
 # ---------------------------------------------------------------- ptxas, no GPU
 
@@ -327,18 +102,6 @@ def sass_counts(source: str, arch: str = "sm_90") -> dict[str, Any]:
     }
 
 
-def blocks_per_sm(threads: int, regs: int, smem: int, limits: dict[str, Any]) -> int:
-    """Resident blocks per SM: the tightest of the thread, register, shared and block limits."""
-    warps = math.ceil(threads / 32)
-    regs_block = math.ceil(regs * 32 / REG_ALLOC_UNIT) * REG_ALLOC_UNIT * warps
-    return min(
-        MAX_BLOCKS_PER_SM,
-        limits["max_threads_per_sm"] // threads,
-        limits["regs_per_sm"] // max(regs_block, 1),
-        limits["shared_per_sm_bytes"] // (smem + RESERVED_SHARED_PER_BLOCK),
-    )
-
-
 def device_limits(data_dir: Path) -> tuple[dict[str, Any], str]:
     """The SM limits recorded in ``device.json`` (measured on the course's GPU) and its GPU."""
     path = Path(data_dir) / "device.json"
@@ -355,9 +118,14 @@ def device_limits(data_dir: Path) -> tuple[dict[str, Any], str]:
 def ptxas_rows(data_dir: Path) -> tuple[list[dict[str, Any]], str]:
     """One row per kernel: resources from ptxas, occupancy on the recorded GPU, traffic."""
     limits, gpu = device_limits(data_dir)
+    refs = kernel_refs()
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # nvcc and cuobjdump: processes
+        reports = dict(zip(refs, pool.map(
+            lambda ref: {**ptxas_report(ref.source()), **sass_counts(ref.source())},
+            refs.values()), strict=True))
     rows = []
-    for key, ref in kernel_refs().items():
-        rep: dict[str, Any] = {**ptxas_report(ref.source()), **sass_counts(ref.source())}
+    for key, ref in refs.items():
+        rep: dict[str, Any] = reports[key]
         threads = int(np.prod(ref.launch.block))
         blocks = blocks_per_sm(threads, rep["registers"], rep["shared_bytes"], limits)
         t = traffic(key)
@@ -381,6 +149,39 @@ def ptxas_rows(data_dir: Path) -> tuple[list[dict[str, Any]], str]:
 
 # ---------------------------------------------------------------- the GPU run
 
+#: every size the road is timed at (chapter 6's sweep: powers of two and shapes that are
+#: not multiples of any tile), and those at which every configuration and ablation is
+FULL_SIZES = (1024, 2048, 4096)
+#: the kernels timed at every size of the sweep, beside cuBLAS: the ladder, step 9's
+#: candidates and the rule it changes, and two shapes of earlier steps that suit small N
+SWEEP = (*LADDER, *CANDIDATES, "shapes_aligned", "dbuf_64x128x16", "ahead_256x128x8")
+#: the slow first steps are left out above this size (seconds per launch at 8192)
+SLOW = ("naive", "tiled32")
+REPEAT_LARGE = 20  # timed runs per kernel at N > 4096 (9 to 25 ms a launch)
+#: Nsight Compute's figures of step 9's choice and of cuBLAS at every size (why a size
+#: falls short: waves, idle SMs, issue rate, stalls)
+SIZE_METRICS = (
+    "gpu__time_duration.sum",
+    "sm__cycles_active.avg",
+    "sm__cycles_elapsed.max",
+    "launch__grid_size",
+    "launch__waves_per_multiprocessor",
+    "launch__occupancy_limit_registers",
+    "smsp__inst_executed.sum",
+    "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    "smsp__warps_active.avg.per_cycle_active",
+    *(f"smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio"
+      for s in ("barrier", "short_scoreboard", "long_scoreboard", "wait", "dispatch_stall")),
+)
+
+
+def kernels_at(n: int, refs: dict[str, KernelRef]) -> dict[str, KernelRef]:
+    """The kernels timed at N: all of them at :data:`FULL_SIZES`, else :data:`SWEEP`
+    (without :data:`SLOW` above 4096)."""
+    if n in FULL_SIZES:
+        return refs
+    return {k: refs[k] for k in SWEEP if not (n > 4096 and k in SLOW)}
+
 
 def _check_small(rt, refs: dict[str, KernelRef]) -> list[str]:
     """Every kernel at the small shapes (non-multiples, rectangular, 1x1x1); failures."""
@@ -395,24 +196,41 @@ def _check_small(rt, refs: dict[str, KernelRef]) -> list[str]:
     return bad
 
 
+def _limits() -> dict[str, int]:
+    import pycuda.driver as cuda
+
+    dev, attr = cuda.Context.get_device(), cuda.device_attribute
+    return {"max_threads_per_sm": dev.get_attribute(attr.MAX_THREADS_PER_MULTIPROCESSOR),
+            "regs_per_sm": dev.get_attribute(attr.MAX_REGISTERS_PER_MULTIPROCESSOR),
+            "shared_per_sm_bytes": dev.get_attribute(
+                attr.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
+            "sm_count": dev.get_attribute(attr.MULTIPROCESSOR_COUNT)}
+
+
 def measure(rt, n: int, refs: dict[str, KernelRef], repeat: int = REPEAT) -> list[dict[str, Any]]:
-    """Time every kernel and cuBLAS at N x N x N on one set of inputs, interleaved."""
+    """Time every kernel and cuBLAS at N x N x N on one set of inputs, interleaved; each
+    output checked against float64 and compared bit for bit with cuBLAS's."""
     import pycuda.driver as cuda
 
     rng = np.random.default_rng()
     inputs = MATMUL.make_inputs((n, n, n), rng)
-    expected = MATMUL.reference(inputs)
     a, b = rt.to_device(inputs["A"]), rt.to_device(inputs["B"])
     blas = Cublas()
     outs: dict[str, Any] = {}
     runs = {}
-    regs = {}
+    info: dict[str, dict[str, Any]] = {}
     sizes = {"M": n, "N": n, "K": n}
+    limits = _limits()
     for key, ref in refs.items():
         fn = rt.SourceModule(ref.source()).get_function(ref.name)
-        regs[key] = fn.num_regs
         c = outs[key] = rt.mem_alloc(n * n * 4)
         grid = ref.launch.grid(sizes)
+        threads = int(np.prod(ref.launch.block))
+        per_sm = blocks_per_sm(threads, fn.num_regs, fn.shared_size_bytes, limits)
+        tiles = grid[0] * grid[1]
+        waves = tiles / max(per_sm * limits["sm_count"], 1)
+        info[key] = {"registers": fn.num_regs, "tiles": tiles, "blocks_per_sm": per_sm,
+                     "waves": waves, "full_waves": math.ceil(waves)}
         runs[key] = (lambda fn=fn, c=c, ref=ref, grid=grid: fn(
             a, b, c, np.int32(n), np.int32(n), np.int32(n), block=ref.launch.block, grid=grid))
     c_blas = outs["cublas"] = rt.mem_alloc(n * n * 4)
@@ -420,10 +238,12 @@ def measure(rt, n: int, refs: dict[str, KernelRef], repeat: int = REPEAT) -> lis
     for c in outs.values():  # poison: NaN everywhere before the first run
         cuda.memset_d32(c, 0x7FC00000, n * n)
     t = time_interleaved(runs, warmup=WARMUP, repeat=repeat)
+    expected = MATMUL.reference(inputs)
+    theirs = rt.from_device(c_blas, (n, n), np.float32)
     flops = MATMUL.flops((n, n, n))
     rows = []
     for key, tm in t.items():
-        got = rt.from_device(outs[key], (n, n), np.float32)
+        got = theirs if key == "cublas" else rt.from_device(outs[key], (n, n), np.float32)
         ref = refs.get(key)
         rows.append(
             {
@@ -435,47 +255,156 @@ def measure(rt, n: int, refs: dict[str, KernelRef], repeat: int = REPEAT) -> lis
                 "spread": tm.spread,
                 "tflops": flops / tm.median_ms / 1e9,
                 "rel_error": relative_error(got, expected),
-                "registers": regs.get(key),
+                "bitwise_cublas": bool(np.array_equal(got.view(np.uint32),
+                                                      theirs.view(np.uint32))),
+                "submit_max_ms": max(tm.submitted_ms),
+                "redone": tm.redone,
+                **info.get(key, {}),
             }
         )
+        del got
     blas_row = next(r for r in rows if r["kernel"] == "cublas")
     blas_row["cublas_version"] = blas.version
     blas.close()
     return rows
 
 
-def run_gpu(rt, sizes: tuple[int, ...] = (1024, 2048, 4096)) -> dict[str, Any]:
+def size_child(cases: list[tuple[str, int]]) -> None:
+    """Under ncu: one launch of each (kernel, N) case (``cublas``: one cuBLAS call)."""
+    rt = get_runtime("gpu")
+    refs = kernel_refs()
+    for key, n in cases:
+        inputs = MATMUL.make_inputs((n, n, n), np.random.default_rng(n))
+        a, b = rt.to_device(inputs["A"]), rt.to_device(inputs["B"])
+        c = rt.mem_alloc(n * n * 4)
+        if key == "cublas":
+            blas = Cublas()
+            blas.sgemm(a, b, c, n, n, n)
+            rt.synchronize()
+            blas.close()
+            continue
+        ref = refs[key]
+        fn = rt.SourceModule(ref.source()).get_function(ref.name)
+        fn(a, b, c, np.int32(n), np.int32(n), np.int32(n), block=ref.launch.block,
+           grid=ref.launch.grid({"M": n, "N": n, "K": n}))
+        rt.synchronize()
+
+
+def size_counters(cases: list[tuple[str, int]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """Nsight Compute's :data:`SIZE_METRICS` for each (kernel, N) case, by case (a cuBLAS
+    call's kernels: its longest one's figures, their durations summed)."""
+    launches, names = counters.profile(
+        ["tilelab.experiments.road", "size-child", *(f"{k}:{n}" for k, n in cases)],
+        list(SIZE_METRICS), None)
+    refs = kernel_refs()
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    i = 0
+    for key, n in cases:
+        if key == "cublas":  # every launch up to the next course kernel's (or the end)
+            group = []
+            while i < len(launches) and not any(
+                    refs[k].name in names[i] for k, _ in cases if k != "cublas"):
+                group.append(i)
+                i += 1
+        else:
+            group, i = [i], i + 1
+        if not group:
+            raise RuntimeError(f"no ncu launch for {key} at N = {n}: {names}")
+        longest = max(group, key=lambda j: launches[j]["gpu__time_duration_sum"])
+        figures = dict(launches[longest])
+        figures["gpu__time_duration_sum"] = sum(launches[j]["gpu__time_duration_sum"]
+                                                for j in group)
+        figures["ncu_kernel"] = names[longest]
+        out[(key, n)] = figures
+    return out
+
+
+def ncu_columns(figures: dict[str, Any]) -> dict[str, Any]:
+    """The size counters as the data file's columns."""
+    cols = {f"ncu_{k}": v for k, v in figures.items() if k != "ncu_kernel"}
+    elapsed = figures.get("sm__cycles_elapsed_max")
+    if elapsed:
+        cols["sm_busy"] = figures.get("sm__cycles_active_avg", 0.0) / elapsed
+    cols["ncu_ms"] = figures.get("gpu__time_duration_sum", 0.0) / 1e6
+    cols["ncu_kernel"] = figures.get("ncu_kernel", "")
+    return cols
+
+
+def run_gpu(rt, out: Path, sizes: tuple[int, ...] = SIZES) -> dict[str, Any]:
     """Check, time and compare everything; the rows and what the run learned."""
     import pycuda.driver as cuda
 
     refs = kernel_refs()
+    compile_cache.warm([ref.source() for ref in refs.values()])
     bad = _check_small(rt, refs)
-    if bad:
+    wrong = sorted({b.split(" ", 1)[0] for b in bad})
+    if set(CANDIDATES) & set(wrong):  # step 9 cannot choose among wrong kernels
         raise RuntimeError("kernels failed their checks:\n" + "\n".join(bad))
+    refs = {k: r for k, r in refs.items() if k not in wrong}  # never timed; named at the end
     dev = cuda.Context.get_device()
     attr = cuda.device_attribute
     cc = dev.compute_capability()
-    peak = fp32_peak_tflops(
-        dev.get_attribute(attr.MULTIPROCESSOR_COUNT), dev.get_attribute(attr.CLOCK_RATE), cc)
+    sm_count = dev.get_attribute(attr.MULTIPROCESSOR_COUNT)
+    peak = fp32_peak_tflops(sm_count, dev.get_attribute(attr.CLOCK_RATE), cc)
+    first = RATE_N if RATE_N in sizes else sizes[0]  # step 9's rates are measured here
+    order = [first, *(n for n in sizes if n != first)]
     rows = []
-    for n in sizes:
-        rows.extend(measure(rt, n, refs))
+    for n in order:
+        rows.extend(measure(rt, n, kernels_at(n, refs), REPEAT if n <= 4096 else REPEAT_LARGE))
+    rates = {r["kernel"]: r["tflops"] for r in rows
+             if r["n"] == first and r["kernel"] in CANDIDATES}
+    chosen = {n: choose(n, n, n, sm_count, rates) for n in sizes}
     for n in sizes:
         at_n = [r for r in rows if r["n"] == n]
         blas = next(r for r in at_n if r["kernel"] == "cublas")
+        blas["kernels_timed"] = len(at_n) - 1
+        blas["bitwise_kernels"] = sum(bool(r["bitwise_cublas"]) for r in at_n
+                                      if r["kernel"] != "cublas")
         best = max((r for r in at_n if r["kernel"] != "cublas"), key=lambda r: r["tflops"])
         for r in at_n:
             r["pct_cublas"] = 100.0 * r["tflops"] / blas["tflops"]
             r["pct_peak"] = 100.0 * r["tflops"] / peak
             r["peak_tflops"] = peak
             r["best_config"] = r["kernel"] == best["kernel"]
+            r["chosen"] = r["kernel"] == chosen[n]
+            if r["kernel"] in CANDIDATES:
+                r["predicted_ms"] = predicted_ms(r["kernel"], n, n, n, sm_count,
+                                                 rates[r["kernel"]])
+                r["predicted_ratio"] = r["predicted_ms"] / r["median_ms"]
+    try:
+        checked, refused = cublas_check.verify(out, {r["n"]: r["median_ms"] for r in rows
+                                                     if r["kernel"] == "cublas"}, "sgemm"), None
+    except cublas_check.CrossCheckFailed as exc:  # the rows are kept, under another name
+        checked, refused = {}, str(exc)
+    try:
+        counted = size_counters([c for n in sizes for c in ((chosen[n], n), ("cublas", n))])
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:  # the times stand
+        print(f"sgemm: Nsight Compute could not count the sizes: {exc}", file=sys.stderr)
+        counted = {}
+    for r in rows:
+        if r["kernel"] == "cublas":
+            r.update(checked.get(r["n"], {}))
+        if (r["kernel"], r["n"]) in counted:
+            r.update(ncu_columns(counted[(r["kernel"], r["n"])]))
     return {
         "rows": rows,
         "peak": {
-            "sm_count": dev.get_attribute(attr.MULTIPROCESSOR_COUNT),
+            "sm_count": sm_count,
             "clock_khz": dev.get_attribute(attr.CLOCK_RATE),
             "fp32_lanes_per_sm": FP32_LANES_PER_SM[cc],
             "peak_tflops": peak,
         },
+        "rates": rates,
+        "refused": refused,
+        "wrong": bad,
         "cublas": {"library": Path(library_path()).name, "package": package_version()},
+        "kernels": {k: ref.source() for k, ref in refs.items()},
     }
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["size-child"]:
+        size_child([(a.rpartition(":")[0], int(a.rpartition(":")[2])) for a in sys.argv[2:]])
+    else:
+        print(f"usage: python -m {__name__} size-child KERNEL:N...", file=sys.stderr)
+        sys.exit(2)

@@ -12,6 +12,8 @@ from tilelab.catalog.reference import KERNELS
 from tilelab.device.runtime import Runtime
 from tilelab.experiments.datafile import write
 
+#: an instruction's 64-bit encoding, which cuobjdump prints as a comment after it
+_ENCODING = re.compile(r"/\*\s*0x[0-9a-f]+\s*\*/")
 OPCODE = re.compile(r"^\s+/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\d\s+)?([A-Z0-9_.]+)", re.M)
 
 
@@ -20,12 +22,13 @@ def run(rt: Runtime | None, out: Path, arch: str = "sm_90") -> Path:
     if not shutil.which("cuobjdump"):
         raise RuntimeError("the sass experiment needs nvcc and cuobjdump on PATH")
     rows = []
-    for key in ("naive", "tiled16", "tiled32", "tiled32_padded", "tiled32_at",
-                "tiled32_at_padded"):
+    keys = ("naive", "tiled16", "tiled32", "tiled32_padded", "tiled32_at", "tiled32_at_padded")
+    for key in keys:
         text = sass_of(KERNELS[key].source(), arch)
         ops = OPCODE.findall(text)
         lds = [o for o in ops if o.startswith("LDS")]
-        excerpt = [ln.strip() for ln in text.splitlines() if "LDS" in ln or "FFMA" in ln][:12]
+        excerpt = [_ENCODING.sub("", ln).strip() for ln in text.splitlines()
+                   if "LDS" in ln or "FFMA" in ln][:12]
         rows.append(
             {
                 "kernel": key,
@@ -55,6 +58,7 @@ def run(rt: Runtime | None, out: Path, arch: str = "sm_90") -> Path:
         rows,
         gpu=rt is not None,
         method="static: compiled code, no timing",
+        kernels={k: KERNELS[k].source() for k in keys},
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tilelab.catalog.road import kernel_refs
 from tilelab.device.runtime import Runtime
 from tilelab.experiments import road
 from tilelab.experiments.datafile import write
@@ -48,6 +49,8 @@ def run(rt: Runtime | None, out: Path) -> Path:
         },
         rows,
         gpu=False,
+        describes=gpu,
+        kernels={k: ref.source() for k, ref in kernel_refs().items()},
         method="static: nvcc --resource-usage for sm_90, no timing; shared loads (LDS) and "
         "FFMAs counted in cuobjdump -sass of the whole kernel where cuobjdump is installed",
     )

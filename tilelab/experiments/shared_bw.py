@@ -36,4 +36,5 @@ def run(rt: Runtime, out: Path, iters: int = 1 << 14) -> Path:
           "clock_mhz": clock_mhz, "sm_count": sm, "median_ms": t.median_ms,
           "spread": t.spread}],
         method=NO_FLUSH,
+        kernels={"file:shared_bw.cu": kernel_file("shared_bw.cu")},
     )

@@ -1,4 +1,6 @@
-"""``transpose.json``: copy, naive, shared-tile and padded-tile transposes."""
+"""``transpose.json``: copy, the two naive transposes (strided writes, strided reads), the
+shared-tile and padded-tile transposes, with the GPU's own sector counts of each (Nsight
+Compute, where ncu is installed) for chapter 4's L1/L2 explanation."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD, time_ladder
 
 #: The transpose ladder, in the order the book climbs it.
-LADDER = ["copy", "transpose_naive", "transpose_shared", "transpose_padded"]
+LADDER = ["copy", "transpose_naive", "transpose_reads", "transpose_shared", "transpose_padded"]
 
 
 def run(rt: Runtime, out: Path, sizes: tuple[int, ...] = (2048, 4096)) -> Path:
@@ -37,8 +39,9 @@ def run(rt: Runtime, out: Path, sizes: tuple[int, ...] = (2048, 4096)) -> Path:
         out,
         "transpose",
         "Transpose ladder, FP32, N x N",
-        "Copy, naive, shared-tile and padded-tile transposes; GB/s counts bytes read "
-        "plus bytes written.",
+        "Copy, the naive transpose (strided writes), the other naive one (strided reads, "
+        "coalesced writes), the shared-tile and padded-tile transposes; GB/s counts bytes "
+        "read plus bytes written.",
         {
             "kernel": "",
             "label": "",
@@ -50,4 +53,5 @@ def run(rt: Runtime, out: Path, sizes: tuple[int, ...] = (2048, 4096)) -> Path:
         },
         rows,
         method=METHOD,
+        kernels={k: KERNELS[k].source() for k in LADDER},
     )

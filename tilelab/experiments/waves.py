@@ -44,4 +44,5 @@ def run(rt: Runtime, out: Path, iters: int = 1 << 15) -> Path:
         {"blocks": "", "waves": "", "full_waves": "", "median_ms": "ms", "spread": "",
          "per_wave": "x"},
         rows, method=NO_FLUSH,
+        kernels={"file:waves.cu": kernel_file("waves.cu")},
     )

@@ -346,6 +346,10 @@ def skipped_lesson(ex: Exercise, f: dict[str, Any]) -> str | None:
     if per_mad is not None and per_mad > MAX_BYTES_PER_MAD:
         return (f"the GPU's counters show its global loads move {per_mad:.1f} bytes per "
                 f"multiply-add {walk}: a warp's threads do not read consecutive addresses")
+    counts = f.get("counts") or {}
+    if ex.needs_shared and not (counts.get("shared_ld_requests")
+                                and counts.get("shared_st_requests")):
+        return "the GPU's counters show no shared-memory load and store (the lesson is the tile)"
     if ex.reuses_tiles and per_mad is not None and per_mad >= NO_REUSE_BYTES_PER_MAD:
         return (f"the GPU's counters show its global loads move {per_mad:.1f} bytes per "
                 "multiply-add, as an untiled kernel does: no tile is reused")

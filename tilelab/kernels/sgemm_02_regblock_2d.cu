@@ -24,6 +24,9 @@
 #ifndef TN
 #define TN 8
 #endif
+#ifndef MINB
+#define MINB 1  // blocks per SM the compiler must leave registers for
+#endif
 #define ROWS (BM / TM)        // threads along y
 #define COLS (BN / TN)        // threads along x
 #define NT (ROWS * COLS)      // threads per block
@@ -31,7 +34,7 @@
 #error "the tiles must split evenly over the threads"
 #endif
 
-__launch_bounds__(NT)  // at most NT threads per block: ptxas may use up to 255 registers
+__launch_bounds__(NT, MINB)  // NT threads per block, MINB blocks per SM: registers to fit
 __global__ void matmul_regblock(const float* __restrict__ A, const float* __restrict__ B,
                                 float* __restrict__ C, int M, int N, int K)
 {

@@ -24,6 +24,9 @@
 #ifndef TN
 #define TN 8
 #endif
+#ifndef GLOBAL_WIDE
+#define GLOBAL_WIDE 1  // 0: every global load and store four bytes at a time
+#endif
 #define NT ((BM / TM) * (BN / TN))
 #if (BM * BK / 4) % NT != 0 || (BK * BN / 4) % NT != 0 || TM % 4 != 0 || TN % 4 != 0
 #error "the tiles must split evenly into float4 loads over the threads"
@@ -72,7 +75,7 @@ matmul_vec4(const float* __restrict__ A, const float* __restrict__ B,
     const int tid = threadIdx.x;
     const int tRow = tid / (BN / TN), tCol = tid % (BN / TN);
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-    const bool wide = ((K | N) & 3) == 0
+    const bool wide = GLOBAL_WIDE && ((K | N) & 3) == 0
         && ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B)
              | reinterpret_cast<size_t>(C)) & 15) == 0;
     float acc[TM][TN];

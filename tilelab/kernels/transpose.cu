@@ -62,3 +62,17 @@ __global__ void transpose_padded(const float* __restrict__ in, float* __restrict
         if (x < rows && y + j < cols)
             out[(y + j) * rows + x] = tile[threadIdx.x][threadIdx.y + j];
 }
+
+// The other naive transpose: writes coalesced, reads walk down columns of `in`, strided by
+// `cols` floats. No tile, no shared memory; on the GPUs of this course it is faster than
+// the [32][32] shared tile, because a strided read's sectors stay in L1 and L2 for the
+// next threads of the column while a strided write leaves a partial sector behind.
+__global__ void transpose_reads(const float* __restrict__ in, float* __restrict__ out,
+                                int rows, int cols)
+{
+    int x = blockIdx.y * TILE_DIM + threadIdx.x;  // a row of in, a column of out
+    int y = blockIdx.x * TILE_DIM + threadIdx.y;  // a column of in, a row of out
+    for (int j = 0; j < TILE_DIM; j += BLOCK_ROWS)
+        if (x < rows && y + j < cols)
+            out[(y + j) * rows + x] = in[x * cols + (y + j)];
+}

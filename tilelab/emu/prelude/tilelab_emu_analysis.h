@@ -14,7 +14,9 @@
 // Bank conflicts: the k-th execution of (code address, array, read/write) by the lanes of a
 // warp between two meeting points is one warp-wide access; its degree is the most distinct
 // words in one bank within one phase (32 lanes for 32-bit accesses, 16 for 64-bit, 8 for
-// 128-bit); analysis builds keep a float4 copy whole (-fno-tree-sra) so it is one access.
+// 128-bit, twice the lanes for a load whose lanes n and n^1, or n and n^2, read alike: the
+// rule of tilelab/catalog/banks.py, held against the GPU by `tilelab bench bank_wide`);
+// analysis builds keep a float4 copy whole (-fno-tree-sra) so it is one access.
 #pragma once
 
 namespace tl_emu {
@@ -359,11 +361,28 @@ TL_DEF LineStat g_stats[1024];
 TL_DEF int g_nstats;
 TL_DEF int g_warp TL_INIT(-1), g_lane;
 
+// Whether every active lane of a load reads what lane ^ step reads (step 1 or 2), where
+// that lane is active too: NVIDIA's uniform loads, served in half as many phases.
+TL_NOSAN inline bool paired(const Group& g) {
+  for (int step = 1; step <= 2; ++step) {
+    bool all = true;
+    for (int l = 0; l < 32 && all; ++l)
+      if ((g.mask >> l & 1) && (g.mask >> (l ^ step) & 1) && g.addr[l] != g.addr[l ^ step])
+        all = false;
+    if (all) return true;
+  }
+  return false;
+}
+
+// The rule of tilelab/catalog/banks.py: phases of 32 lanes for 4-byte accesses, 16 for
+// 8-byte, 8 for 16-byte, twice the lanes for a paired load; the worst phase's passes.
 TL_NOSAN inline int degree(const Group& g) {
   unsigned size = 1;
   for (int l = 0; l < 32; ++l)
     if ((g.mask >> l & 1) && g.size[l] > size) size = g.size[l];
-  int phases = size <= 4 ? 1 : size <= 8 ? 2 : 4, per = 32 / phases, worst = 0;
+  int phases = size <= 4 ? 1 : size <= 8 ? 2 : 4, worst = 0;
+  if (phases > 1 && !(g.key & 1) && paired(g)) phases /= 2;  // key bit 0: 1 for a write
+  int per = 32 / phases;
   for (int ph = 0; ph < phases; ++ph) {
     uintptr_t words[128];
     int n = 0;
