@@ -15,7 +15,8 @@ from tilelab.device import backend
 
 #: The modules that take longest (class runs, the hostile corpus), in the order a parallel
 #: run starts them; the other modules follow in their own order.
-FIRST = ("test_corpus.py", "test_classroom.py", "test_class_cluster.py", "test_notebooks.py",
+FIRST = ("test_corpus.py", "test_classroom.py", "test_class_cluster.py", "test_term.py",
+         "test_package.py", "test_notebooks.py", "test_class_instructor.py",
          "test_gradebook_postgres.py", "test_sgemm.py")
 
 

@@ -92,6 +92,21 @@ def test_exercise_notebooks_are_pages_never_executed(book):
             assert "colab.research.google.com" not in html, docname
 
 
+def test_exercise_pages_link_their_chapter_in_the_book(book):
+    """Before the course is published, an exercise page links its chapter in the same
+    built book (a relative link Sphinx resolves), not a sentence about the source."""
+    if publish.repository_url(REPO):
+        pytest.skip("published: the link goes to the published book")
+    for assignment in exercises.ASSIGNMENTS:
+        docname = f"exercises/{assignment}/{classroom.notebook_id(assignment)}"
+        html = page(book, docname)
+        links = re.findall(r'Read the chapter <a class="reference internal" href="([^"]+)"',
+                           html)
+        assert links, docname
+        for href in links:
+            assert (book.html / Path(docname).parent / href.split("#")[0]).resolve().is_file()
+
+
 def test_a_published_course_gets_colab_launch_buttons(tmp_path_factory):
     """A fork that sets its repository URL gets a Colab button on every notebook page,
     opening that notebook in that repository."""

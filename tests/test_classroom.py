@@ -419,7 +419,7 @@ def test_the_summary_times_each_task_and_ends_in_a_short_table(graded_emu):
     table = summary_table(summary)
     score = sum(sum(map(sum, p.values())) for p in expected_points(EMU).values())
     assert f"{summary['graded']} submission(s) of {len(EMU)} student(s)" in table
-    assert f"points    {score:g} of " in table and "failures  0" in table
+    assert f"points    this run: {score:g} of " in table and "failures  0" in table
     assert summary["csv"] in table and summary["kernels_csv"] in table
 
 
@@ -492,7 +492,7 @@ def test_an_interrupted_run_grades_only_what_is_missing_or_changed(tmp_path):
         timeout=300, check=False,
     )
     assert cli.returncode == 0, cli.stderr
-    assert "graded    0 submission(s) of 0 student(s)" in cli.stdout
+    assert "graded    this run: 0 submission(s) of 0 student(s)" in cli.stdout
     assert f"{total} up to date, not graded again" in cli.stdout
     # bob fixes his kernel: only his submission is graded again
     cell = kernel_cell(released_stub("naive"), solution_kernel("naive"))
@@ -501,8 +501,9 @@ def test_an_interrupted_run_grades_only_what_is_missing_or_changed(tmp_path):
     fixed = again()
     assert fixed["graded"] == 1 and fixed["submissions"][0]["student"] == "bob"
     assert points_in_gradebook(root)["bob"]["naive"] == (3, 0)
-    # --student regrades that student even though nothing changed
-    one = again(students=["alice"])
+    # --student narrows the run to that student's changed work; with --force, all of it
+    assert again(students=["alice"])["graded"] == 0
+    one = again(students=["alice"], force=True)
     assert [s["student"] for s in one["submissions"]] == ["alice"]
     # --force regrades everything; a changed grading input (a gate) makes everything stale
     assert again(force=True)["graded"] == total

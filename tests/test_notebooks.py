@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import types
@@ -174,8 +175,10 @@ def test_notebooks_link_the_published_book_or_say_it_is_not_published(url):
     text = publish.about_cell("02-tiled", url)
     if url:
         assert "](https://a-course.github.io/tilelab/book/03-tiling.html)" in text
-    else:
-        assert "not published yet" in text and "](" not in text
+    else:  # the chapter beside the notebook: in the built book, and in the repository
+        assert "not published yet" in text
+        link = re.search(r"\]\((\.\./\.\./book/[^)]+\.md)\)", text)
+        assert link and (REPO / "exercises" / "02-tiled" / link.group(1)).resolve().is_file()
     for chapter, (page, _title) in publish.CHAPTERS.items():
         assert (REPO / f"{page}.md").is_file(), chapter
 
@@ -203,7 +206,7 @@ def test_colab_setup_installs_only_in_colab(monkeypatch, tmp_path, capsys, in_co
     calls = run_setup_cell(colab_cell("01-naive"), monkeypatch, tmp_path, in_colab)
     url = publish.repository_url(REPO)
     if in_colab and url:
-        assert calls == [f'pip install -q pycuda "tilelab @ git+{url}"']
+        assert calls == [f'pip install -q pycuda "tilelab @ git+{url}@main"']
     elif in_colab:  # not published yet: no install from a repository that does not exist
         assert calls == []
         assert "not been published" in capsys.readouterr().out
@@ -219,9 +222,10 @@ def test_colab_setup_installs_an_uploaded_wheel(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("url", ["", "https://github.com/a-course/its-fork"])
 def test_colab_setup_for_a_published_course(monkeypatch, tmp_path, capsys, url):
-    calls = run_setup_cell(publish.setup_cell(url), monkeypatch, tmp_path, in_colab=True)
-    if url:
-        assert calls == [f'pip install -q pycuda "tilelab @ git+{url}"']
+    calls = run_setup_cell(publish.setup_cell(url, "term-2027"), monkeypatch, tmp_path,
+                           in_colab=True)
+    if url:  # the package of the branch or tag _config.yml names, not whatever is newest
+        assert calls == [f'pip install -q pycuda "tilelab @ git+{url}@term-2027"']
     else:
         assert calls == [] and "upload it" in capsys.readouterr().out
 
@@ -285,16 +289,18 @@ def test_solutions_pass_every_hidden_test_on_the_emulator(monkeypatch, assignmen
 
 
 @pytest.mark.slow
-def test_without_a_gpu_no_kernel_passes_the_speed_tests(monkeypatch):
-    """The emulator's bank-conflict analysis is feedback: padded or not, no speed points."""
+def test_without_a_gpu_correct_kernels_speed_tests_do_not_fail(monkeypatch):
+    """The emulator's bank-conflict analysis is feedback: padded or not, no speed points
+    (tests/test_notebooks_helpers.py), and a correct kernel's speed test, not measured,
+    says so without failing: no traceback in the learner's feedback, no failed test in
+    formgrader."""
     monkeypatch.setenv("TILELAB_BACKEND", "emu")
     monkeypatch.delenv("TILELAB_AWARD_SPEED_WITHOUT_GPU", raising=False)
-    result = Validator().validate(str(notebook_path("solutions", "03-padded")))
-    failed = result.get("failed", [])
     timed = [e for e in exercises.EXERCISES.values()
              if e.assignment == "03-padded" and e.speed_graded]
-    assert len(failed) == len(timed) > 0, failed
-    assert all("not measured: needs a GPU" in f["error"] for f in failed)
+    assert timed
+    result = Validator().validate(str(notebook_path("solutions", "03-padded")))
+    assert result == {}, json.dumps(result)[:3000]
 
 
 @pytest.mark.parametrize("folder", ["exercises", "solutions"])

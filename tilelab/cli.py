@@ -1,10 +1,12 @@
-"""The ``tilelab`` command: list, check, grade, release, calibrate, bench, backend."""
+"""The ``tilelab`` command: list, check, grade, report, similarity, export, release,
+calibrate, bench, backend."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -76,6 +78,21 @@ def counters_ready(prog: str, backend_name: str | None, speed: bool,
     return True
 
 
+#: a notebook kernel cell's Python around the CUDA source: ``KERNEL = r"""`` ... ``"""``
+CELL_PYTHON = re.compile(rb'^\s*[A-Za-z_]\w*\s*=\s*[rRbBuU]{0,2}("""|\'\'\')'
+                         rb'|("""|\'\'\')\s*$')
+
+
+def cell_python(source: bytes) -> str | None:
+    """Why a .cu file is a kernel cell copied whole (its first or last line is the cell's
+    Python, not CUDA); None where it is not."""
+    lines = [ln for ln in source.splitlines() if ln.strip()]
+    if lines and (CELL_PYTHON.match(lines[0]) or CELL_PYTHON.search(lines[-1])):
+        return ("this is the notebook cell's Python (NAME = r\"\"\" ... \"\"\"); save only "
+                "the CUDA source between the triple quotes and check that file")
+    return None
+
+
 def cmd_check(a: argparse.Namespace) -> int:
     from tilelab.grading import scoring
     from tilelab.grading.sandbox import grade_source
@@ -92,8 +109,12 @@ def cmd_check(a: argparse.Namespace) -> int:
     if not counters_ready("tilelab check", a.backend, not a.no_speed, a.lesson_without_counters):
         return 2
     gate = gates.load(a.gates).get(a.exercise) if a.gates else None
+    source = path.read_bytes()
+    if why := cell_python(source):
+        print(f"tilelab check: {path}: {why}", file=sys.stderr)
+        return 2
     v = grade_source(
-        a.exercise, path.read_bytes(), backend_name=a.backend, speed=not a.no_speed, gate=gate
+        a.exercise, source, backend_name=a.backend, speed=not a.no_speed, gate=gate
     )
     if a.json:
         d = v.to_dict()
@@ -133,6 +154,8 @@ def cmd_grade(a: argparse.Namespace) -> int:
     if a.workers < 1:
         print(f"tilelab grade: --workers must be at least 1 (got {a.workers})", file=sys.stderr)
         return 2
+    if a.dry_run:
+        return dry_run(a)
     if a.no_sandbox:
         print(f"tilelab grade: WARNING: {NO_SANDBOX_WARNING}", file=sys.stderr)
     elif not a.scheduler:  # tasks run on this machine: it needs the sandbox
@@ -173,14 +196,96 @@ def cmd_grade(a: argparse.Namespace) -> int:
             force=a.force,
             sandboxed=not a.no_sandbox,
             run_tasks=run_tasks,
+            reason=a.reason,
         )
-    except errors as exc:
+    except (*errors, ValueError) as exc:  # an unknown assignment or student: one line
         print(f"tilelab grade: {exc}", file=sys.stderr)
         return 2
     if a.json:
         print(json.dumps(summary, indent=1, default=str))
     else:
         print(class_summary.table(summary))
+    return 0
+
+
+def course_dir(cmd: str, folder: str):
+    """nbgrader's course directory of ``--course``; None (said on one line) where it is none."""
+    from tilelab.classroom import course
+
+    try:
+        return course.open_api(Path(folder)).coursedir
+    except FileNotFoundError as exc:
+        print(f"tilelab {cmd}: {Path(folder).resolve()} is not a course folder ({exc}); run "
+              "it in the course repository, or name it with --course", file=sys.stderr)
+        return None
+
+
+def dry_run(a: argparse.Namespace) -> int:
+    """``tilelab grade --dry-run``: the verdicts the gates and registry now would flip."""
+    from tilelab.classroom import dryrun
+    from tilelab.classroom.run import read_submission
+
+    cd = course_dir("grade", a.course)
+    if cd is None:
+        return 2
+    unknown = sorted(set(a.assignment or ()) - set(exercises.ASSIGNMENTS))
+    if unknown:
+        print(f"tilelab grade: unknown assignment(s) {unknown}; the assignments are "
+              f"{', '.join(exercises.ASSIGNMENTS)}", file=sys.stderr)
+        return 2
+    submitted = Path(cd.format_path(cd.submitted_directory, ".", ".")).resolve()
+    digests = {(f.parent.name, f.name): read_submission(cd, f.parent.name, f.name).digest
+               for f in sorted(submitted.glob("*/*")) if f.name in exercises.ASSIGNMENTS}
+    found = dryrun.flips(cd, gates.load(a.gates) if a.gates else None,
+                         a.award_speed_without_gpu, a.assignment, a.student, digests)
+    print(json.dumps(found, indent=1) if a.json else dryrun.text(found))
+    return 0
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    from tilelab.classroom import report
+
+    cd = course_dir("report", a.course)
+    if cd is None:
+        return 2
+    doc = report.build(cd, a.assignment)
+    if a.html:
+        Path(a.html).write_text(report.page(doc), encoding="utf-8")
+    print(json.dumps(doc, indent=1) if a.json else report.text(doc))
+    if a.html:
+        print(f"page written to {a.html}", file=sys.stderr)
+    return 0
+
+
+def cmd_similarity(a: argparse.Namespace) -> int:
+    from tilelab.classroom import similarity
+
+    cd = course_dir("similarity", a.course)
+    if cd is None:
+        return 2
+    a.threshold = similarity.THRESHOLD if a.threshold is None else a.threshold
+    if not 0 < a.threshold <= 1:
+        print(f"tilelab similarity: --threshold is a share, over 0 and at most 1 (got "
+              f"{a.threshold})", file=sys.stderr)
+        return 2
+    found = similarity.find(cd, a.assignment, a.threshold)
+    if a.html:
+        Path(a.html).write_text(similarity.page(found), encoding="utf-8")
+    print(json.dumps(found, indent=1) if a.json else similarity.text(found, quote=not a.brief))
+    return 0
+
+
+def cmd_export(a: argparse.Namespace) -> int:
+    from tilelab.classroom import export
+
+    cd = course_dir("export", a.course)
+    if cd is None:
+        return 2
+    if a.format == "canvas":
+        print(f"wrote {export.canvas(cd, Path(a.out))}")
+    else:
+        written = export.gradescope(cd, Path(a.out), a.assignment)
+        print(f"wrote {len(written)} results.json under {a.out}")
     return 0
 
 
@@ -249,6 +354,15 @@ def cmd_backend(a: argparse.Namespace) -> int:
     return 0
 
 
+def course_options(s: argparse.ArgumentParser, page: str) -> None:
+    """The options of a command that reads a course's recorded grades: which course and
+    assignments, JSON, and the static page it can write (``page``: what the page holds)."""
+    s.add_argument("--course", default=".", help="the course repository (default: here)")
+    s.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--html", metavar="FILE", help=page)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tilelab", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -267,8 +381,12 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("grade", help="autograde a class with nbgrader, then feedback and CSV")
     s.add_argument("--course", default=".", help="the course repository (default: here)")
     s.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
-    s.add_argument("--student", action="append", help="only this student (repeatable)")
+    s.add_argument("--student", action="append",
+                   help="only this student (repeatable): their submissions that changed, "
+                   "all of them with --force")
     s.add_argument("--backend", choices=("gpu", "emu"))
+    s.add_argument("--reason", help="why this run grades again: written, with who and "
+                   "when, beside each grade it changes in autograder/regrades.jsonl")
     s.add_argument(
         "--award-speed-without-gpu",
         action="store_true",
@@ -312,7 +430,30 @@ def parser() -> argparse.ArgumentParser:
         help="grade without the bubblewrap sandbox (submissions run with your rights: only "
         "for code you trust)",
     )
+    s.add_argument("--dry-run", action="store_true",
+                   help="grade nothing, write nothing: list every recorded verdict the gates "
+                   "(--gates) and the registry now would change, and the submissions that "
+                   "would be graded again")
     s.set_defaults(func=cmd_grade)
+    s = sub.add_parser("report", help="per exercise: submitted, correct, speed, and the "
+                       "share of each diagnosed cause, from the recorded verdicts")
+    course_options(s, "also write a static page with a plot")
+    s.set_defaults(func=cmd_report)
+    s = sub.add_parser("similarity", help="pairs of learners whose kernels are unusually "
+                       "alike (advisory, never a grade)")
+    course_options(s, "also write a static side-by-side page")
+    s.add_argument("--threshold", type=float,
+                   help="of either kernel, the share of its own fingerprints (beyond the "
+                   "boilerplate) the other holds (default 0.6)")
+    s.add_argument("--brief", action="store_true", help="pairs only, no matched lines")
+    s.set_defaults(func=cmd_similarity)
+    s = sub.add_parser("export", help="the grades for an LMS: Canvas's import CSV, or "
+                       "Gradescope's results.json per submission")
+    s.add_argument("format", choices=("canvas", "gradescope"))
+    s.add_argument("--out", required=True, help="canvas: the CSV file; gradescope: a folder")
+    s.add_argument("--course", default=".", help="the course repository (default: here)")
+    s.add_argument("--assignment", action="append", help="gradescope: only this assignment")
+    s.set_defaults(func=cmd_export)
     s = sub.add_parser("release", help="regenerate exercises/ from solutions/ (nbgrader)")
     s.add_argument("--course", default=".", help="the course repository (default: here)")
     s.add_argument("--assignment", action="append", help="only this assignment (repeatable)")
@@ -343,10 +484,16 @@ def main(argv: list[str] | None = None) -> int:
               if threading.current_thread() is threading.main_thread()
               and signal.getsignal(s) == signal.SIG_DFL}
     try:
-        return a.func(a)
+        code = a.func(a)
+        sys.stdout.flush()  # here, where a reader that has gone is caught
+        return code
     except (gates.GatesError, settings.SettingsError) as exc:
         print(f"tilelab {a.cmd}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `tilelab list | head`: the reader has gone; nothing to say
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's last flush finds nowhere to fail
+        return 1
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)

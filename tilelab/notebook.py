@@ -8,6 +8,7 @@ sends back a verdict, the emulator's analysis included; this module only prints 
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from tilelab import picture, settings
@@ -89,7 +90,14 @@ def check(exercise_id: str, source: str, show: bool = False) -> None:
     if verdict.backend == "emu" and verdict.compiled and (text := scoring.analysis_text(verdict)):
         print()
         print(text)
+    if "printf" in source:
+        print(PRINTF_NOTE)
     show_picture(ex, verdict, show)
+
+
+PRINTF_NOTE = ("(printf output is not shown here: the check runs your kernel in the grader's "
+               "own process; to see it, launch the kernel yourself in a cell, as in the "
+               "book's appendix *Running without a GPU*)")
 
 
 def show_picture(ex: exercises.Exercise, verdict: Verdict, asked: bool) -> None:
@@ -133,12 +141,36 @@ def grade(exercise_id: str, source: str) -> Verdict:
     """The hidden correctness test: grade ``source`` in the grader's clean process, print
     the report, return the verdict (for :func:`assert_speed`)."""
     verdict = grade_source(exercises.get(exercise_id).id, source)
-    print(scoring.report(verdict, settings.AWARD_SPEED_WITHOUT_GPU.get()))
+    print(wrapped(scoring.report(verdict, settings.AWARD_SPEED_WITHOUT_GPU.get())))
     return verdict
 
 
+#: the width the hidden tests' reports are wrapped at: nbgrader's feedback page shows a
+#: cell's output as it is, so a longer line scrolls the diagnosis out of sight
+WIDTH = 100
+
+
+def wrapped(text: str, width: int = WIDTH) -> str:
+    """Each line of ``text`` wrapped at ``width``, its continuation indented under it."""
+    out = []
+    for line in text.splitlines():
+        lead = line[: len(line) - len(line.lstrip())]
+        out.append(textwrap.fill(line, width, subsequent_indent=lead + "    ",
+                                 break_long_words=False, break_on_hyphens=False)
+                   if len(line) > width else line)
+    return "\n".join(out)
+
+
 def assert_speed(verdict: Verdict) -> None:
-    """The hidden speed test: print the measurement, fail unless the gate is met."""
-    ok, why = scoring.speed_status(verdict, settings.AWARD_SPEED_WITHOUT_GPU.get())
+    """The hidden speed test: print the measurement, fail unless the gate is met. A correct
+    kernel whose speed nobody measured (no GPU) does not fail: it earns no speed points,
+    which is not the learner's failure (the class run writes the points either way)."""
+    award = settings.AWARD_SPEED_WITHOUT_GPU.get()
+    ok, why = scoring.speed_status(verdict, award)
+    if not ok and verdict.correct and not scoring.speed_judged(verdict):
+        where = "no GPU" if verdict.backend != "gpu" else scoring.unmeasured(verdict)
+        print(f"speed ({verdict.exercise}): not measured ({where}): 0 points, not a failure "
+              "of yours")
+        return
     print(f"speed ({verdict.exercise}): {'PASS' if ok else 'FAIL'}: {why}")
     assert ok, why

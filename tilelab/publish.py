@@ -46,9 +46,17 @@ def repository_url(course_root: str | Path) -> str:
     return url
 
 
-def setup_cell(url: str) -> str:
+def repository_ref(course_root: str | Path) -> str:
+    """The branch or tag of the repository the notebooks install from (``_config.yml``'s
+    ``repository: branch``; "main" where it names none)."""
+    cfg = yaml.safe_load((Path(course_root) / CONFIG_FILE).read_text(encoding="utf-8")) or {}
+    return str((cfg.get("repository") or {}).get("branch") or "main").strip()
+
+
+def setup_cell(url: str, ref: str = "main") -> str:
     """The source of the notebooks' set-up cell for a course published at ``url`` ("": not
-    published yet: the cell installs an uploaded wheel, or says plainly how to get one)."""
+    published yet: the cell installs an uploaded wheel, or says plainly how to get one),
+    installing the package of its branch or tag ``ref``."""
     repo = f'"{url}"' if url else '""  # not published yet'
     return f'''# Set-up for Google Colab (Runtime > Change runtime type > GPU): installs PyCUDA and
 # the course package. Anywhere else this cell does nothing. The course's release step
@@ -60,7 +68,7 @@ COURSE_REPOSITORY = {repo}
 IN_COLAB = "google.colab" in sys.modules
 WHEELS = sorted(glob.glob("{WHEEL_GLOB}"))  # the course's wheel, if you uploaded one
 if IN_COLAB and (WHEELS or COURSE_REPOSITORY):
-    PACKAGE = WHEELS[-1] if WHEELS else f"tilelab @ git+{{COURSE_REPOSITORY}}"
+    PACKAGE = WHEELS[-1] if WHEELS else f"tilelab @ git+{{COURSE_REPOSITORY}}@{ref}"
     !pip install -q pycuda "{{PACKAGE}}"
 elif IN_COLAB:
     print(
@@ -85,10 +93,11 @@ def notebook_setup_cell(path: str | Path) -> str | None:
     return "".join(src) if isinstance(src, list) else src
 
 
-def write_setup_cells(notebooks: list[Path], url: str) -> list[Path]:
-    """Write the set-up cell for ``url`` into each notebook; return those that changed."""
+def write_setup_cells(notebooks: list[Path], url: str, ref: str = "main") -> list[Path]:
+    """Write the set-up cell for ``url`` (at ``ref``) into each notebook; return those that
+    changed."""
     changed = []
-    text = setup_cell(url)
+    text = setup_cell(url, ref)
     for path in notebooks:
         nb = json.loads(path.read_text(encoding="utf-8"))
         cells = _setup_cells(nb)
@@ -130,8 +139,8 @@ def chapter_line(url: str, chapter: str) -> str:
     page, title = CHAPTERS[chapter]
     if url:
         return f"Read the chapter [{title}]({book_url(url)}{page}.html) first."
-    return (f"Read the chapter *{title}* first (the book is not published yet: its source "
-            f"is `{page}.md` in the course's repository).")
+    return (f"Read the chapter [{title}](../../{page}.md) first (the book is not published "
+            f"yet: in the course's repository it is `{page}.md`, and `make book` builds it).")
 
 
 def _points(n: float) -> str:

@@ -173,7 +173,7 @@ def release(
         sources = {a: Path(cd.format_path(cd.source_directory, ".", a)) / f"{notebook_id(a)}.ipynb"
                    for a in names}
         url = publish.repository_url(cd.root)
-        publish.write_setup_cells(list(sources.values()), url)
+        publish.write_setup_cells(list(sources.values()), url, publish.repository_ref(cd.root))
         publish.write_about_cells(sources, url)
     out = str(Path(dest).resolve()) if dest is not None else cd.release_directory
     with temp_attrs(cd, release_directory=out):
@@ -249,12 +249,22 @@ def record(
                     continue
                 grade = gb.find_grade(test_cell_id(v.exercise, kind), nb, assignment, student)
                 grade.manual_score = grade.auto_score = min(points, grade.max_score)
+                if kind == "speed" and unmeasured(v, award_without_gpu):
+                    grade.auto_score = None  # nothing measured: no failed test in formgrader
                 grade.needs_manual_grade = False
                 written[v.exercise][kind] = grade.manual_score
             comment = gb.find_comment(kernel_cell_id(v.exercise), nb, assignment, student)
             comment.manual_comment = scoring.report(v, award_without_gpu)
         gb.db.commit()
     return written
+
+
+def unmeasured(v: Verdict, award_without_gpu: bool) -> bool:
+    """A correct kernel whose speed nobody measured, and no points given for it: its
+    speed test has no automatic score (0 points as its manual one), so formgrader does
+    not flag the submission as failing a test the learner could not pass here."""
+    return v.correct and not scoring.speed_judged(v) and not scoring.awarded(
+        v, award_without_gpu)
 
 
 TIMESTAMP_FROM = ("the submission's timestamp.txt: nbgrader submit writes it, but in "

@@ -29,7 +29,8 @@ from nbgrader.coursedir import CourseDirectory
 
 from tilelab import settings
 from tilelab.catalog import exercises
-from tilelab.classroom import course, kernel_csv, resume, submissions, summary, task
+from tilelab.classroom import course, kernel_csv, resume, standing, submissions, summary, task
+from tilelab.classroom import trail as regrades
 from tilelab.classroom.inline import inline
 from tilelab.classroom.progress import Progress
 from tilelab.classroom.steps import VERDICT_FILE
@@ -84,11 +85,14 @@ def grade_class(
     force: bool = False,
     sandboxed: bool = True,
     run_tasks: Executor = inline,
+    reason: str | None = None,
 ) -> dict[str, Any]:
     """Autograde, re-grade every kernel cleanly, generate feedback and export the CSVs, for
-    every submission under ``autograder/submitted/`` (or the named students', always
-    regraded); a submission graded before from the same files and grading inputs is left
-    as it is unless ``force``. One bad submission never stops the run, nor changes
+    every submission under ``autograder/submitted/`` (or the named students' only; an
+    unknown name is refused like an unknown assignment); a submission graded before from
+    the same files and grading inputs is left as it is unless ``force``. Each grade that
+    changes is appended to the regrade trail (:mod:`tilelab.classroom.trail`), with
+    ``reason`` where given. One bad submission never stops the run, nor changes
     another's grade: its failure is in the summary (see :mod:`tilelab.classroom.guards`).
     ``gates``: calibrated speed gates by exercise (``tilelab calibrate``), instead of the
     registry's defaults. ``cell_timeout``: seconds a notebook cell may run (default
@@ -110,12 +114,19 @@ def grade_class(
     notebook_timeout = settings.NOTEBOOK_TIMEOUT.get()
     api = course.open_api(course_root, timeout)  # the config, read once
     cd = api.coursedir
+    enrolled = course.known_students(cd)
+    if unknown := sorted(set(students or ()) - enrolled):
+        raise ValueError(
+            f"unknown student(s) {unknown}: not students of the gradebook (it has "
+            f"{len(enrolled)}); add them with `nbgrader db student add` or "
+            "`nbgrader db student import`, or check the spelling")
     work, strangers = course.to_grade(api, assignments, students)
     chosen = backend or (None if run_tasks.remote else backends.active())
     all_gates = {e.id: (gates or {}).get(e.id, e.gate) for e in exercises.EXERCISES.values()}
     out = summary.start(chosen, award_speed_without_gpu, all_gates, run_tasks.where)
     course.report_strangers(out, out["failures"], strangers)
     names = sorted({a for a, _ in work})
+    out["missing"] = missing(api, assignments, students, enrolled)
     for a in names:
         try:
             course.ensure_in_gradebook(api, a)
@@ -134,16 +145,20 @@ def grade_class(
     }
     digest = resume.inputs_digest(files, run_settings)
     begun = time.monotonic()
+    why: dict[tuple[str, str], tuple[Any, str]] = {}
     with Writer(cd) as writer:
         todo = []
         for a, s in work:
             sub = read_submission(cd, s, a)
             doc = resume.recorded(writer.folder("feedback", s, a) / f"{VERDICT_FILE}.json")
-            fresh = resume.up_to_date(doc, sub.digest, digest, writer.scores(s, a))
-            if fresh and not force and not students:
+            before = writer.scores(s, a)
+            fresh = resume.up_to_date(doc, sub.digest, digest, before)
+            if fresh and not force:
                 out["up_to_date"] += 1
             else:
                 todo.append(sub)
+                why[(s, a)] = (before, reason or regrades.cause(doc, sub.digest, digest,
+                                                                 before, force))
         bar = Progress(len(todo), progress, skipped=out["up_to_date"])
         try:
             if todo:
@@ -160,6 +175,9 @@ def grade_class(
                 )
                 for result in run_tasks(inputs, todo, out):
                     _record(writer, result, out)
+                    before, cause = why.get((result.student, result.assignment), (None, ""))
+                    regrades.note(cd, result, before, writer.scores(result.student,
+                                                                    result.assignment), cause)
                     bar.step(f"{result.assignment} {result.student}", result.seconds)
         finally:
             bar.close()
@@ -171,7 +189,21 @@ def grade_class(
             out[key] = str(export(cd, dest))
         except Exception as exc:
             out["failures"].append({"step": "export", "error": f"{dest.name}: {exc}"})
+    scope = list(assignments or sorted({m["assignment"] for m in out["missing"]} | set(names)))
+    summary.standing(out, standing.read(cd), scope)
     return out
+
+
+def missing(api: Any, assignments: Sequence[str] | None, students: Sequence[str] | None,
+            enrolled: set[str]) -> list[dict[str, str]]:
+    """(student, assignment) with no folder under submitted/: for the students named (or
+    every student of the gradebook) and the assignments named (or those anyone
+    submitted)."""
+    names = list(assignments or exercises.ASSIGNMENTS)
+    folders = {a: set(api.get_submitted_students(a)) for a in names}
+    scope = names if assignments else [a for a in names if folders[a]]
+    who = sorted(students or enrolled)
+    return [{"student": s, "assignment": a} for a in scope for s in who if s not in folders[a]]
 
 
 def _record(writer: Writer, result: task.Result, out: dict[str, Any]) -> None:

@@ -309,6 +309,8 @@ def grade_one(run: ClassRun, assignment: str, student: str,
         refuse(run, sub, refusal)
     else:
         sub.own_text = submissions.read_capped(folder / sub.notebook)  # before its code runs
+        for deleted in submissions.deleted_tests(folder / sub.notebook, assignment):
+            sub.problem(run, "cells", deleted)
         with scratch.folder("verdicts") as tmp:
             if run.sandboxed and run.backend == "gpu":
                 grade_beside(run, sub, Path(tmp))

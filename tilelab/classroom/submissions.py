@@ -19,7 +19,7 @@ from typing import Any
 import nbformat
 
 from tilelab.catalog import exercises
-from tilelab.classroom.course import kernel_cell_id
+from tilelab.classroom.course import kernel_cell_id, test_cell_id, test_kinds
 
 SOLUTION_MARKERS = ("BEGIN SOLUTION", "END SOLUTION")
 #: What reading a file that is not a sound notebook raises.
@@ -225,6 +225,28 @@ def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
         raise KernelCellError(_missing_cell(path, grade_id, {_grade_id(c) for c in cells}))
     return kernel_from_cell(str(cell.get("source", "")), grade_id,
                             exercises.get(exercise_id).variable)
+
+
+def deleted_tests(path: Path, assignment: str) -> list[str]:
+    """A sentence for each hidden-test cell of ``assignment`` that the submitted notebook
+    no longer holds (its points still come from the grader's verdict, but nbgrader's
+    feedback lists only the cells a notebook holds, so its total would not add up); none
+    for a notebook that cannot be read (that is said elsewhere)."""
+    try:
+        ids = {_grade_id(c) for c in _cells(path)}
+    except (*UNREADABLE, FileNotFoundError):
+        return []
+    out = []
+    for exercise_id in exercises.ASSIGNMENTS[assignment]:
+        ex = exercises.get(exercise_id)
+        for kind in test_kinds(exercise_id):
+            cell = test_cell_id(exercise_id, kind)
+            if cell not in ids:
+                most = ex.points_correct if kind == "correct" else ex.points_speed
+                out.append(f"the hidden-test cell {cell} was deleted from {path.name}; its "
+                           f"{most:g} point(s) come from the grader's verdict, which the "
+                           "feedback's header counts, though no cell below shows them")
+    return out
 
 
 def _missing_cell(path: Path, grade_id: str, ids: set[str]) -> str:

@@ -5,16 +5,27 @@
 ``gates``, ``executor`` (where the tasks ran), ``workers``, ``cluster_start_seconds``,
 ``submissions`` (one entry per graded submission), ``failures``, ``graded``,
 ``up_to_date``, ``timings`` (each task's seconds, worker and start), ``wall_seconds``,
-``timing`` (per-task statistics), ``csv`` and ``kernels_csv``, and where they apply
-``note`` (no GPU) and ``unknown_students``.
+``timing`` (per-task statistics), ``csv`` and ``kernels_csv``, ``missing`` (student and
+assignment with no submitted folder), ``class`` (the whole gradebook's points after the
+run: :func:`standing`), and where they apply ``note`` (no GPU) and ``unknown_students``.
+A failure's ``error`` is one line (why, in a sentence); ``detail`` keeps nbgrader's whole
+log where the sentence was made from one.
 """
 
 from __future__ import annotations
 
 import statistics
+import textwrap
 from typing import Any
 
+from tilelab.classroom.escape import terminal_text
+from tilelab.classroom.standing import Standing
 from tilelab.classroom.task import Result
+
+#: a failure of these steps is reported by its reason, not by nbgrader's log
+LOGGED_STEPS = ("autograde", "generate_feedback")
+#: the most rows of the closing student x assignment table (grades.csv has them all)
+TABLE_ROWS = 40
 
 
 def start(backend: str | None, award: bool, gates: dict[str, float],
@@ -34,6 +45,7 @@ def start(backend: str | None, award: bool, gates: dict[str, float],
         "graded": 0,
         "up_to_date": 0,
         "timings": [],
+        "missing": [],
     }
 
 
@@ -42,7 +54,7 @@ def add(summary: dict[str, Any], result: Result) -> None:
     summary["submissions"].append(
         {**result.summary, "seconds": round(result.seconds, 2), "worker": result.worker}
     )
-    summary["failures"].extend(result.failures)
+    summary["failures"].extend(one_line(result))
     summary["timings"].append({
         "student": result.student, "assignment": result.assignment,
         "seconds": round(result.seconds, 2), "worker": result.worker,
@@ -54,6 +66,42 @@ def add(summary: dict[str, Any], result: Result) -> None:
         summary["speed_measured"] = result.backend == "gpu"
     if result.gpu:
         summary["gpu"] = result.gpu
+
+
+def one_line(result: Result) -> list[dict[str, Any]]:
+    """A result's failures, each ``error`` one sentence: for nbgrader's steps, the reason
+    the grader found (a notebook that is not readable, from the verdict) or the log's last
+    line, with the log kept as ``detail``; a feedback failure that follows an autograde
+    failure of the same submission is left out (it says the same)."""
+    said = {m.removeprefix("not graded (0 points): ") for ms in
+            result.summary.get("messages", {}).values() for m in ms[:1]
+            if m.startswith("not graded (0 points): ")}
+    out: list[dict[str, Any]] = []
+    steps = {f.get("step") for f in result.failures}
+    for f in result.failures:
+        step, error = f.get("step"), str(f.get("error", ""))
+        if step not in LOGGED_STEPS:
+            out.append(f)
+            continue
+        if step == "generate_feedback" and "autograde" in steps:
+            continue
+        lines = [ln.strip() for ln in error.strip().splitlines() if ln.strip()
+                 and not ln.strip().startswith(("[", "Please see"))]
+        why = next(iter(sorted(said)), "") or (lines[-1] if lines else "nbgrader failed")
+        out.append({**f, "error": f"nbgrader's {step} failed: {why}", "detail": error})
+    return out
+
+
+def standing(summary: dict[str, Any], table: Standing, assignments: list[str]) -> None:
+    """The gradebook's points after the run (every student of it), for ``assignments``."""
+    got, most = table.total(assignments)
+    summary["class"] = {
+        "assignments": {a: table.assignments.get(a, 0.0) for a in assignments},
+        "score": got,
+        "max_score": most,
+        "students": {s.id: {a: table.score(s.id, a) for a in assignments}
+                     for s in table.students},
+    }
 
 
 def finish(summary: dict[str, Any], wall: float) -> None:
@@ -85,29 +133,73 @@ def timing(timings: list[dict[str, Any]], wall: float) -> dict[str, Any]:
 
 
 def table(summary: dict[str, Any], width: int = 100) -> str:
-    """A few lines for the terminal: students, submissions, points, failures and why, time."""
+    """The run on a terminal: what it graded and what it did not (and why), the points of
+    this run and of the whole class, its time, then a student x assignment table of the
+    class's points ("-": nothing submitted). Every line is printed inert (a name or a
+    message with control characters shows them as escapes)."""
     subs = summary["submissions"]
-    students = {s["student"] for s in subs}
     score = sum(s.get("score", 0.0) for s in subs)
     most = sum(s.get("max_score", 0.0) for s in subs)
     on = f"GPU {summary['gpu']}" if summary.get("gpu") else f"backend {summary['backend']}"
+    klass = summary.get("class") or {}
     lines = [
-        f"graded    {len(subs)} submission(s) of {len(students)} student(s) on {on}, "
-        f"{summary['executor']}; {summary['up_to_date']} up to date, not graded again",
-        f"points    {score:g} of {most:g}" + (f" ({score / most:.0%})" if most else ""),
+        f"graded    this run: {len(subs)} submission(s) of "
+        f"{len({s['student'] for s in subs})} student(s) on {on}, {summary['executor']}; "
+        f"{summary['up_to_date']} up to date, not graded again",
+        f"points    this run: {score:g} of {most:g}"
+        + (f"; class: {klass['score']:g} of {klass['max_score']:g}"
+           + (f" ({klass['score'] / klass['max_score']:.0%})" if klass["max_score"] else "")
+           if klass else ""),
         f"time      {summary.get('wall_seconds', 0.0):g} s"
         + (f"; {summary['timing']['task_seconds_mean']:g} s per submission"
            if summary.get("timing", {}).get("tasks") else ""),
-        f"failures  {len(summary['failures'])}",
     ]
+    missing = summary.get("missing") or []
+    if missing:
+        lines.append(f"missing   {len(missing)} submission(s), not graded: nothing under "
+                     "submitted/ for")
+        lines += _wrapped(", ".join(f"{m['student']} {m['assignment']}" for m in missing),
+                          width)
+    lines.append(f"failures  {len(summary['failures'])}")
     for f in summary["failures"]:
         who = " ".join(x for x in (f.get("student"), f.get("assignment")) if x) or "the run"
         said = " ".join(str(f.get("error", "")).split())
-        line = f"  {who} ({f.get('step', '?')}): {said}"
-        lines.append(line if len(line) <= width else line[: width - 3] + "...")
+        lines += textwrap.wrap(f"{who} ({f.get('step', '?')}): {said}", width,
+                               initial_indent="  ", subsequent_indent="    ", max_lines=3,
+                               placeholder=" ...")
     if summary.get("note"):
         lines.append(f"note      {summary['note']}")
     for key, what in (("csv", "grades"), ("kernels_csv", "per kernel")):
         if summary.get(key):
             lines.append(f"{what:<9} {summary[key]}")
-    return "\n".join(lines)
+    if klass.get("students"):
+        lines += ["", *points_table(klass)]
+    return "\n".join(map(terminal_text, lines))
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    return textwrap.wrap(text, width, initial_indent="  ", subsequent_indent="  ")
+
+
+def points_table(klass: dict[str, Any], rows: int = TABLE_ROWS) -> list[str]:
+    """Students down, assignments across, each cell ``points/most`` ("-": not submitted),
+    a total per student; past ``rows`` students, a line saying how many more."""
+    names = list(klass["assignments"])
+    students = list(klass["students"].items())
+    first = max([len("student"), *(len(s) for s, _ in students[:rows])])
+    cols = [max(len(a), len(f"{m:g}/{m:g}")) for a, m in klass["assignments"].items()]
+    head = "  ".join([f"{'student':<{first}}",
+                      *(f"{a:>{w}}" for a, w in zip(names, cols, strict=True)), "total"])
+    out = [head]
+    most = sum(klass["assignments"].values())
+    for student, got in students[:rows]:
+        cells, total = [], 0.0
+        for (a, top), w in zip(klass["assignments"].items(), cols, strict=True):
+            v = got.get(a)
+            total += v or 0.0
+            cell = "-" if v is None else f"{v:g}/{top:g}"
+            cells.append(f"{cell:>{w}}")
+        out.append("  ".join([f"{student:<{first}}", *cells, f"{total:g}/{most:g}"]))
+    if len(students) > rows:
+        out.append(f"... and {len(students) - rows} more student(s): see grades.csv")
+    return out
