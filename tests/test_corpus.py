@@ -145,7 +145,7 @@ CASES = [
          python="import numpy as np\nnp.allclose = lambda *a, **k: True\n"
          "np.testing.assert_allclose = lambda *a, **k: None\n"),
     Case("p03", "replaces the result with NumPy's product", "never written", kernel=STUB,
-         python="import tilelab.grading.pipeline as p\n_real = p.check_function\n"
+         python="import tilelab.grading.correctness as p\n_real = p.check_function\n"
          "def fake(rt, fn, problem, launch, shape, rng):\n"
          "    import numpy as np\n    return _real(rt, fn, problem, launch, shape, rng)\n"
          "p.check_function = fake\n"),

@@ -22,10 +22,10 @@ from tilelab.catalog import exercises
 from tilelab.catalog.reference import KERNELS
 from tilelab.device.runtime import get_runtime
 from tilelab.emu import native
-from tilelab.grading import correctness, limits, pipeline
+from tilelab.grading import correctness, emu_steps, limits, pipeline
+from tilelab.grading.judge import Kind
 from tilelab.grading.limits import MAX_EMU_LANES, emu_lanes
-from tilelab.grading.pipeline import build
-from tilelab.grading.verdict import Verdict
+from tilelab.grading.steps import Run, build
 
 NAIVE = exercises.get("naive")
 # right only where every row of C is below 64: wrong at some graded shapes, right at others
@@ -171,12 +171,15 @@ def test_a_kernel_whose_analysed_build_cannot_be_made_loses_its_correctness():
     candidate built), the kernel is not graded correct, and the verdict says why."""
     ex = exercises.get("tiled")
     text = ex.reference.source().replace(ex.reference.name + "(", ex.kernel + "(")
-    run = pipeline.Run(ex, get_runtime("emu"), text, text=text)
-    run.fn = naive_function(ROWS_BELOW_64)  # any compiled kernel: not launched here
+    run = Run(ex, get_runtime("emu"), text, pipeline.names(pipeline.EMU_STEPS), text=text)
+    run.fn = build(run.rt, text).get_function(ex.kernel)  # its build: not launched here
+    run.find(Kind.CHECKED, step="check_outputs")  # right at every shape
     run.analysing = Future()
     run.analysing.set_result((None, "its module did not load"))
-    v = Verdict(ex.id, "emu", correct=True)
-    assert pipeline._analyse(run, v) is None
+    run.step = "analyse"
+    assert run.so_far().correct
+    emu_steps.analyse(run)
+    v = run.so_far()
     assert not v.correct and "no race can be ruled out: its module did not load" in v.messages[-1]
     assert "could not be made" in v.analysis["error"]
 

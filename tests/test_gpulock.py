@@ -392,7 +392,7 @@ def test_a_speed_runs_timed_rounds_are_alone_and_its_checks_hold_nothing(
     from tilelab.device.bench import UNWRITTEN, UNWRITTEN_SOURCE, Timed, time_checked
     from tilelab.device.runtime import get_runtime
     from tilelab.grading.diagnosis import POISON_BITS
-    from tilelab.grading.pipeline import ROWS_PER_LAUNCH, launch_check
+    from tilelab.grading.timed import ROWS_PER_LAUNCH, launch_check
 
     def probe(how: int) -> bool:  # could another task take it `how` now?
         fd = os.open(lock / "gpu", os.O_RDONLY)

@@ -25,7 +25,7 @@ from tilelab.device.runtime import Runtime, get_runtime
 from tilelab.experiments import provenance
 from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD
-from tilelab.grading.pipeline import checked_timing
+from tilelab.grading.timed import checked_timing
 
 SEPARATION = 1.10  # slowest must-pass / fastest must-fail: at least ~5% margin each side
 COLUMNS = {"exercise": "", "key": "", "variant": "", "must": "", "origin": "", "shape": "",

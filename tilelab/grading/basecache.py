@@ -58,7 +58,7 @@ _BUILD_NAME = {
 _BUILD_LIMIT = 64 << 20  # bytes: no build of a kernel comes near it
 
 _WARM_EMULATOR = "from tilelab.emu.compile import warm; warm()"
-_WARM_GPU = "from tilelab.grading.pipeline import compile_speed_kernels as c; c()"
+_WARM_GPU = "from tilelab.grading.timed import compile_speed_kernels as c; c()"
 
 
 def key(backend_name: str) -> str:

@@ -108,7 +108,7 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
     from tilelab.grading import counters
     from tilelab.grading.correctness import launch
     from tilelab.grading.diagnosis import POISON_BITS
-    from tilelab.grading.pipeline import build
+    from tilelab.grading.steps import build
 
     ex = exercises.get(exercise_id)
     sidecar.mark("imported")
