@@ -111,7 +111,7 @@ def grade_class(
     api = course.open_api(course_root, timeout)  # the config, read once
     cd = api.coursedir
     work, strangers = course.to_grade(api, assignments, students)
-    chosen = backend or (None if run_tasks.remote else backends.active())
+    chosen = None if backend is None and run_tasks.remote else backends.resolve(backend)
     all_gates = {e.id: (gates or {}).get(e.id, e.gate) for e in exercises.EXERCISES.values()}
     out = summary.start(chosen, award_speed_without_gpu, all_gates, run_tasks.where)
     course.report_strangers(out, out["failures"], strangers)

@@ -199,4 +199,6 @@ def _emu_runtime() -> Runtime:
 @functools.cache
 def get_runtime(chosen: Backend | str) -> Runtime:
     """The runtime of the backend ``chosen`` (a :class:`Backend`, or its name)."""
-    return _gpu_runtime() if backend.resolve(chosen) is Backend.GPU else _emu_runtime()
+    if chosen not in tuple(Backend):
+        raise backend.BackendError(f"unknown backend {chosen!r}; use 'gpu' or 'emu'")
+    return _gpu_runtime() if chosen == Backend.GPU else _emu_runtime()
