@@ -50,7 +50,7 @@ def per_submission(n: int, backend: str) -> None:
 def start() -> None:
     import subprocess
 
-    from tilelab.grading import bubblewrap
+    from tilelab.isolation import bubblewrap
 
     plain, boxed = [], []
     with tempfile.TemporaryDirectory() as work:

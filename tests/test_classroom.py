@@ -34,7 +34,7 @@ from tilelab.classroom import course, kernel_csv, resume, submissions, task
 from tilelab.classroom.progress import Progress
 from tilelab.classroom.run import read_submission
 from tilelab.classroom.summary import table as summary_table
-from tilelab.grading import bubblewrap
+from tilelab.isolation import bubblewrap
 
 # The pipeline is tested in a sandbox where one can be made (make sandbox), else without
 # (nothing here is hostile: tests/test_corpus.py, which is, needs the sandbox).

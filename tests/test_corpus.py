@@ -37,8 +37,9 @@ from tilelab import classroom
 from tilelab.catalog import exercises
 from tilelab.catalog.reference import KERNELS, tiled_without_barrier
 from tilelab.classroom.steps import grade_notebook
-from tilelab.grading import bubblewrap, scoring
+from tilelab.grading import scoring
 from tilelab.grading.sandbox import grade_source
+from tilelab.isolation import bubblewrap
 
 pytestmark = [
     pytest.mark.slow,

@@ -22,9 +22,9 @@ from tilelab.catalog import exercises
 from tilelab.catalog.reference import KERNELS
 from tilelab.device.runtime import get_runtime
 from tilelab.emu import native
-from tilelab.grading import correctness, emu_steps, limits, pipeline
+from tilelab.grading import budget, correctness, emu_steps, pipeline
+from tilelab.grading.budget import MAX_EMU_LANES, emu_lanes
 from tilelab.grading.judge import Kind
-from tilelab.grading.limits import MAX_EMU_LANES, emu_lanes
 from tilelab.grading.steps import Run, build
 
 NAIVE = exercises.get("naive")
@@ -119,11 +119,11 @@ def test_a_check_stopped_early_stops_the_launches_under_way(monkeypatch):
     """An endless kernel's first launch (the smallest shape) times out; the largest one,
     started beside it with a limit many times longer, is stopped, not waited for."""
     monkeypatch.delenv("TILELAB_EMU_TIMEOUT", raising=False)
-    monkeypatch.setattr(limits, "EMU_LAUNCH_BASE_S", 1.0)  # the smallest shape's limit
+    monkeypatch.setattr(budget, "EMU_LAUNCH_BASE_S", 1.0)  # the smallest shape's limit
     endless = ROWS_BELOW_64.replace("if (row < 64 && ", "while (true) if (", 1)
     rt, fn = get_runtime("emu"), naive_function(endless)
     largest = max(NAIVE.shapes, key=NAIVE.problem.work)
-    assert limits.emu_launch_seconds(NAIVE.problem, largest) > 10
+    assert budget.emu_launch_seconds(NAIVE.problem, largest) > 10
     with Recording(2) as pool:
         checked = correctness.check_shapes(rt, fn, NAIVE.problem, NAIVE.launch, NAIVE.shapes,
                                            np.random.default_rng(), quick=True, pool=pool)
@@ -247,7 +247,7 @@ def test_numpys_blas_runs_on_one_thread_in_every_process_that_forks_launches():
     """A grading sandbox starts with BLAS capped at one thread (and, its cores left to
     the launches, OMP_NUM_THREADS as the grader set it): there the emulator need not load
     threadpoolctl; anywhere else it caps BLAS itself when it loads."""
-    from tilelab.grading import bubblewrap
+    from tilelab.isolation import bubblewrap
 
     env = bubblewrap.sandbox_env({})
     assert all(env[k] == "1" for k in native.BLAS_THREAD_CAPS)

@@ -112,8 +112,8 @@ def test_racecheck_runs_where_the_build_has_shared_memory_and_only_there():
 
 def test_the_class_runs_base_cache_holds_every_speed_runs_course_build():
     from tilelab.device.runtime import PYCUDA_CACHE
-    from tilelab.grading import basecache
-    from tilelab.grading import bubblewrap as bwrap
+    from tilelab.isolation import basecache
+    from tilelab.isolation import bubblewrap as bwrap
 
     if bwrap.problem() is not None:
         pytest.skip(f"no sandbox here: {bwrap.problem()}")

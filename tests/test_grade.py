@@ -214,7 +214,7 @@ def test_the_padded_matmul_must_also_beat_a_kernel_that_skips_the_lesson():
 
 
 def test_the_worker_is_sandboxed_where_a_sandbox_can_be_made():
-    from tilelab.grading import bubblewrap as sandbox
+    from tilelab.isolation import bubblewrap as sandbox
 
     if sandbox.problem():
         pytest.skip(sandbox.problem())

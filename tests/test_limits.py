@@ -14,8 +14,10 @@ import textwrap
 
 import pytest
 
-from tilelab.grading import bubblewrap as bwrap
-from tilelab.grading import enter, limits
+from tilelab.device.backend import Backend
+from tilelab.grading import budget
+from tilelab.isolation import bubblewrap as bwrap
+from tilelab.isolation import enter, limits
 
 pytestmark = pytest.mark.skipif(bwrap.problem() is not None,
                                 reason=f"no sandbox here: {bwrap.problem()}")
@@ -176,7 +178,7 @@ def test_a_gpu_kernel_is_graded_inside_its_cgroup(made, capsys):
               f"cgroup={'memory+pids' if made and made[0].caps_memory else 'none'} "
               f"({limits.missing_caps() or 'every cap holds'})")
     assert v.correct and v.speed_measured, v.messages
-    assert "RLIMIT_AS" not in dict(limits.rlimits(sandbox_limits("gpu", 60)))
+    assert "RLIMIT_AS" not in dict(limits.rlimits(sandbox_limits(Backend.GPU, 60)))
     if limits.missing_caps() is None:
         assert made and made[0].caps_memory
         assert not any(os.path.exists(f) for f in made[0].folders)
@@ -210,8 +212,8 @@ def test_a_checks_launches_share_one_time_budget_below_the_sum_of_their_limits()
     from tilelab.catalog import exercises
 
     for ex in exercises.EXERCISES.values():
-        own = [limits.emu_launch_seconds(ex.problem, s) for s in ex.shapes]
-        together = limits.emu_check_seconds(ex.problem, ex.shapes)
+        own = [budget.emu_launch_seconds(ex.problem, s) for s in ex.shapes]
+        together = budget.emu_check_seconds(ex.problem, ex.shapes)
         assert max(own) <= together < sum(own) or len(own) == 1, (ex.id, own, together)
 
 

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from tilelab import settings
-from tilelab.grading import bubblewrap as bwrap
-from tilelab.grading import limits, sandbox
+from tilelab.grading import sandbox
+from tilelab.isolation import bubblewrap as bwrap
+from tilelab.isolation import limits
 
 pytestmark = pytest.mark.skipif(bwrap.problem() is not None,
                                 reason=f"no sandbox here: {bwrap.problem()}")

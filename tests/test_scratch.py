@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tilelab.catalog import exercises
-from tilelab.grading import bubblewrap, scratch
+from tilelab.isolation import bubblewrap, scratch
 
 REPO = Path(__file__).resolve().parents[1]
 ENDLESS = ("__global__ void matmul_tiled(const float* A, const float* B, float* C, int M, "
@@ -81,7 +81,7 @@ def test_a_check_told_to_stop_kills_its_sandbox_and_removes_its_folder(tmp_path)
 
 def test_a_live_processs_folder_is_never_swept(tmp_path):
     live = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from tilelab.grading import scratch; "
+        [sys.executable, "-c", "import sys, time; from tilelab.isolation import scratch; "
          "print(scratch.make('x'), flush=True); time.sleep(60)"],
         env=_env(tmp_path), stdout=subprocess.PIPE, text=True)
     try:

@@ -128,7 +128,7 @@ def cmd_grade(a: argparse.Namespace) -> int:
     from tilelab.classroom import summary as class_summary
     from tilelab.classroom.inline import inline
     from tilelab.classroom.run import NO_SANDBOX_WARNING
-    from tilelab.grading import bubblewrap
+    from tilelab.isolation import bubblewrap
 
     if a.workers < 1:
         print(f"tilelab grade: --workers must be at least 1 (got {a.workers})", file=sys.stderr)

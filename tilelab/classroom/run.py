@@ -35,7 +35,7 @@ from tilelab.classroom.progress import Progress
 from tilelab.classroom.steps import VERDICT_FILE
 from tilelab.classroom.writer import Writer
 from tilelab.device import backend as backends
-from tilelab.grading import bubblewrap, limits
+from tilelab.isolation import bubblewrap, limits
 
 NO_SANDBOX_WARNING = (
     "GRADED WITHOUT A SANDBOX (--no-sandbox): every submitted notebook and kernel ran with "
@@ -99,7 +99,7 @@ def grade_class(
     anyone else is reported in ``unknown_students``. ``sandboxed`` (the default): every
     kernel is graded, and every notebook run, in a bubblewrap sandbox that sees only its
     own submission (where tasks run here, raises
-    :class:`~tilelab.grading.bubblewrap.SandboxUnavailable`, saying what to install, where
+    :class:`~tilelab.isolation.bubblewrap.SandboxUnavailable`, saying what to install, where
     none can be made; a remote task without one is refused and graded again next run);
     False runs learners' code with the instructor's rights. Returns the summary
     (:mod:`tilelab.classroom.summary`)."""

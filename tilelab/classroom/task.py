@@ -36,7 +36,7 @@ from tilelab.classroom import course as nbcourse
 from tilelab.classroom import resume, submissions
 from tilelab.classroom.steps import ClassRun, Refusal, grade_one, protocol
 from tilelab.device import backend as backends
-from tilelab.grading import bubblewrap, scratch
+from tilelab.isolation import bubblewrap, scratch
 
 GRADEBOOK = "autograder/tilelab-task-gradebook.db"
 

@@ -2,7 +2,7 @@
 
 In a class run that shares a GPU, every submission starts CUDA in four processes (the
 grading worker, compute-sanitizer's two tools and Nsight Compute), and each one's start and
-teardown hold the GPU's lock shared (:func:`tilelab.grading.gpulock.start_cuda`): a timed
+teardown hold the GPU's lock shared (:func:`tilelab.isolation.gpulock.start_cuda`): a timed
 round waits until none is in flight. Whether a context's start or end, in another process,
 changes the time of a kernel running meanwhile is the driver's matter, not the course's.
 So the grader's own speed run (:func:`tilelab.grading.timed.measure_speed`: the tiled
@@ -38,11 +38,12 @@ import numpy as np
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.experiments.datafile import print_setting, write
-from tilelab.grading import counters, gpulock, sanitizer
+from tilelab.grading import counters, sanitizer
 from tilelab.grading.judge import Findings, judge
 from tilelab.grading.steps import build
 from tilelab.grading.timed import measure_speed
 from tilelab.grading.verdict import Verdict
+from tilelab.isolation import gpulock
 
 #: the exercise whose speed run is measured, and whose tools start beside it
 EXERCISE = "tiled"

@@ -20,9 +20,9 @@ from tilelab.catalog.problems import Launch, Problem, Shape
 from tilelab.device.backend import Backend
 from tilelab.device.runtime import Runtime
 from tilelab.emu.errors import KernelTimeout
-from tilelab.grading import gpulock
+from tilelab.grading.budget import emu_check_seconds, emu_lanes, emu_launch_seconds
 from tilelab.grading.diagnosis import POISON_BITS, RTOL, Attempt, diagnose
-from tilelab.grading.limits import emu_check_seconds, emu_lanes, emu_launch_seconds
+from tilelab.isolation import gpulock
 
 __all__ = ["POISON_BITS", "RTOL", "ShapeResult", "check_function", "compare", "launch"]
 
@@ -96,7 +96,7 @@ def launch(
     emulator the launch's time limit scales with the work (:func:`emu_launch_seconds`),
     cut to what is left of a check's ``budget`` where one is given; on
     a GPU a class run shares, the copies and the launch hold its lock shared, and its
-    buffers are freed before it is let go (:mod:`tilelab.grading.gpulock`)."""
+    buffers are freed before it is let go (:mod:`tilelab.isolation.gpulock`)."""
     if rt.name is not Backend.GPU:
         return _launch(rt, fn, problem, launch_, shape, inputs, budget)
     with gpulock.shared():
@@ -253,7 +253,7 @@ def _judged(rt: Runtime, fn: Any, problem: Problem, launch_: Launch, shape: Shap
 
 def lanes(rt: Runtime, fn: Any) -> int:
     """How many launches of ``fn`` a check may run at once: on the emulator, where each
-    launch is a process of its own, :func:`~tilelab.grading.limits.emu_lanes`, unless the
+    launch is a process of its own, :func:`~tilelab.grading.budget.emu_lanes`, unless the
     kernel's module keeps device globals (a launch then starts from what the one before
     left there, as on a GPU); on a GPU, one."""
     return emu_lanes() if rt.name is Backend.EMU and getattr(fn, "stateless", False) else 1
@@ -281,7 +281,7 @@ def check_shapes(
     under way are stopped. Else one launch at a time, each when its result is asked for.
 
     On the emulator the launches have, together, ``budget_s`` seconds from now (by default
-    :func:`~tilelab.grading.limits.emu_check_seconds`): the launch it stops, and every one
+    :func:`~tilelab.grading.budget.emu_check_seconds`): the launch it stops, and every one
     not yet started, fails with a KernelTimeout that says so. On a GPU every shape's inputs
     are drawn first, then all the launches run in one shared hold of a class run's GPU lock
     (:func:`_held_once`)."""

@@ -21,7 +21,7 @@ import numpy as np
 from tilelab.catalog.exercises import Exercise
 from tilelab.device.backend import Backend
 from tilelab.device.runtime import get_runtime
-from tilelab.grading import counters, gpulock, traffic
+from tilelab.grading import counters, traffic
 from tilelab.grading.correctness import launch
 from tilelab.grading.emu_steps import emulated_finding
 from tilelab.grading.judge import Kind
@@ -36,6 +36,7 @@ from tilelab.grading.steps import (
     take_shapes,
 )
 from tilelab.grading.timed import measure_speed
+from tilelab.isolation import gpulock
 
 #: why racecheck is not run over a kernel whose build has no shared memory
 NO_SHARED_MEMORY = ("the kernel has no shared memory (its build declares none, and the "

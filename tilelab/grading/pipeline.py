@@ -35,11 +35,12 @@ from collections.abc import Sequence
 from tilelab.catalog import exercises
 from tilelab.device.backend import Backend
 from tilelab.device.runtime import get_runtime
-from tilelab.grading import emu_steps, gpu_steps, gpulock, scoring
+from tilelab.grading import emu_steps, gpu_steps, scoring
 from tilelab.grading.ahead import Ahead
 from tilelab.grading.judge import decided_before, judge
 from tilelab.grading.steps import Run, Step, compile_candidate, validate
 from tilelab.grading.verdict import Verdict
+from tilelab.isolation import gpulock
 
 #: The grader on the CPU emulator, in order.
 EMU_STEPS: tuple[Step, ...] = (

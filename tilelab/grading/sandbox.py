@@ -22,11 +22,11 @@ from collections.abc import Callable
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.device.backend import Backend
-from tilelab.grading import basecache, enter, gpulock, scratch
-from tilelab.grading import bubblewrap as bwrap
 from tilelab.grading.cache import cached_verdict
-from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT, Limits
 from tilelab.grading.verdict import Verdict
+from tilelab.isolation import basecache, enter, gpulock, scratch
+from tilelab.isolation import bubblewrap as bwrap
+from tilelab.isolation.limits import FILE_LIMIT, MEMORY_LIMIT, Limits
 
 OUTPUT_LIMIT = 64 * 1024  # of the child's stderr, read back for a crash report
 
@@ -62,7 +62,7 @@ def grade_source(
     During a class run (``TILELAB_VERDICT_CACHE`` set) a source the class grader has
     already graded gets that verdict back instead of being graded a second time.
     ``sandboxed``: True grades in a bubblewrap sandbox (raises
-    :class:`~tilelab.grading.bubblewrap.SandboxUnavailable` where none can be made), False
+    :class:`~tilelab.isolation.bubblewrap.SandboxUnavailable` where none can be made), False
     in a plain child process, None (the default) in a sandbox wherever one can be made.
     ``trace_reference``: the reference kernel's trace too, beside the kernel's (a
     notebook's picture)."""
@@ -98,8 +98,8 @@ def grade_source(
 
 def use_sandbox(wanted: bool | None) -> bool:
     """Whether to grade in a bubblewrap sandbox: ``wanted`` if given (True raises
-    :class:`~tilelab.grading.bubblewrap.SandboxUnavailable` where none can be made), else where one
-    can be made and this process is not already inside one."""
+    :class:`~tilelab.isolation.bubblewrap.SandboxUnavailable` where none can be made), else
+    where one can be made and this process is not already inside one."""
     if wanted is not None:
         if wanted:
             bwrap.require()
@@ -127,7 +127,7 @@ def sandbox_limits(backend: Backend, timeout: float) -> Limits:
 def _grade_sandboxed(ex: exercises.Exercise, chosen: Backend, data: bytes, timeout: float,
                      command: Callable[[str, str], list[str]]) -> Verdict:
     """The worker in a sandbox over a fresh folder holding only the kernel source, with the
-    read-only caches of :mod:`tilelab.grading.basecache`; the verdict comes back on the pipe
+    read-only caches of :mod:`tilelab.isolation.basecache`; the verdict comes back on the pipe
     the sandbox module made, read once every process of the sandbox is gone (never from a
     file the submission could write)."""
     own = basecache.own_builds_allowed()
@@ -154,7 +154,7 @@ def _grade_sandboxed(ex: exercises.Exercise, chosen: Backend, data: bytes, timeo
     return Verdict.for_exercise(ex, chosen, message=_death(res.returncode or 0, tail))
 
 
-#: Where a sandbox sees the base cache (see :mod:`tilelab.grading.basecache`).
+#: Where a sandbox sees the base cache (see :mod:`tilelab.isolation.basecache`).
 BASE_CACHE = basecache.BASE
 
 

@@ -21,7 +21,7 @@ from tilelab.catalog.exercises import Exercise
 from tilelab.device.backend import Backend
 from tilelab.device.runtime import Runtime
 from tilelab.emu import errors
-from tilelab.grading import counters, gpulock
+from tilelab.grading import counters
 from tilelab.grading.ahead import Ahead
 from tilelab.grading.correctness import ShapeResult, check_function, check_shapes, explain
 from tilelab.grading.diagnosis import diagnose, launch_failure, telling
@@ -30,6 +30,7 @@ from tilelab.grading.sanitizer import Sanitizers
 from tilelab.grading.source_checks import SourceRejected, check_signature, validate_source
 from tilelab.grading.subset import check_subset
 from tilelab.grading.verdict import Verdict
+from tilelab.isolation import gpulock
 
 
 @dataclass
@@ -95,7 +96,7 @@ class Built:
 def build(rt: Runtime, source: str, **kw: Any) -> Any:
     """``rt.SourceModule(source)``; on a GPU, nvcc runs first with nothing held (into
     PyCUDA's cache, which the module's build then reads back) and only the module's load,
-    GPU work, holds a shared GPU's lock (:mod:`tilelab.grading.gpulock`)."""
+    GPU work, holds a shared GPU's lock (:mod:`tilelab.isolation.gpulock`)."""
     if rt.compile_ahead is None:
         return rt.SourceModule(source, **kw)
     rt.compile_ahead(source, options=kw.get("options"),

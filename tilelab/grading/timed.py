@@ -32,11 +32,11 @@ from tilelab.device.bench import (
     time_checked,
 )
 from tilelab.device.runtime import Runtime, get_runtime
-from tilelab.grading import gpulock
 from tilelab.grading.correctness import compare, describe_value, expectation, fmt_shape
 from tilelab.grading.diagnosis import POISON_BITS
 from tilelab.grading.judge import Findings, Kind
 from tilelab.grading.steps import build, one_line
+from tilelab.isolation import gpulock
 
 
 def measure_speed(rt: Runtime, fn: Any, ex: Exercise, rng: np.random.Generator,

@@ -6,7 +6,7 @@ runs :func:`tilelab.grading.pipeline.evaluate` and writes the JSON verdict. With
 ``--launch-once`` it is the program compute-sanitizer or Nsight Compute watches instead:
 launches of the kernel on the GPU.
 
-On a GPU that a class run's tasks share (:mod:`tilelab.grading.gpulock`), each holds the
+On a GPU that a class run's tasks share (:mod:`tilelab.isolation.gpulock`), each holds the
 GPU's lock only around what puts work on it: its CUDA context's start and teardown, and
 each launch with its copies (shared; the launch Nsight Compute counts with the GPU's one
 profiler, and alone where the setting says so).
@@ -32,8 +32,9 @@ from typing import Any
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 from tilelab.device.backend import Backend, resolve
-from tilelab.grading import gpulock, sidecar
-from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT
+from tilelab.grading import sidecar
+from tilelab.isolation import gpulock
+from tilelab.isolation.limits import FILE_LIMIT, MEMORY_LIMIT
 
 
 def limit_resources(backend: Backend) -> None:
