@@ -66,7 +66,7 @@ KINDS = {  # kind -> exercise -> a fixture's stem, "solution", or a whole cell
 def build_class(root: Path, students: int) -> dict[str, str]:
     """A copy of the course with ``students`` learners' submissions: each one's
     ``student/assignment`` and the SHA-256 of its submitted notebook."""
-    import test_classroom as tc
+    import support.classroom as tc
 
     from tilelab.catalog import exercises
 

@@ -93,6 +93,7 @@ def test_two_processes_racing_build_one_base_cache_and_leave_no_temporary_folder
     assert [p.name for p in (folder / "emu").glob("prelude-*.json")] == [p.name for p in probes]
 
 
+@pytest.mark.slow
 def test_a_build_with_the_precompiled_prelude_and_runtime_is_the_build_without_them(
         cache, monkeypatch):
     """g++ reads the prelude precompiled and links its runtime compiled once (both made
@@ -257,6 +258,7 @@ def test_a_build_folder_a_killed_process_left_is_removed_by_the_next_build(cache
     assert not old.exists() and fresh.exists()  # another process may be building that one
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["empty library", "truncated library", "truncated description"])
 def test_a_damaged_cache_entry_is_built_again_not_blamed_on_the_kernel(cache, damage):
     """A cached build left empty or cut short (a full disk, a process killed while it wrote)

@@ -209,6 +209,7 @@ print(forks[0], products)
 """
 
 
+@pytest.mark.slow
 def test_launches_fork_safely_while_another_thread_is_in_numpys_blas():
     """A fork made while OpenBLAS's thread pool works never returned (the whole check hung,
     past every time limit): a process that forks launches keeps BLAS on one thread."""
@@ -243,6 +244,7 @@ print(sys.argv[1], pool)
 """
 
 
+@pytest.mark.slow
 def test_numpys_blas_runs_on_one_thread_in_every_process_that_forks_launches():
     """A grading sandbox starts with BLAS capped at one thread (and, its cores left to
     the launches, OMP_NUM_THREADS as the grader set it): there the emulator need not load

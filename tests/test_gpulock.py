@@ -201,6 +201,7 @@ def test_a_grading_worker_holds_nothing_while_it_compiles_and_checks(lock, tmp_p
     timed.wait(timeout=60)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["reference", "wrong_result"])
 def test_a_gpu_checks_every_shape_in_one_hold_and_compares_holding_nothing(
         lock, monkeypatch, key):

@@ -74,6 +74,7 @@ def test_private_tmpfs_mounts_have_a_size(tmp_path):
     assert res.stdout.decode().split() == ["/tmp/x", "ENOSPC", "/dev/shm/x", "ENOSPC"]
 
 
+@pytest.mark.slow
 @needs_cgroup
 def test_a_process_tree_over_the_memory_cap_is_stopped_and_its_cgroup_removed(
         tmp_path, made):
@@ -103,6 +104,7 @@ def test_a_process_tree_over_the_memory_cap_is_stopped_and_its_cgroup_removed(
     assert not any(os.path.exists(f) for f in made[0].folders)
 
 
+@pytest.mark.slow
 @needs_cgroup
 def test_the_whole_trees_cpu_time_is_capped(tmp_path, made):
     res = run_py("""

@@ -66,6 +66,7 @@ def test_a_learner_kernel_s_trace_and_the_reference_s_come_back_in_the_verdict_a
     assert not np.array_equal(px[:, : img.width // 2], px[:, img.width // 2 : 2 * (img.width // 2)])
 
 
+@pytest.mark.slow
 def test_every_step_s_reference_picture_draws():
     for ex_id in ("stencil", "block_sum", "matmul_at"):
         ex = exercises.get(ex_id)

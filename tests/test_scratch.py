@@ -98,7 +98,7 @@ CLASS_RUN = """
 import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
-from test_classroom import slow_notebook, small_class, write_submissions
+from support.classroom import slow_notebook, small_class, write_submissions
 from tilelab import classroom
 root = Path(sys.argv[1])
 small_class(root, ["alice"])
@@ -142,6 +142,7 @@ def test_a_class_run_leaves_no_folder_and_stops_a_notebook_at_its_budget(tmp_pat
         assert stopped_note == (student == "slow")
 
 
+@pytest.mark.slow
 def test_the_kernels_socket_folder_stays_short_under_a_deep_tmpdir(tmp_path):
     """A Unix socket's path holds at most 107 bytes: under a deep ``$TMPDIR`` (pytest-xdist's
     own made one) every notebook of a class run failed to start its kernel."""
