@@ -30,6 +30,7 @@ from tilelab.grading.steps import (
     say_correct,
     take_shapes,
 )
+from tilelab.grading.verdict import Verdict
 
 #: what the emulator's race analysis is said to find
 RACE = "race found by the emulator's analysis (accesses to one word that nothing orders)"
@@ -129,7 +130,9 @@ def analyse(run: Run) -> None:
     elif blocks(run.ex, problem.analysis_shape) < 2:  # where blocks can race, too
         found = emulated_finding(run.ex, run.text, run.rng.spawn(1)[0])
         if found is not None:
-            run.find(Kind.WRONG, found[1])
+            race, why = found
+            run.find(Kind.WRONG, why if race else "the build analysed for races at the "
+                     f"smallest graded shapes of two blocks or more went wrong there: {why}")
 
 
 def give_feedback(run: Run) -> None:
@@ -145,7 +148,7 @@ def give_feedback(run: Run) -> None:
         run.find(Kind.NOTE, remark)
 
 
-def lesson_feedback(ex: Exercise, v: Any) -> list[str]:
+def lesson_feedback(ex: Exercise, v: Verdict) -> list[str]:
     """What the emulator's analysis in ``v`` says of the lesson: the worst conflicted
     shared access line, and whether the global traffic skips the lesson."""
     said = []
