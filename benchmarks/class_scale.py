@@ -21,7 +21,7 @@ each).
 
 Without ``--gpu`` the workers grade on the CPU emulator; with it each worker gets a GPU of
 its own (``--workers 1 2`` needs two GPUs), and ``--tasks-per-gpu K`` gives each GPU K
-tasks at once that share its lock (:mod:`tilelab.grading.gpulock`); the last table is one
+tasks at once that share its lock (:mod:`tilelab.isolation.gpulock`); the last table is one
 GPU's submissions per minute at each K, the grades compared with the first run's, and what
 1,000 learners x 5 kernels cost on one GPU and on 8. Run from the repository root.
 """
@@ -66,7 +66,7 @@ KINDS = {  # kind -> exercise -> a fixture's stem, "solution", or a whole cell
 def build_class(root: Path, students: int) -> dict[str, str]:
     """A copy of the course with ``students`` learners' submissions: each one's
     ``student/assignment`` and the SHA-256 of its submitted notebook."""
-    import test_classroom as tc
+    import support.classroom as tc
 
     from tilelab.catalog import exercises
 

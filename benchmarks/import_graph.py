@@ -19,7 +19,15 @@ import ast
 from pathlib import Path
 
 #: The packages or modules whose longest functions are reported.
-WATCHED = ("grading", "classroom", "cluster", "notebook")
+WATCHED = ("grading", "isolation", "classroom", "cluster", "notebook")
+#: The floor rules: a room (a subpackage) and the rooms above it that it must never import.
+NEVER_IMPORTS = {
+    "classroom": ("cluster",),
+    "isolation": ("grading", "classroom", "cluster", "experiments", "book", "notebook",
+                  "picture", "cli"),
+}
+#: No function of the grader is longer than this, the diagnosis's rules aside.
+GRADER_FUNCTION_LINES = 60
 #: Modules that may import the package inside a function: the command line (each command
 #: imports what it needs), the grading worker (it imports the grader only once its sandbox
 #: is up) and the Sphinx extension's entry point (Sphinx imports it to find ``setup``).
@@ -153,6 +161,29 @@ def longest_functions(mods: dict[str, Path], watched: tuple[str, ...], top: int 
     return sorted(rows, reverse=True)[:top]
 
 
+def forbidden_imports(root: Path, rules: dict[str, tuple[str, ...]] = NEVER_IMPORTS
+                      ) -> list[str]:
+    """``module -> module`` of each import that breaks a floor rule: a module of a room in
+    ``rules`` importing one of the rooms named beside it (names relative to the package)."""
+    package = root.name
+    out = []
+    for m, deps in graph_of(root).items():
+        for room, above in rules.items():
+            if m == f"{package}.{room}" or m.startswith(f"{package}.{room}."):
+                out += [f"{m} -> {d}" for d in sorted(deps)
+                        if any(d == f"{package}.{a}" or d.startswith(f"{package}.{a}.")
+                               for a in above)]
+    return sorted(out)
+
+
+def long_grader_functions(root: Path, limit: int = GRADER_FUNCTION_LINES) -> list[str]:
+    """``lines module:line name`` of each function of the grader over ``limit`` lines,
+    outside the diagnosis (its rules, one after another)."""
+    rows = longest_functions(modules(root), ("grading",), top=1 << 30)
+    return [f"{n} {where}" for n, where in rows if n > limit
+            and not where.startswith(f"{root.name}.grading.diagnosis:")]
+
+
 def collapse(graph: dict[str, set[str]], units: tuple[str, ...]) -> dict[str, set[str]]:
     """The graph with every module of each subpackage in ``units`` (e.g. ``tilelab.emu``)
     merged into one node: the view of a reader who treats a subsystem as one part."""
@@ -263,11 +294,14 @@ def main() -> None:
         ("function-local imports of the package outside "
          f"{', '.join(ENTRY_POINTS)}", local_imports(root)),
         ("private names imported across modules", private_imports(root)),
+        ("imports that break a floor rule", forbidden_imports(root)),
+        (f"grader functions over {GRADER_FUNCTION_LINES} lines, the diagnosis aside",
+         long_grader_functions(root)),
     ):
         print(f"{title}: {len(rows)}")
         for row in rows:
             print(f"  {row}")
-    print("longest functions (grading and class run):")
+    print("longest functions (grading, isolation and class run):")
     for n, where in longest_functions(mods, WATCHED):
         print(f"  {n:4d}  {where}")
     print("lines per module:")

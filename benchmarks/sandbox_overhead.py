@@ -50,7 +50,7 @@ def per_submission(n: int, backend: str) -> None:
 def start() -> None:
     import subprocess
 
-    from tilelab.grading import bubblewrap
+    from tilelab.isolation import bubblewrap
 
     plain, boxed = [], []
     with tempfile.TemporaryDirectory() as work:
@@ -68,7 +68,7 @@ def start() -> None:
 
 def whole_class(backend: str) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from test_classroom import build_course
+    from support.classroom import build_course
 
     for boxed in (False, True):
         with tempfile.TemporaryDirectory() as tmp:

@@ -15,8 +15,9 @@ import pytest
 import tilelab.emu as emu
 from tilelab.catalog import exercises
 from tilelab.emu.compile import cache_dir
-from tilelab.grading import basecache, sandbox
-from tilelab.grading import bubblewrap as bwrap
+from tilelab.grading import sandbox
+from tilelab.isolation import basecache
+from tilelab.isolation import bubblewrap as bwrap
 
 needs_sandbox = pytest.mark.skipif(bwrap.problem() is not None,
                                    reason=f"no sandbox here: {bwrap.problem()}")
@@ -75,7 +76,7 @@ def test_the_key_changes_with_the_backend_and_the_emulators_sources(tmp_path, mo
 @needs_sandbox
 @pytest.mark.slow
 def test_two_processes_racing_build_one_base_cache_and_leave_no_temporary_folder(cache):
-    code = ("from tilelab.grading import basecache; import sys; "
+    code = ("from tilelab.isolation import basecache; import sys; "
             "print(basecache.base_cache(sys.argv[1]))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     procs = [subprocess.Popen([sys.executable, "-c", code, "emu"], env=env,
@@ -92,6 +93,7 @@ def test_two_processes_racing_build_one_base_cache_and_leave_no_temporary_folder
     assert [p.name for p in (folder / "emu").glob("prelude-*.json")] == [p.name for p in probes]
 
 
+@pytest.mark.slow
 def test_a_build_with_the_precompiled_prelude_and_runtime_is_the_build_without_them(
         cache, monkeypatch):
     """g++ reads the prelude precompiled and links its runtime compiled once (both made
@@ -256,6 +258,7 @@ def test_a_build_folder_a_killed_process_left_is_removed_by_the_next_build(cache
     assert not old.exists() and fresh.exists()  # another process may be building that one
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["empty library", "truncated library", "truncated description"])
 def test_a_damaged_cache_entry_is_built_again_not_blamed_on_the_kernel(cache, damage):
     """A cached build left empty or cut short (a full disk, a process killed while it wrote)

@@ -21,6 +21,8 @@ from tilelab.catalog import exercises
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "tests" / "data" / "book"
 CHAPTERS = [d for d in toc_docnames(REPO) if re.search(r"book/\d\d-", d)]
+PAGES = toc_docnames(REPO)
+BOOK_MD = sorted((REPO / "book").rglob("*.md"))
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +44,8 @@ def test_book_builds_without_warnings(book):
 
 
 def test_every_toc_page_is_built(book):
-    for docname in toc_docnames(REPO):
+    assert PAGES
+    for docname in PAGES:
         assert (book.html / f"{docname}.html").is_file(), docname
 
 
@@ -64,7 +67,8 @@ def test_math_is_rendered_at_build_time(book):
 
 
 def test_nothing_is_loaded_from_the_network(book):
-    for docname in toc_docnames(REPO):
+    assert PAGES
+    for docname in PAGES:
         html = page(book, docname)
         assert not re.search(r"<script[^>]+src=\"https?:", html), docname
         assert not re.search(r"<link[^>]+rel=\"stylesheet\"[^>]+href=\"https?:", html), docname
@@ -75,7 +79,8 @@ def test_reference_kernels_are_included_not_copied(book):
     html = page(book, "book/03-tiling")
     src = (REPO / "tilelab" / "kernels" / "matmul_tiled.cu").read_text()
     assert "matmul_tiled" in html and "__syncthreads" in src
-    for path in (REPO / "book").rglob("*.md"):
+    assert BOOK_MD
+    for path in BOOK_MD:
         assert "__global__ void" not in path.read_text(), f"{path}: include kernels instead"
 
 
@@ -127,7 +132,8 @@ def test_a_published_course_gets_colab_launch_buttons(tmp_path_factory):
 def test_no_measured_number_is_typed_into_a_page():
     # Decimal numbers with a measured unit next to them belong in data files, not prose.
     unit = r"(?:ms|GB/s|TB/s|GFLOP/s|TFLOP/s|TFLOPS|GFLOPS)"
-    for path in (REPO / "book").rglob("*.md"):
+    assert BOOK_MD
+    for path in BOOK_MD:
         text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
         hits = re.findall(rf"\b\d[\d,.]*\s*{unit}", text)
         assert not hits, f"{path.relative_to(REPO)}: typed measurements {hits}"
@@ -139,6 +145,7 @@ def test_the_book_lights_up_with_complete_data(tmp_path_factory):
     result = build_book(REPO, tmp_path_factory.getbasetemp() / "book-example-data",
                         {"TILELAB_BOOK_DATA": str(EXAMPLES), "TILELAB_BOOK_STRICT": "1"})
     assert result.returncode == 0, "\n".join(result.warnings) or result.output[-4000:]
-    for docname in toc_docnames(REPO):
+    assert PAGES
+    for docname in PAGES:
         html = (result.html / f"{docname}.html").read_text(encoding="utf-8")
         assert "tl-missing" not in html, docname

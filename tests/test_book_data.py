@@ -21,7 +21,9 @@ def load(name: str) -> data.Dataset | None:
 
 
 def test_example_files_say_they_are_examples():
-    for path in EXAMPLES.glob("*.json"):
+    files = sorted(EXAMPLES.glob("*.json"))
+    assert files
+    for path in files:
         doc = json.loads(path.read_text())
         assert "not a measurement" in doc["description"].lower(), path.name
         assert doc["experiment"] == path.stem

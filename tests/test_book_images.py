@@ -35,6 +35,7 @@ def test_bank_degree_is_gcd_with_32(stride):
     assert diagrams.bank_degree(stride) == gcd(stride, 32)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(diagrams.DIAGRAMS))
 def test_every_diagram_draws(name, tmp_path):
     out = tmp_path / f"{name}.png"

@@ -18,8 +18,8 @@ import pytest
 from support import running
 
 from tilelab import settings
-from tilelab.grading import bubblewrap as sandbox
-from tilelab.grading import enter, gpulock
+from tilelab.isolation import bubblewrap as sandbox
+from tilelab.isolation import enter, gpulock
 
 pytestmark = pytest.mark.skipif(sandbox.problem() is not None,
                                 reason=f"no sandbox here: {sandbox.problem()}")

@@ -21,7 +21,7 @@ import dask
 import pytest
 from distributed import Client, Worker, WorkerPlugin
 from nbgrader.api import Gradebook
-from test_classroom import (
+from support.classroom import (
     EMU,
     SANDBOXED,
     expected_points,
@@ -262,6 +262,7 @@ def test_grade_refuses_fewer_than_one_worker(capsys):
     assert "--workers must be at least 1 (got 0)" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_without_dask_cuda_each_gpu_worker_sees_only_its_own_gpu():
     def visible() -> str:
         return os.environ.get("CUDA_VISIBLE_DEVICES", "")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 from tilelab import emu
 from tilelab.emu import cuda_api
@@ -216,6 +217,7 @@ def test_the_categories_are_public_names():
         cuda_api.DEBUG) == cuda_api.NAMES
 
 
+@pytest.mark.slow
 def test_every_name_compiles_and_runs_on_the_emulator(capfd):
     src = FRAME.replace("USES", "\n".join("    " + u for u in USES.values()))
     mod = emu.SourceModule(src, no_extern_c=True)  # cooperative_groups: as nvcc needs

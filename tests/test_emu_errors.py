@@ -271,6 +271,7 @@ def test_device_functions_are_allowed_and_a_host_call_among_them_is_named_alone(
     assert "kernel.cu line 8 calls `rand`, a host function" in str(info.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("src", "kind", "text", "line"), [
     ("#define CAT(a, b) a##b\n__global__ void k() { CAT(__as, m__) volatile(\"nop\"); }\n",
      cuda.UnsupportedConstruct, "inline assembly", 2),
@@ -285,6 +286,7 @@ def test_indirect_ways_to_reach_host_functions_are_rejected(src, kind, text, lin
     assert info.value.lines == (line,)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("definition", [
     "void* memcpy(void* d, const void* s, size_t n) { return d; }",  # the runtime calls it
     "void free(void* p) {}",  # a kernel may call it

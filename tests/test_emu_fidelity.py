@@ -1089,7 +1089,13 @@ def emu_backend() -> types.SimpleNamespace:
     return backend(emu, emu.gpuarray)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+#: cases that take many seconds on a CPU (marked slow: `make quick` leaves them out)
+SLOW_CASES = {"matmul_regblock_missing_barrier_race"}
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(c, id=c.id, marks=[pytest.mark.slow] if c.id in SLOW_CASES else [])
+    for c in CASES])
 def test_fidelity_case(case: Case, emu_backend: types.SimpleNamespace) -> None:
     if case.nvcc and not shutil.which(os.environ.get("TILELAB_EMU_NVCC", "nvcc") or "-"):
         pytest.skip("the emulator counts registers with nvcc's ptxas, which is not installed")

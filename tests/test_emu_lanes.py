@@ -22,10 +22,10 @@ from tilelab.catalog import exercises
 from tilelab.catalog.reference import KERNELS
 from tilelab.device.runtime import get_runtime
 from tilelab.emu import native
-from tilelab.grading import correctness, limits, pipeline
-from tilelab.grading.limits import MAX_EMU_LANES, emu_lanes
-from tilelab.grading.pipeline import build
-from tilelab.grading.verdict import Verdict
+from tilelab.grading import budget, correctness, emu_steps, pipeline
+from tilelab.grading.budget import MAX_EMU_LANES, emu_lanes
+from tilelab.grading.judge import Kind
+from tilelab.grading.steps import Run, build
 
 NAIVE = exercises.get("naive")
 # right only where every row of C is below 64: wrong at some graded shapes, right at others
@@ -119,11 +119,11 @@ def test_a_check_stopped_early_stops_the_launches_under_way(monkeypatch):
     """An endless kernel's first launch (the smallest shape) times out; the largest one,
     started beside it with a limit many times longer, is stopped, not waited for."""
     monkeypatch.delenv("TILELAB_EMU_TIMEOUT", raising=False)
-    monkeypatch.setattr(limits, "EMU_LAUNCH_BASE_S", 1.0)  # the smallest shape's limit
+    monkeypatch.setattr(budget, "EMU_LAUNCH_BASE_S", 1.0)  # the smallest shape's limit
     endless = ROWS_BELOW_64.replace("if (row < 64 && ", "while (true) if (", 1)
     rt, fn = get_runtime("emu"), naive_function(endless)
     largest = max(NAIVE.shapes, key=NAIVE.problem.work)
-    assert limits.emu_launch_seconds(NAIVE.problem, largest) > 10
+    assert budget.emu_launch_seconds(NAIVE.problem, largest) > 10
     with Recording(2) as pool:
         checked = correctness.check_shapes(rt, fn, NAIVE.problem, NAIVE.launch, NAIVE.shapes,
                                            np.random.default_rng(), quick=True, pool=pool)
@@ -171,12 +171,15 @@ def test_a_kernel_whose_analysed_build_cannot_be_made_loses_its_correctness():
     candidate built), the kernel is not graded correct, and the verdict says why."""
     ex = exercises.get("tiled")
     text = ex.reference.source().replace(ex.reference.name + "(", ex.kernel + "(")
-    run = pipeline.Run(ex, get_runtime("emu"), text, text=text)
-    run.fn = naive_function(ROWS_BELOW_64)  # any compiled kernel: not launched here
+    run = Run(ex, get_runtime("emu"), text, pipeline.names(pipeline.EMU_STEPS), text=text)
+    run.fn = build(run.rt, text).get_function(ex.kernel)  # its build: not launched here
+    run.find(Kind.CHECKED, step="check_outputs")  # right at every shape
     run.analysing = Future()
     run.analysing.set_result((None, "its module did not load"))
-    v = Verdict(ex.id, "emu", correct=True)
-    assert pipeline._analyse(run, v) is None
+    run.step = "analyse"
+    assert run.so_far().correct
+    emu_steps.analyse(run)
+    v = run.so_far()
     assert not v.correct and "no race can be ruled out: its module did not load" in v.messages[-1]
     assert "could not be made" in v.analysis["error"]
 
@@ -206,6 +209,7 @@ print(forks[0], products)
 """
 
 
+@pytest.mark.slow
 def test_launches_fork_safely_while_another_thread_is_in_numpys_blas():
     """A fork made while OpenBLAS's thread pool works never returned (the whole check hung,
     past every time limit): a process that forks launches keeps BLAS on one thread."""
@@ -240,11 +244,12 @@ print(sys.argv[1], pool)
 """
 
 
+@pytest.mark.slow
 def test_numpys_blas_runs_on_one_thread_in_every_process_that_forks_launches():
     """A grading sandbox starts with BLAS capped at one thread (and, its cores left to
     the launches, OMP_NUM_THREADS as the grader set it): there the emulator need not load
     threadpoolctl; anywhere else it caps BLAS itself when it loads."""
-    from tilelab.grading import bubblewrap
+    from tilelab.isolation import bubblewrap
 
     env = bubblewrap.sandbox_env({})
     assert all(env[k] == "1" for k in native.BLAS_THREAD_CAPS)

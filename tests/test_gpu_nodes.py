@@ -8,9 +8,10 @@ import textwrap
 
 import pytest
 
-from tilelab.grading import bubblewrap as sandbox
-from tilelab.grading import gpu_nodes
+from tilelab.device.backend import Backend
 from tilelab.grading.sandbox import sandbox_limits
+from tilelab.isolation import bubblewrap as sandbox
+from tilelab.isolation import gpu_nodes
 
 SMI = """0, GPU-6ab737fb-805c-2744-bbca-daa7a72673be, 00000000:18:00.0
 1, GPU-1b3fb574-e448-aa16-b3f9-02cd6ba8ed38, 00000000:2A:00.0
@@ -118,7 +119,7 @@ def test_each_graders_sandbox_reaches_its_own_gpu_and_no_other(monkeypatch, tmp_
         work = tmp_path / str(gpu.index)
         work.mkdir()
         res = sandbox.run([sys.executable, "-c", textwrap.dedent(PROBE), sandbox.CHANNEL],
-                          work, env={}, limits=sandbox_limits("gpu", 120))  # as a grader
+                          work, env={}, limits=sandbox_limits(Backend.GPU, 120))  # as a grader
         assert res.returncode == 0, res.stderr.decode()[-2000:]
         seen[gpu.bus_id] = json.loads(res.channel)
     print(seen)

@@ -18,14 +18,15 @@ from pathlib import Path
 import pytest
 
 from tilelab import settings
-from tilelab.grading import bubblewrap as bwrap
-from tilelab.grading import gpulock, scoring
+from tilelab.grading import scoring
 from tilelab.grading.worker import launch_lock
+from tilelab.isolation import bubblewrap as bwrap
+from tilelab.isolation import gpulock
 
 HOLD = """
 import os, sys, time
 from pathlib import Path
-from tilelab.grading import gpulock
+from tilelab.isolation import gpulock
 lock = gpulock.GpuLock(Path(sys.argv[1]), wait=60)
 how, flag = sys.argv[2], Path(sys.argv[3])
 with {"shared": lock.shared, "profiler": lock.profiler,
@@ -124,7 +125,7 @@ def test_a_holder_that_dies_or_holds_too_long_frees_the_gpu(lock, tmp_path):
 
 
 def test_two_tasks_holding_it_shared_each_time_a_kernel_in_turn(lock, tmp_path):
-    code = ("import sys, time; from pathlib import Path; from tilelab.grading import gpulock\n"
+    code = ("import sys, time; from pathlib import Path; from tilelab.isolation import gpulock\n"
             "lock = gpulock.GpuLock(Path(sys.argv[1]), wait=60)\n"
             "with lock.shared():\n"
             "    time.sleep(0.2)\n"
@@ -142,7 +143,7 @@ def test_a_grading_sandbox_takes_the_graders_lock_and_cannot_remove_it(lock, tmp
                                                                          monkeypatch):
     monkeypatch.setenv(gpulock.ENV, str(lock))
     read_only, env = gpulock.sandbox_binds()
-    code = ("import os; from tilelab.grading import gpulock\n"
+    code = ("import os; from tilelab.isolation import gpulock\n"
             "lock = gpulock.worker_lock(); lock.wait = 0.3\n"
             "try:\n"
             "    with lock.exclusive(): print('alone')\n"
@@ -200,6 +201,7 @@ def test_a_grading_worker_holds_nothing_while_it_compiles_and_checks(lock, tmp_p
     timed.wait(timeout=60)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["reference", "wrong_result"])
 def test_a_gpu_checks_every_shape_in_one_hold_and_compares_holding_nothing(
         lock, monkeypatch, key):
@@ -327,7 +329,7 @@ def test_a_counted_launch_takes_the_lock_as_the_setting_says(lock, tmp_path, mon
 START = """
 import atexit, fcntl, os, sys
 from pathlib import Path
-from tilelab.grading import gpulock
+from tilelab.isolation import gpulock
 
 def held() -> str:  # whether some process holds the GPU's lock (a probe on its own fd)
     fd = os.open(Path(sys.argv[1]) / "gpu", os.O_RDONLY)
@@ -392,7 +394,7 @@ def test_a_speed_runs_timed_rounds_are_alone_and_its_checks_hold_nothing(
     from tilelab.device.bench import UNWRITTEN, UNWRITTEN_SOURCE, Timed, time_checked
     from tilelab.device.runtime import get_runtime
     from tilelab.grading.diagnosis import POISON_BITS
-    from tilelab.grading.pipeline import ROWS_PER_LAUNCH, launch_check
+    from tilelab.grading.timed import ROWS_PER_LAUNCH, launch_check
 
     def probe(how: int) -> bool:  # could another task take it `how` now?
         fd = os.open(lock / "gpu", os.O_RDONLY)
@@ -525,7 +527,7 @@ def test_a_class_runs_notebook_leaves_a_shared_gpu_sandboxed_or_not(lock, monkey
 STARTED = """
 import sys
 from pathlib import Path
-from tilelab.grading import gpulock
+from tilelab.isolation import gpulock
 with gpulock.shared():
     Path(sys.argv[1]).write_text(str(gpulock.folder()))
 """

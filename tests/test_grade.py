@@ -86,8 +86,8 @@ def test_compile_error_reports_the_learners_line():
 def test_the_verdict_times_every_step_it_ran():
     v = emu("naive", KERNELS["naive"].source() + "// timed\n")
     assert v.correct
-    assert list(v.step_seconds) == [s.__name__ for s in pipeline.STEPS]
-    assert v.step_seconds["correctness"] > 0
+    assert list(v.step_seconds) == list(pipeline.names(pipeline.EMU_STEPS))
+    assert v.step_seconds["check_outputs"] > 0
 
 
 def test_wrong_kernel_name_is_explained():
@@ -165,7 +165,7 @@ def test_slow_but_right_kernels_keep_their_correctness_points(exercise_id):
 def test_the_speed_runs_output_is_checked_on_sampled_rows():
     import numpy as np
 
-    from tilelab.grading.pipeline import sampled_compare
+    from tilelab.grading.timed import sampled_compare
 
     ex = exercises.get("tiled")
     rng = np.random.default_rng(3)
@@ -186,7 +186,7 @@ def test_each_timed_round_is_checked_against_its_own_inputs():
 
     from tilelab.device.bench import Sample, sampled_rows
     from tilelab.grading.diagnosis import POISON_BITS
-    from tilelab.grading.pipeline import ROWS_PER_LAUNCH, launch_check
+    from tilelab.grading.timed import ROWS_PER_LAUNCH, launch_check
 
     ex = exercises.get("tiled")
     rng = np.random.default_rng(5)
@@ -214,7 +214,7 @@ def test_the_padded_matmul_must_also_beat_a_kernel_that_skips_the_lesson():
 
 
 def test_the_worker_is_sandboxed_where_a_sandbox_can_be_made():
-    from tilelab.grading import bubblewrap as sandbox
+    from tilelab.isolation import bubblewrap as sandbox
 
     if sandbox.problem():
         pytest.skip(sandbox.problem())
@@ -265,7 +265,7 @@ def _checked_run(exercise_id: str, source: str, shape: tuple, repeat: int = 3):
     from tilelab.device.bench import Timed, time_checked
     from tilelab.device.runtime import get_runtime
     from tilelab.grading.diagnosis import POISON_BITS
-    from tilelab.grading.pipeline import ROWS_PER_LAUNCH, launch_check
+    from tilelab.grading.timed import ROWS_PER_LAUNCH, launch_check
 
     ex = exercises.get(exercise_id)
     rt = get_runtime("emu")
@@ -327,7 +327,8 @@ def test_a_kernel_that_faults_only_at_the_speed_shape_loses_its_correctness_poin
     import numpy as np
 
     from tilelab.device.runtime import get_runtime
-    from tilelab.grading import pipeline
+    from tilelab.grading import timed
+    from tilelab.grading.judge import Findings, Kind, judge
     from tilelab.grading.verdict import Verdict
 
     ex = exercises.get("tiled")
@@ -336,10 +337,11 @@ def test_a_kernel_that_faults_only_at_the_speed_shape_loses_its_correctness_poin
     body = src.index("{", src.index(ex.kernel + "(")) + 1
     src = src[:body] + "\n    if (M == 64 && N == 96) C[M * N + 4096] = 1.0f;" + src[body:]
     rt = get_runtime("emu")
-    v = Verdict.for_exercise(ex, rt.name)
-    v.correct = True
+    found = Findings()
+    found.find("check_outputs", Kind.CHECKED)  # right at every graded shape
     fn = rt.SourceModule(src).get_function(ex.kernel)
-    pipeline.measure_speed(rt, fn, ex, v, np.random.default_rng(1))
+    timed.measure_speed(rt, fn, ex, np.random.default_rng(1), found)
+    v = judge(Verdict.for_exercise(ex, rt.name), found)
     assert not v.correct and not v.speed_measured
     assert "the speed run's launch at M=64, N=96, K=64 failed" in v.messages[-1]
     assert "Out-of-bounds" in v.messages[-1]
@@ -357,7 +359,7 @@ def test_a_timed_round_the_cpu_held_up_is_run_again_on_new_inputs_for_every_kern
     from tilelab.device.bench import HeldUp, Timed, time_checked
     from tilelab.device.runtime import get_runtime
     from tilelab.grading.diagnosis import POISON_BITS
-    from tilelab.grading.pipeline import ROWS_PER_LAUNCH, launch_check
+    from tilelab.grading.timed import ROWS_PER_LAUNCH, launch_check
 
     ex, shape = exercises.get("tiled"), (64, 96, 64)
     rt, rng = get_runtime("emu"), np.random.default_rng(5)
@@ -461,7 +463,7 @@ def test_a_launchs_float64_check_reads_pools_widened_once_and_judges_as_before()
 
     from tilelab.device.bench import InputSets, Sample, sampled_rows
     from tilelab.grading.diagnosis import POISON_BITS
-    from tilelab.grading.pipeline import ROWS_PER_LAUNCH, SampledRows, launch_check
+    from tilelab.grading.timed import ROWS_PER_LAUNCH, SampledRows, launch_check
 
     ex, shape = exercises.get("tiled"), (96, 80, 72)
     rng = np.random.default_rng(3)
@@ -491,17 +493,17 @@ def test_a_wrong_timed_launch_earns_nothing_and_says_why():
     import numpy as np
 
     from tilelab.device.bench import Sample, WrongLaunch, sampled_rows
-    from tilelab.grading import pipeline
+    from tilelab.grading import timed
     from tilelab.grading.diagnosis import POISON_BITS
 
     ex = exercises.get("tiled")
-    msg = pipeline.wrong_launch_message(ex, WrongLaunch("candidate", 3, 25, "12 of 99 "
+    msg = timed.wrong_launch_message(ex, WrongLaunch("candidate", 3, 25, "12 of 99 "
                                                         "elements of C were never written."))
     assert "launch 4 of 25" in msg and "never written" in msg and "no points" in msg
-    check = pipeline.launch_check(ex, (40, 40, 40))
+    check = timed.launch_check(ex, (40, 40, 40))
     inputs = ex.problem.make_inputs((40, 40, 40), np.random.default_rng(0))
     right = (inputs["A"].astype(np.float64) @ inputs["B"]).astype(np.float32)
-    rows = sampled_rows(np.random.default_rng(0), 40, pipeline.ROWS_PER_LAUNCH)
+    rows = sampled_rows(np.random.default_rng(0), 40, timed.ROWS_PER_LAUNCH)
     assert check(inputs, Sample.of(right, POISON_BITS, rows)) is None
     earlier = ex.problem.make_inputs((40, 40, 40), np.random.default_rng(1))
     stale = (earlier["A"].astype(np.float64) @ earlier["B"]).astype(np.float32)
@@ -515,18 +517,97 @@ def test_a_wrong_timed_launch_earns_nothing_and_says_why():
 
 # ------------------------------------------------ the same correctness on both backends
 
+V16 = "block_sum-device_scratch_race"  # a __device__ array as every block's scratch
+
 
 def test_a_kernel_racing_in_global_memory_fails_the_emulators_schedules():
     """What a GPU grade also asks of a kernel: right under the emulator's varied orders."""
     import numpy as np
 
+    from tilelab.grading.gpu_steps import emulator_finding
+
     src = (SUBMISSIONS / "naive-global_race.cu").read_text()
     ex = exercises.get("naive")
-    why = pipeline.schedule_failure(ex, src, np.random.default_rng(0))
+    why = emulator_finding(ex, src, np.random.default_rng(0))
     assert why is not None and "wrong" in why
-    assert pipeline.schedule_failure(ex, ex.reference.source(), np.random.default_rng(0)) is None
+    assert emulator_finding(ex, ex.reference.source(), np.random.default_rng(0)) is None
     v = emu("naive", src)  # and graded on the emulator: no points either
     assert not v.correct and v.points == 0, scoring.report(v)
+
+
+def test_every_exercise_is_analysed_where_blocks_can_race():
+    """Both backends analyse a kernel where two blocks or more run: the emulator at the
+    problem's analysis shape (and, where that is one block, at the smallest graded shapes
+    of two), a GPU grade at those smallest graded shapes."""
+    from tilelab.grading.emu_steps import SCHEDULE_SHAPES, blocks, two_block_shapes
+
+    one_block = set()
+    for ex in exercises.EXERCISES.values():
+        shapes = two_block_shapes(ex)
+        assert len(shapes) == SCHEDULE_SHAPES and set(shapes) <= set(ex.shapes), ex.id
+        assert all(blocks(ex, s) >= 2 for s in shapes), ex.id
+        if blocks(ex, ex.problem.analysis_shape) < 2:
+            one_block.add(ex.id)
+    assert one_block == {"regblock_1d", "regblock", "vec4"}  # their tiles are 64 or 128
+
+
+def test_a_race_between_blocks_is_found_on_the_emulator_where_its_analysis_shape_is_one_block():
+    import dataclasses
+
+    from tilelab.device.runtime import get_runtime
+
+    ex = exercises.get("block_sum")
+    one = dataclasses.replace(ex.problem, analysis_shape=(200,))  # one block of 256
+    ex = dataclasses.replace(ex, reference=dataclasses.replace(ex.reference, problem=one))
+    run = pipeline.Run(ex, get_runtime("emu"), (SUBMISSIONS / f"{V16}.cu").read_bytes(),
+                       pipeline.names(pipeline.EMU_STEPS))
+    v = pipeline.grade(run, pipeline.EMU_STEPS)
+    assert not v.correct and v.points == 0, scoring.report(v)
+    assert v.races == 0  # none at the analysis shape: one block
+    assert v.messages[-1].startswith("race found by the emulator's analysis"), v.messages
+    assert " at n=257:" in v.messages[-1]
+
+
+
+
+def test_a_race_between_blocks_is_found_beside_a_gpu_grade():
+    """The emulator runs blocks one at a time, so v16's sums are right there, as they may
+    be on a GPU; its analysis, run beside a GPU grade, sees one block write a word another
+    reads: a finding, on both backends."""
+    import numpy as np
+
+    from tilelab.grading.gpu_steps import emulator_finding
+
+    ex = exercises.get("block_sum")
+    why = emulator_finding(ex, (SUBMISSIONS / f"{V16}.cu").read_text(), np.random.default_rng(0))
+    assert why is not None and "race found by the emulator's analysis" in why, why
+    assert "scratch" in why
+    assert emulator_finding(ex, ex.reference.source(), np.random.default_rng(0)) is None
+
+
+def test_the_gpu_steps_give_a_kernel_right_on_the_device_but_racing_no_points():
+    """The GPU's step list with the emulator standing in for the GPU's own launches (so
+    that its checks pass, as v16's may on a GPU): the analysis beside finds the race,
+    and the judge drops what the timed step said after it."""
+    from tilelab.device.runtime import get_runtime
+
+    ex = exercises.get("block_sum")
+    run = pipeline.Run(ex, get_runtime("emu"), (SUBMISSIONS / f"{V16}.cu").read_bytes(),
+                       pipeline.names(pipeline.GPU_ORDER), speed=False, sanitize=False)
+    v = pipeline.grade(run, pipeline.GPU_STEPS)
+    assert not v.correct and v.points == 0, scoring.report(v)
+    assert [s["ok"] for s in v.shapes] == [True] * len(ex.shapes)  # right at every shape
+    assert "time_speed" in v.step_seconds and "schedules_wait" in v.timeline
+    assert not any(m.startswith("correct on") for m in v.messages), v.messages
+    assert "race found by the emulator's analysis" in v.messages[-1]
+
+
+@pytest.mark.gpu
+def test_a_race_between_blocks_earns_nothing_on_a_gpu():
+    v = grade_source("block_sum", (SUBMISSIONS / f"{V16}.cu").read_text(), backend_name="gpu")
+    print(scoring.report(v))
+    assert not v.correct and v.points == 0, scoring.report(v)
+    assert "race found by the emulator's analysis" in "\n".join(v.messages), scoring.report(v)
 
 
 @pytest.mark.gpu

@@ -12,7 +12,7 @@ import postgres_server
 import pytest
 from nbgrader.api import Gradebook
 from sqlalchemy import create_engine, inspect, text
-from test_classroom import EMU, SANDBOXED, expected_points, small_class
+from support.classroom import EMU, SANDBOXED, expected_points, small_class
 
 from tilelab import classroom
 

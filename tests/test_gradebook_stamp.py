@@ -25,6 +25,7 @@ def stamped(db: Path) -> list[str]:
         return [row[0] for row in con.execute("SELECT version_num FROM alembic_version")]
 
 
+@pytest.mark.slow
 def test_a_new_gradebook_gets_nbgraders_own_stamp_without_a_new_process(tmp_path, monkeypatch):
     course._alembic_on_path()
     own = course._NBGRADERS_OWN()  # `alembic heads`, as nbgrader runs it
@@ -39,6 +40,7 @@ def test_a_new_gradebook_gets_nbgraders_own_stamp_without_a_new_process(tmp_path
     assert stamped(tmp_path / "gradebook.db") == [own]
 
 
+@pytest.mark.slow
 def test_where_the_migrations_have_two_heads_nbgraders_own_answer_stands(tmp_path, monkeypatch):
     from alembic.script import ScriptDirectory
 

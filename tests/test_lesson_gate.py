@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -17,9 +18,12 @@ from support import running
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.catalog.variants import VARIANTS
+from tilelab.device.backend import Backend
 from tilelab.experiments import counters_load
-from tilelab.grading import counters, traffic
-from tilelab.grading.pipeline import Run, count_traffic, judge_lesson, lesson_gate
+from tilelab.grading import counters, pipeline, traffic
+from tilelab.grading.gpu_steps import count_traffic, grade_lesson
+from tilelab.grading.judge import Kind
+from tilelab.grading.steps import Run
 from tilelab.grading.verdict import Verdict
 
 NCU = Path(__file__).parent / "fixtures" / "ncu"
@@ -33,13 +37,26 @@ def recorded(name: str) -> dict[str, float]:
     return {names[m]: v for m, v in launches[0].items()}
 
 
-def gpu_verdict(exercise_id: str, speedup: float) -> Verdict:
-    """A verdict as the GPU's speed step leaves it: correct, timed over the gate."""
+def timed(exercise_id: str, speedup: float, counts: dict[str, float] | None = None) -> Run:
+    """A GPU grade as the timed run leaves it: right at every shape, timed at ``speedup``;
+    ``counts``: what its Nsight Compute run read (None: no run started ahead)."""
     ex = exercises.get(exercise_id)
-    v = Verdict.for_exercise(ex, "gpu", "a GPU")
-    v.correct, v.speed_measured, v.speedup = True, True, speedup
-    v.speed_passed = speedup >= ex.gate
-    return v
+    run = Run(ex, SimpleNamespace(name=Backend.GPU), ex.reference.source(),
+              pipeline.names(pipeline.GPU_ORDER), text=ex.reference.source())
+    run.find(Kind.CHECKED, step="check_outputs")
+    run.find(Kind.TIMED, step="time_speed", speed_measured=True, speedup=speedup)
+    if speedup < ex.gate:
+        run.find(Kind.SLOW, "speed: under the gate", step="time_speed")
+    if counts is not None:
+        run.counting = SimpleNamespace(result=lambda: counts, marks={}, stop=lambda: None)
+    run.step = "grade_lesson"
+    return run
+
+
+def lesson(run: Run) -> Verdict:
+    """The verdict once the lesson step has judged ``run``."""
+    grade_lesson(run)
+    return run.so_far()
 
 
 def variant(exercise_id: str, key: str) -> str:
@@ -64,9 +81,8 @@ def test_ncus_csv_is_read_into_the_lessons_figures():
 ])
 def test_the_lesson_is_judged_from_the_counters(exercise_id, fixture, skips):
     ex = exercises.get(exercise_id)
-    v = gpu_verdict(exercise_id, ex.gate + 1)
-    v.counters = counters.figures(ex, recorded(fixture))
-    judge_lesson(ex, v)
+    v = lesson(timed(exercise_id, ex.gate + 1, recorded(fixture)))
+    assert v.counters == counters.figures(ex, recorded(fixture))
     if skips is None:
         assert v.speed_passed, v.messages
     else:
@@ -181,8 +197,7 @@ def test_unread_counters_leave_the_lesson_not_measured_never_the_emulators(tmp_p
     if counters.find_ncu() is not None:
         pytest.skip("ncu found outside PATH")
     ex = exercises.get("transpose_padded")
-    v = gpu_verdict(ex.id, ex.gate + 1)
-    lesson_gate(Run(ex, None, ex.reference.source(), text=ex.reference.source()), v)
+    v = lesson(timed(ex.id, ex.gate + 1))
     assert not v.speed_passed and "lesson was not measured" in " ".join(v.messages)
     assert v.counters and "error" in v.counters
 
@@ -338,8 +353,7 @@ def test_an_ncu_that_reads_nothing_leaves_the_lesson_not_measured(tmp_path, monk
     with pytest.raises(counters.CountersUnavailable, match="driver resource was unavailable"):
         counters.measure("transpose_padded", exercises.get("transpose_padded").reference.source())
     ex = exercises.get("transpose_padded")
-    v = gpu_verdict(ex.id, ex.gate + 1)
-    lesson_gate(Run(ex, None, ex.reference.source(), text=ex.reference.source()), v)
+    v = lesson(timed(ex.id, ex.gate + 1))
     assert not v.speed_passed and "lesson was not measured" in " ".join(v.messages)
     assert "driver resource" in v.counters["error"]
 
@@ -415,8 +429,7 @@ def test_an_ncu_that_cannot_be_started_leaves_the_lesson_not_measured(tmp_path, 
     counting = counters.Counting(ex.id)
     with pytest.raises(counters.CountersUnavailable, match="could not be started"):
         counting.result()
-    v = gpu_verdict(ex.id, ex.gate + 1)
-    lesson_gate(Run(ex, None, ex.reference.source(), text=ex.reference.source()), v)
+    v = lesson(timed(ex.id, ex.gate + 1))
     assert not v.speed_passed and "could not be started" in v.counters["error"]
 
 

@@ -14,8 +14,10 @@ import textwrap
 
 import pytest
 
-from tilelab.grading import bubblewrap as bwrap
-from tilelab.grading import enter, limits
+from tilelab.device.backend import Backend
+from tilelab.grading import budget
+from tilelab.isolation import bubblewrap as bwrap
+from tilelab.isolation import enter, limits
 
 pytestmark = pytest.mark.skipif(bwrap.problem() is not None,
                                 reason=f"no sandbox here: {bwrap.problem()}")
@@ -72,6 +74,7 @@ def test_private_tmpfs_mounts_have_a_size(tmp_path):
     assert res.stdout.decode().split() == ["/tmp/x", "ENOSPC", "/dev/shm/x", "ENOSPC"]
 
 
+@pytest.mark.slow
 @needs_cgroup
 def test_a_process_tree_over_the_memory_cap_is_stopped_and_its_cgroup_removed(
         tmp_path, made):
@@ -101,6 +104,7 @@ def test_a_process_tree_over_the_memory_cap_is_stopped_and_its_cgroup_removed(
     assert not any(os.path.exists(f) for f in made[0].folders)
 
 
+@pytest.mark.slow
 @needs_cgroup
 def test_the_whole_trees_cpu_time_is_capped(tmp_path, made):
     res = run_py("""
@@ -176,7 +180,7 @@ def test_a_gpu_kernel_is_graded_inside_its_cgroup(made, capsys):
               f"cgroup={'memory+pids' if made and made[0].caps_memory else 'none'} "
               f"({limits.missing_caps() or 'every cap holds'})")
     assert v.correct and v.speed_measured, v.messages
-    assert "RLIMIT_AS" not in dict(limits.rlimits(sandbox_limits("gpu", 60)))
+    assert "RLIMIT_AS" not in dict(limits.rlimits(sandbox_limits(Backend.GPU, 60)))
     if limits.missing_caps() is None:
         assert made and made[0].caps_memory
         assert not any(os.path.exists(f) for f in made[0].folders)
@@ -210,8 +214,8 @@ def test_a_checks_launches_share_one_time_budget_below_the_sum_of_their_limits()
     from tilelab.catalog import exercises
 
     for ex in exercises.EXERCISES.values():
-        own = [limits.emu_launch_seconds(ex.problem, s) for s in ex.shapes]
-        together = limits.emu_check_seconds(ex.problem, ex.shapes)
+        own = [budget.emu_launch_seconds(ex.problem, s) for s in ex.shapes]
+        together = budget.emu_check_seconds(ex.problem, ex.shapes)
         assert max(own) <= together < sum(own) or len(own) == 1, (ex.id, own, together)
 
 

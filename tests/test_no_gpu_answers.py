@@ -8,7 +8,7 @@ import pytest
 from tilelab import cli
 from tilelab.catalog import exercises
 from tilelab.device import backend
-from tilelab.grading import limits
+from tilelab.grading import budget
 from tilelab.grading.pipeline import evaluate
 
 pytestmark = pytest.mark.skipif(backend.gpu_probe()[0], reason="a GPU is usable here")
@@ -39,12 +39,12 @@ def test_install_advice_fits_a_checkout():
 def test_the_emulators_time_limit_grows_with_the_work(monkeypatch):
     monkeypatch.delenv("TILELAB_EMU_TIMEOUT", raising=False)
     p = exercises.get("naive").problem
-    small, large = (limits.emu_launch_seconds(p, s) for s in ((1, 1, 1), (333, 290, 517)))
+    small, large = (budget.emu_launch_seconds(p, s) for s in ((1, 1, 1), (333, 290, 517)))
     assert small is not None and large is not None
     assert small <= 6 and large > 4 * small
     monkeypatch.setenv("TILELAB_EMU_TIMEOUT", "100")  # the instructor's setting wins
-    assert limits.emu_launch_seconds(p, (1, 1, 1)) is None
-    assert limits.emu_check_seconds(p, [(1, 1, 1), (333, 290, 517)]) is None  # and the budget
+    assert budget.emu_launch_seconds(p, (1, 1, 1)) is None
+    assert budget.emu_check_seconds(p, [(1, 1, 1), (333, 290, 517)]) is None  # and the budget
 
 
 ENDLESS = """
@@ -67,7 +67,7 @@ def test_an_endless_loop_is_stopped_at_the_small_shapes_limit(monkeypatch):
     monkeypatch.delenv("TILELAB_EMU_TIMEOUT", raising=False)
     v = evaluate("naive", ENDLESS, "emu", speed=False)
     text = "\n".join(v.messages)
-    limit = limits.emu_launch_seconds(exercises.get("naive").problem, (1, 1, 1))
+    limit = budget.emu_launch_seconds(exercises.get("naive").problem, (1, 1, 1))
     assert not v.correct and "KernelTimeout" in text
     assert f"did not finish within {limit:g} s" in text
     assert "Likely cause: timed out" in text and "line 8" in text  # the k += 0 loop

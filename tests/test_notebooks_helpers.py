@@ -160,19 +160,54 @@ def test_an_incorrect_kernel_earns_no_speed_points(monkeypatch):
     assert scoring.points(v, award=True).speed == 0
 
 
-@pytest.mark.slow
-def test_the_analysis_comes_in_the_verdict_and_nothing_forks_here(monkeypatch, capsys):
-    """The emulator's table is measured once, in the grader's child; the notebook's own
-    process (a threaded Jupyter kernel) forks no emulator run."""
+def started_processes(monkeypatch) -> list[str]:
+    """What this process starts from now on, counted (and let through): forks, spawns and
+    subprocesses, whoever asks and whatever catches their errors."""
+    import _posixsubprocess
+    import os
+    import subprocess
 
-    def no_fork():
-        raise AssertionError("the notebook's process forked an emulator run")
+    started: list[str] = []
+
+    def counting(owner: object, name: str) -> None:
+        real = getattr(owner, name)
+
+        def spy(*a, **k):
+            started.append(f"{getattr(owner, '__name__', owner)}.{name}")
+            return real(*a, **k)
+        monkeypatch.setattr(owner, name, spy)
+
+    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"):
+        counting(os, name)
+    counting(_posixsubprocess, "fork_exec")  # what subprocess.Popen starts a child with
+    counting(subprocess.Popen, "__init__")
+    return started
+
+
+@pytest.mark.slow
+def test_the_analysis_and_the_picture_come_in_the_verdict_and_nothing_starts_here(
+        monkeypatch, capsys, tmp_path):
+    """The emulator's table and both traces of the picture are measured in the grader's
+    child; the notebook's own process (a threaded Jupyter kernel) starts no process while
+    it reports, decides on the picture and draws it."""
+    from matplotlib import font_manager
+
+    from tilelab.grading.sandbox import grade_source
 
     monkeypatch.setenv("TILELAB_BACKEND", "emu")
-    monkeypatch.setattr("os.fork", no_fork)
-    notebook.check("tiled", tiled_without_barrier(1))
+    monkeypatch.chdir(tmp_path)  # where the picture is written, outside a notebook
+    wrong = tiled_without_barrier(1)
+    v = grade_source("tiled", wrong, backend_name="emu", trace_reference=True)  # the child
+    asked: list[dict] = []
+    monkeypatch.setattr(notebook, "grade_source", lambda *a, **k: asked.append(k) or v)
+    assert font_manager.fontManager  # matplotlib's own font cache, made before the count
+    started = started_processes(monkeypatch)
+    notebook.check("tiled", wrong, show=True)  # the picture drawn too
+    assert started == []
     out = capsys.readouterr().out
     assert "correctness: FAIL" in out and "RACES" in out and "At M=64, N=64, K=64" in out
+    assert "What one block of your kernel read and wrote" in out and "(no picture" not in out
+    assert asked and asked[0]["trace_reference"]
 
 
 def test_setup_in_a_class_run_speaks_of_the_class_grader_not_of_this_notebooks_backend(

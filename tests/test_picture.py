@@ -11,6 +11,7 @@ from PIL import Image
 
 from tilelab import picture
 from tilelab.catalog import exercises
+from tilelab.grading.emu_steps import reference_trace
 from tilelab.grading.sandbox import grade_source
 
 
@@ -22,7 +23,7 @@ def elements(trace: dict, param: str, kind: str) -> dict[int, int]:
 
 def test_the_tiled_reference_reads_one_row_band_of_a_tile_by_tile():
     ex = exercises.get("tiled")
-    t = picture.reference_touch(ex)  # M = N = K = 64: block (1, 0) owns C[0:32, 32:64]
+    t = reference_trace(ex)  # M = N = K = 64: block (1, 0) owns C[0:32, 32:64]
     assert t["block"] == [1, 0, 0]
     a = elements(t, "A", "read")
     assert set(a) == {r * 64 + k for r in range(32) for k in range(64)}
@@ -34,25 +35,27 @@ def test_the_tiled_reference_reads_one_row_band_of_a_tile_by_tile():
 
 
 def test_a_column_read_puts_the_lanes_of_a_warp_in_one_bank():
-    t = picture.reference_touch(exercises.get("transpose_shared"))
+    t = reference_trace(exercises.get("transpose_shared"))
     reads = [w for w in t["warps"] if w["array"] == "tile" and w["kind"] == "read"]
     assert reads and len({w % 32 for w in reads[0]["words"] if w >= 0}) == 1
-    t = picture.reference_touch(exercises.get("transpose_padded"))
+    t = reference_trace(exercises.get("transpose_padded"))
     reads = [w for w in t["warps"] if w["array"] == "tile" and w["kind"] == "read"]
     assert len({w % 32 for w in reads[0]["words"] if w >= 0}) == 32
 
 
 @pytest.mark.slow
-def test_a_learner_kernel_s_own_trace_comes_back_in_the_verdict_and_is_drawn():
+def test_a_learner_kernel_s_trace_and_the_reference_s_come_back_in_the_verdict_and_are_drawn():
     ex = exercises.get("add2d")
     swapped = (ex.reference.source()
                .replace("blockIdx.y * blockDim.y + threadIdx.y;", "ROW;")
                .replace("blockIdx.x * blockDim.x + threadIdx.x;",
                         "blockIdx.y * blockDim.y + threadIdx.y;")
                .replace("ROW;", "blockIdx.x * blockDim.x + threadIdx.x;"))
-    v = grade_source("add2d", swapped, backend_name="emu")
+    v = grade_source("add2d", swapped, backend_name="emu", trace_reference=True)
     assert not v.correct and v.touch  # a wrong kernel without shared memory: traced too
-    ref = picture.reference_touch(ex)
+    ref = v.reference_touch  # traced in the grading child, beside the kernel's
+    assert ref and not picture.differs(ref, reference_trace(ex))
+    assert grade_source("add2d", swapped, backend_name="emu").reference_touch is None  # unasked
     assert picture.differs(v.touch, ref)
     assert not picture.differs(ref, ref)
     png = picture.draw(ex, v.touch, ref)
@@ -63,10 +66,11 @@ def test_a_learner_kernel_s_own_trace_comes_back_in_the_verdict_and_is_drawn():
     assert not np.array_equal(px[:, : img.width // 2], px[:, img.width // 2 : 2 * (img.width // 2)])
 
 
+@pytest.mark.slow
 def test_every_step_s_reference_picture_draws():
     for ex_id in ("stencil", "block_sum", "matmul_at"):
         ex = exercises.get(ex_id)
-        ref = picture.reference_touch(ex)
+        ref = reference_trace(ex)
         png = picture.draw(ex, ref, ref)
         assert Image.open(io.BytesIO(png)).width <= 1280
 

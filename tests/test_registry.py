@@ -171,6 +171,7 @@ CUT_SHORT = {  # a kernel correct on every small shape, wrong past a bound it ha
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("old,new", CUT_SHORT.values(), ids=CUT_SHORT.keys())
 def test_a_kernel_that_hard_codes_a_bound_fails_a_graded_shape(old, new):
     import numpy as np

@@ -11,7 +11,8 @@ import time
 import psutil
 
 from tilelab.device import runtime
-from tilelab.grading import limits, sandbox
+from tilelab.grading import sandbox
+from tilelab.isolation import limits
 
 
 def test_the_worker_runs_in_a_session_of_its_own(tmp_path):
@@ -45,8 +46,9 @@ def test_a_timed_out_worker_is_killed_with_what_it_started(tmp_path):
 def test_the_worker_caps_its_own_resources():
     code = (
         "import resource\n"
+        "from tilelab.device.backend import Backend\n"
         "from tilelab.grading.worker import limit_resources\n"
-        "limit_resources('emu')\n"
+        "limit_resources(Backend.EMU)\n"
         "print(resource.getrlimit(resource.RLIMIT_FSIZE)[0], "
         "resource.getrlimit(resource.RLIMIT_AS)[0], resource.getrlimit(resource.RLIMIT_CORE)[0])"
     )

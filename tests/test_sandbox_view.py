@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from tilelab import settings
-from tilelab.grading import bubblewrap as bwrap
-from tilelab.grading import limits, sandbox
+from tilelab.grading import sandbox
+from tilelab.isolation import bubblewrap as bwrap
+from tilelab.isolation import limits
 
 pytestmark = pytest.mark.skipif(bwrap.problem() is not None,
                                 reason=f"no sandbox here: {bwrap.problem()}")
@@ -89,6 +90,7 @@ def assert_only(view: dict, allowed: list[str], writable: list[str]) -> None:
     assert [p for p in view["writable"] if not under(p, writable)] == []
 
 
+@pytest.mark.slow
 def test_a_grading_worker_sees_its_kernel_and_scratch_only(tmp_path, monkeypatch):
     course_beside(tmp_path)
     monkeypatch.chdir(tmp_path / "course")
@@ -104,6 +106,7 @@ def test_a_grading_worker_sees_its_kernel_and_scratch_only(tmp_path, monkeypatch
                 [bwrap.WORK, "/tmp", "/dev/shm"])
 
 
+@pytest.mark.slow
 def test_a_cache_build_sees_its_folder_and_scratch_only(tmp_path, monkeypatch):
     # the base cache is built as every sandbox runs: bwrap.run over a fresh folder, no binds
     course_beside(tmp_path)
@@ -116,6 +119,7 @@ def test_a_cache_build_sees_its_folder_and_scratch_only(tmp_path, monkeypatch):
     assert_only(view, [bwrap.WORK, "/tmp", "/dev/shm"], [bwrap.WORK, "/tmp", "/dev/shm"])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_notebook_kernel_sees_its_submission_and_verdicts_only(tmp_path, monkeypatch):
     import nbformat

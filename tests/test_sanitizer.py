@@ -1,5 +1,5 @@
 """compute-sanitizer's two tools run at once, are read back as before, and never outlive the
-grading step; a problem they find takes back what the grader did meanwhile. A stand-in
+grading step; a problem they find is judged as if found before anything was timed. A stand-in
 compute-sanitizer on PATH plays the tool here (no GPU); the real one runs in the `gpu`
 tests of test_gpu_grading.py."""
 
@@ -15,9 +15,9 @@ from tilelab.catalog import exercises
 from tilelab.catalog.reference import KERNELS, tiled_without_barrier
 from tilelab.device.runtime import get_runtime
 from tilelab.emu import errors
-from tilelab.grading import pipeline, sanitizer
+from tilelab.grading import gpu_steps, pipeline, sanitizer
 from tilelab.grading.correctness import launch
-from tilelab.grading.verdict import Verdict
+from tilelab.grading.judge import Kind
 
 # Each tool waits for the other one to have started: run one after the other, the first
 # would give up and report no summary.
@@ -125,56 +125,41 @@ def test_a_tool_skipped_is_ended_at_once_and_reported_as_not_run(stand_in):
     assert not os.path.exists(tools._tmp.name)
 
 
-def speed_run_meanwhile(v: Verdict, passed: bool = True) -> None:
-    """What the speed run, the lesson and the emulator's count add to a correct verdict."""
-    v.traffic = {"counted": "meanwhile"}
-    v.messages.append("a remark made meanwhile")
-    v.speed_measured, v.speedup, v.speed_passed = True, 2.5, passed
-    v.counters = {"source": "ncu"}
-    v.step_seconds["speed"] = 1.5
-
-
-def correct_before_the_speed_run(*messages: str) -> tuple[pipeline.Run, Verdict]:
-    """A kernel correct until the speed run, the sanitizer running beside it: the run and
-    the verdict as the speed step keeps it."""
+def timed_meanwhile(message: str | None = None) -> pipeline.Run:
+    """A GPU grade right at every shape, the sanitizer run beside it, and what the timed
+    run, the lesson and the emulator's count found meanwhile (read before the sanitizer)."""
     ex = exercises.get("tiled")
-    run = pipeline.Run(ex, get_runtime("emu"), "", text=KERNELS["tiled16"].source())
-    v = Verdict.for_exercise(ex, "gpu")
-    v.correct = True
-    v.messages.extend(messages)
+    run = pipeline.Run(ex, get_runtime("emu"), "", pipeline.names(pipeline.GPU_ORDER),
+                       text=KERNELS["tiled16"].source())
+    run.find(Kind.CHECKED, message, step="check_outputs")
+    run.find(Kind.NOTE, "correct on 9 shapes", step="time_speed")
+    run.find(Kind.TIMED, step="time_speed", speed_measured=True, speedup=2.5)
+    run.find(Kind.NOTE, step="take_traffic", traffic={"counted": "meanwhile"})
+    run.find(Kind.NOTE, "the lesson, from the counters", step="grade_lesson",
+             counters={"source": "ncu"})
     run.sanitizing = sanitizer.Sanitizers(ex.id, timeout=60)
     run.sanitizing.go(run.text)
-    run.kept = Verdict.from_dict(v.to_dict())  # as the speed step keeps it
-    return run, v
+    run.step = "take_sanitizer"
+    return run
 
 
-def test_the_grader_takes_back_what_it_did_while_a_tool_found_a_problem(stand_in):
-    run, v = correct_before_the_speed_run("correct at every shape")
-    speed_run_meanwhile(v)
-    assert pipeline.sanitizer_verdict(run, v)
+def test_a_problem_the_tools_find_is_judged_before_anything_timed(stand_in):
+    run = timed_meanwhile("correct at every shape")
+    gpu_steps.take_sanitizer(run)
+    v = run.so_far()
     assert not v.correct and v.traffic is None and v.counters is None
     assert not v.speed_measured and v.speedup is None and v.speed_passed is None
     assert v.messages == ["correct at every shape", v.sanitizer["racecheck"]["summary"]]
-    assert v.step_seconds == {"speed": 1.5}  # what the steps took is kept, the tools' too
-    assert {"racecheck_read", "memcheck_read"} <= set(v.timeline)
-    assert run.sanitizing is None and run.kept is None
+    assert {"racecheck_read", "memcheck_read"} <= set(run.timeline)  # the tools' own times
+    assert run.sanitizing is None
 
 
-def test_a_kernel_the_speed_run_fails_takes_the_sanitizers_finding_first(stand_in):
-    """In turn, the sanitizer would have judged it before anything was timed."""
-    run, v = correct_before_the_speed_run()
-    v.correct = False
-    v.messages.append("the speed run's launch 4 of 25 computed a wrong result")
-    assert pipeline.sanitizer_verdict(run, v)
-    assert not v.correct and v.messages == [v.sanitizer["racecheck"]["summary"]]
-
-
-def test_a_clean_sanitizer_leaves_the_speed_runs_verdict(stand_in, monkeypatch):
+def test_a_clean_sanitizer_leaves_the_timed_runs_verdict(stand_in, monkeypatch):
     monkeypatch.setattr(sanitizer, "parse", lambda tool, out: {
         "tool": tool, "errors": 0, "summary": f"compute-sanitizer {tool}: 0 problem(s)"})
-    run, v = correct_before_the_speed_run()
-    speed_run_meanwhile(v)
-    assert pipeline.sanitizer_verdict(run, v)
+    run = timed_meanwhile()
+    gpu_steps.take_sanitizer(run)
+    v = run.so_far()
     assert v.correct and v.speed_passed and v.speedup == 2.5 and v.counters == {"source": "ncu"}
     assert set(v.sanitizer) == {"racecheck", "memcheck"}
 
@@ -237,19 +222,19 @@ def test_the_references_stay_clean_at_the_small_sanitizer_shape(name, exercise_i
     assert not emulator_flags(exercise_id, source, sanitizer.grading_shape(exercise_id)), name
 
 
-def test_a_kernel_failed_meanwhile_keeps_the_verdict_it_had_without_the_sanitizer(stand_in):
-    # the checks and the emulator's schedules run while the tools do; when they fail the
-    # kernel (no speed run, nothing kept), the tools' findings are no part of the verdict
-    # (in turn, the sanitizer would not have run)
+def test_a_kernel_wrong_before_keeps_the_verdict_it_had_without_the_sanitizer(stand_in):
+    # the checks and the emulator's schedules run while the tools do; when they find the
+    # kernel wrong, the sanitizer's step is not run (in turn, it would not have been) and
+    # its tools are stopped unread
     ex = exercises.get("tiled")
-    run = pipeline.Run(ex, get_runtime("emu"), "", text=KERNELS["tiled32"].source())
-    v = Verdict.for_exercise(ex, "gpu")
+    run = pipeline.Run(ex, get_runtime("emu"), "", pipeline.names(pipeline.GPU_ORDER),
+                       text=KERNELS["tiled32"].source())
     tools = sanitizer.Sanitizers(ex.id, timeout=60)
     tools.go(run.text)
     run.sanitizing = tools
-    v.correct = False
-    v.messages.append("right on this GPU, but not on the emulator")
-    assert pipeline.sanitizer_verdict(run, v)
+    run.find(Kind.CHECKED, step="check_outputs")
+    run.find(Kind.WRONG, "right on this GPU, but not on the emulator", step="take_schedules")
+    v = pipeline.grade(run, [gpu_steps.take_sanitizer])
     assert v.sanitizer == {} and v.messages == ["right on this GPU, but not on the emulator"]
+    assert "take_sanitizer" not in v.step_seconds
     assert all(t.proc.poll() is not None for t in tools.tools.values())  # stopped, reaped
-    assert run.sanitizing is None

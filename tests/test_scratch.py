@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tilelab.catalog import exercises
-from tilelab.grading import bubblewrap, scratch
+from tilelab.isolation import bubblewrap, scratch
 
 REPO = Path(__file__).resolve().parents[1]
 ENDLESS = ("__global__ void matmul_tiled(const float* A, const float* B, float* C, int M, "
@@ -81,7 +81,7 @@ def test_a_check_told_to_stop_kills_its_sandbox_and_removes_its_folder(tmp_path)
 
 def test_a_live_processs_folder_is_never_swept(tmp_path):
     live = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from tilelab.grading import scratch; "
+        [sys.executable, "-c", "import sys, time; from tilelab.isolation import scratch; "
          "print(scratch.make('x'), flush=True); time.sleep(60)"],
         env=_env(tmp_path), stdout=subprocess.PIPE, text=True)
     try:
@@ -98,7 +98,7 @@ CLASS_RUN = """
 import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
-from test_classroom import slow_notebook, small_class, write_submissions
+from support.classroom import slow_notebook, small_class, write_submissions
 from tilelab import classroom
 root = Path(sys.argv[1])
 small_class(root, ["alice"])
@@ -142,6 +142,7 @@ def test_a_class_run_leaves_no_folder_and_stops_a_notebook_at_its_budget(tmp_pat
         assert stopped_note == (student == "slow")
 
 
+@pytest.mark.slow
 def test_the_kernels_socket_folder_stays_short_under_a_deep_tmpdir(tmp_path):
     """A Unix socket's path holds at most 107 bytes: under a deep ``$TMPDIR`` (pytest-xdist's
     own made one) every notebook of a class run failed to start its kernel."""

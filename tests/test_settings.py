@@ -38,6 +38,7 @@ def test_a_bad_value_names_the_variable(monkeypatch, var, value):
         var.get()
 
 
+@pytest.mark.slow
 def test_a_bad_value_does_not_break_imports():
     env = dict(os.environ, TILELAB_GRADE_TIMEOUT="five", TILELAB_CELL_TIMEOUT="x")
     code = "import tilelab.notebook, tilelab.classroom, tilelab.grading.sandbox, tilelab.cli"

@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 FEW_SHAPES = ((1, 1, 1), (37, 53, 29), (257, 300, 129))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(sgemm.kernel_refs()))
 def test_every_step_and_configuration_is_right_on_the_emulator(key, rng):
     ref = sgemm.kernel_refs()[key]
@@ -100,6 +101,7 @@ def test_fp32_peak_of_an_h100():
     assert sgemm.fp32_peak_tflops(132, 1_980_000, (9, 0)) == pytest.approx(66.9, abs=0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="needs nvcc")
 def test_ptxas_rows_without_a_gpu():
     rows, gpu = measured.ptxas_rows(REPO / "book" / "data")

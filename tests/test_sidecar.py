@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from support import running
 
-from tilelab.grading import ahead, bubblewrap, counters, sanitizer
+from tilelab.grading import ahead, counters, sanitizer
 from tilelab.grading.sidecar import Sidecar
+from tilelab.isolation import bubblewrap
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,7 @@ import pytest
 from tilelab.catalog import exercises
 from tilelab.classroom import course, submissions
 from tilelab.classroom.jupyter_sandbox import REFERENCE_KERNELS
-from tilelab.grading import bubblewrap as sandbox
+from tilelab.isolation import bubblewrap as sandbox
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = sorted((REPO / "solutions").glob("*/*.ipynb"))

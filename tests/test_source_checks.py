@@ -137,7 +137,8 @@ def test_one_include_allow_list():
     from tilelab.emu.checks import ALLOWED_INCLUDES
     from tilelab.grading.source_checks import ALLOWED_INCLUDES as GRADER
 
-    assert set(ALLOWED_INCLUDES) == set(GRADER)
+    # one list by design: the grader's is the emulator's own object, never a copy
+    assert GRADER is ALLOWED_INCLUDES
     assert validate_source("#include <cassert>\n" + OK)
 
 
@@ -151,6 +152,7 @@ ADVERSARIAL = {  # each near the size cap; every scan of them must stay linear
 }
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)  # a guard against a hang: each scan takes well under a second
 @pytest.mark.parametrize("src", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
 def test_scans_of_adversarial_sources_end(src):

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tilelab import settings
+from tilelab.device.backend import Backend
 from tilelab.grading import cache
 from tilelab.grading.verdict import Verdict
 
@@ -33,7 +34,7 @@ def test_a_hidden_test_waits_for_the_verdict_the_clean_grade_is_still_measuring(
     stored = Verdict("naive", "emu", correct=True, messages=["measured"])
     t = _later(0.4, lambda: cache.cache_verdict(folder, SOURCE, stored))
     t0 = time.monotonic()
-    got = cache.cached_verdict("naive", SOURCE)
+    got = cache.cached_verdict("naive", SOURCE, Backend.EMU)
     t.join()
     assert time.monotonic() - t0 >= 0.35  # it waited for the file, not for the deadline
     assert got is not None and got.correct and got.messages == ["measured", cache.NOTE]
@@ -52,20 +53,22 @@ def test_a_source_the_clean_grade_never_grades_waits_only_until_it_is_done(
     if wait == "0":  # marked done before the read: nothing to wait for
         t.join()
     t0 = time.monotonic()
-    got = cache.cached_verdict("naive", SOURCE + "// changed")
+    got = cache.cached_verdict("naive", SOURCE + "// changed", Backend.EMU)
     t.join()
     assert time.monotonic() - t0 < 10
     assert got is not None and not got.correct and got.points_correct == 0
     assert "is not the text of the notebook's submitted kernel cell" in got.messages[0]
     assert "tilelab_verdict.txt" in got.messages[0]
-    assert cache.cached_verdict("naive", SOURCE).correct  # the submitted one's, as ever
+    assert cache.cached_verdict("naive", SOURCE, Backend.EMU).correct  # the submitted one's
 
 
 def test_a_verdict_not_ready_within_the_wait_says_so_and_earns_nothing_here(
         folder, monkeypatch):
     monkeypatch.setenv(settings.VERDICT_WAIT.name, "0.3")
-    got = cache.cached_verdict("naive", SOURCE)
+    monkeypatch.setenv(settings.BACKEND.name, "auto")  # the backend is the caller's, decided
+    got = cache.cached_verdict("naive", SOURCE, Backend.EMU)
     assert got is not None and not got.correct and got.points_correct == 0
+    assert got.backend == "emu"
     assert "still grading this kernel 0.3 s after" in got.messages[0]
     assert "tilelab_verdict.txt" in got.messages[0]
 
@@ -73,7 +76,7 @@ def test_a_verdict_not_ready_within_the_wait_says_so_and_earns_nothing_here(
 def test_without_a_wait_a_missing_verdict_is_none_at_once(folder, monkeypatch):
     monkeypatch.delenv(settings.VERDICT_WAIT.name, raising=False)
     t0 = time.monotonic()
-    assert cache.cached_verdict("naive", SOURCE) is None
+    assert cache.cached_verdict("naive", SOURCE, Backend.EMU) is None
     assert time.monotonic() - t0 < 1
 
 

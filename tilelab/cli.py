@@ -14,6 +14,8 @@ from pathlib import Path
 
 from tilelab import settings
 from tilelab.catalog import exercises
+from tilelab.device import backend as backends
+from tilelab.device.backend import Backend
 from tilelab.grading import gates
 
 LESSON_HELP = ("on a GPU whose performance counters cannot be read (ncu missing, or counters "
@@ -57,15 +59,14 @@ def cmd_list(a: argparse.Namespace) -> int:
     return 0
 
 
-def counters_ready(prog: str, backend_name: str | None, speed: bool,
+def counters_ready(prog: str, backend: Backend | None, speed: bool,
                    lesson_without_counters: bool) -> bool:
     """Before grading on a GPU: whether the GPU's counters, which grade the lessons, can be
-    read (or the instructor grades lessons as not measured); says what to do otherwise."""
-    from tilelab.device import backend
-
+    read (or the instructor grades lessons as not measured); says what to do otherwise
+    (``backend`` None: tasks grade elsewhere, each on its own)."""
     if lesson_without_counters:
         os.environ[settings.LESSON_WITHOUT_COUNTERS.name] = "1"
-    if not speed or (backend_name or backend.active()) != "gpu":
+    if not speed or backend is not Backend.GPU:
         return True
     from tilelab.grading import counters  # (numpy: only where a GPU grades)
 
@@ -101,7 +102,7 @@ def cmd_check(a: argparse.Namespace) -> int:
     if not path.is_file():
         print(f"tilelab check: no such file: {path}", file=sys.stderr)
         return 2
-    if a.backend == "gpu" and (
+    if a.backend is Backend.GPU and (
         code := no_gpu("check", "--backend gpu",
                        "or check on the CPU emulator: --backend emu (correctness, races, bank "
                        "conflicts and traffic; no speed)")):
@@ -148,8 +149,7 @@ def cmd_grade(a: argparse.Namespace) -> int:
     from tilelab.classroom import summary as class_summary
     from tilelab.classroom.inline import inline
     from tilelab.classroom.run import NO_SANDBOX_WARNING
-    from tilelab.device import backend as backends
-    from tilelab.grading import bubblewrap
+    from tilelab.isolation import bubblewrap
 
     if a.workers < 1:
         print(f"tilelab grade: --workers must be at least 1 (got {a.workers})", file=sys.stderr)
@@ -172,16 +172,16 @@ def cmd_grade(a: argparse.Namespace) -> int:
         print(f"tilelab grade: {Path(a.course).resolve()} is not a course folder ({exc}); run "
               "it in the course repository, or name it with --course", file=sys.stderr)
         return 2
-    # on a remote cluster each worker uses its own backend unless one is named
-    backend = a.backend if a.scheduler else (a.backend or backends.active())
+    backend = a.backend  # on a remote cluster, None: each worker's own unless one is named
     errors: tuple[type[Exception], ...] = ()
-    if a.workers == 1 and not a.scheduler and (a.tasks_per_gpu == 1 or backend != "gpu"):
+    on_gpu = backend is Backend.GPU
+    if a.workers == 1 and not a.scheduler and (a.tasks_per_gpu == 1 or not on_gpu):
         run_tasks = inline
     else:
         from tilelab.cluster.run import on_dask
         from tilelab.cluster.start import ClusterError
 
-        run_tasks, errors = on_dask(a.workers, a.scheduler, gpus=backend == "gpu"
+        run_tasks, errors = on_dask(a.workers, a.scheduler, gpus=on_gpu
                                     and not a.scheduler, tasks_per_gpu=a.tasks_per_gpu), (
                                         ClusterError,)
     try:
@@ -291,10 +291,12 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 def cmd_release(a: argparse.Namespace) -> int:
     from tilelab import classroom, picture
+    from tilelab.grading.emu_steps import reference_trace
 
     for name in a.assignment or exercises.ASSIGNMENTS:
         folder = Path(a.course) / "solutions" / name
-        for path in picture.write_reference_pictures(folder, exercises.ASSIGNMENTS[name]):
+        for path in picture.write_reference_pictures(folder, exercises.ASSIGNMENTS[name],
+                                                     reference_trace):
             print(f"drew {path}")
     for path in classroom.release(a.course, a.assignment):
         print(f"released {path}")
@@ -350,7 +352,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
 def cmd_backend(a: argparse.Namespace) -> int:
     from tilelab.device.runtime import get_runtime
 
-    print(get_runtime().describe())
+    print(get_runtime(backends.resolve()).describe())
     return 0
 
 
@@ -472,6 +474,15 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def chosen_backend(a: argparse.Namespace) -> Backend | None:
+    """The backend a command runs on, decided here once and passed down: the one named,
+    else this machine's; None for a class graded on a remote cluster with none named (each
+    worker's own)."""
+    if a.backend is None and getattr(a, "scheduler", None):
+        return None
+    return backends.resolve(a.backend)
+
+
 def _stop(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -484,10 +495,12 @@ def main(argv: list[str] | None = None) -> int:
               if threading.current_thread() is threading.main_thread()
               and signal.getsignal(s) == signal.SIG_DFL}
     try:
+        if hasattr(a, "backend"):
+            a.backend = chosen_backend(a)
         code = a.func(a)
         sys.stdout.flush()  # here, where a reader that has gone is caught
         return code
-    except (gates.GatesError, settings.SettingsError) as exc:
+    except (gates.GatesError, settings.SettingsError, backends.BackendError) as exc:
         print(f"tilelab {a.cmd}: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `tilelab list | head`: the reader has gone; nothing to say

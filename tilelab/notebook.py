@@ -2,8 +2,9 @@
 
 Everything here is light (no nbgrader), so it works in Colab with only the package and
 PyCUDA installed. :func:`check` never raises on a wrong kernel: it prints what is wrong.
-Nothing of the learner's kernel runs in this process: the grader's child measures it and
-sends back a verdict, the emulator's analysis included; this module only prints it.
+Nothing runs in this process, neither the learner's kernel nor the reference: the
+grader's child measures it and sends back a verdict, the emulator's analysis and both
+traces of the picture included; this module only prints it (and draws the picture).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from tilelab import picture, settings
 from tilelab.catalog import exercises
 from tilelab.device import backend
+from tilelab.device.backend import Backend
 from tilelab.grading import scoring
 from tilelab.grading.sandbox import grade_source
 from tilelab.grading.verdict import Verdict
@@ -25,10 +27,10 @@ CLASS_GRADING_ENV = settings.CLASS_GRADING.name
 def backend_line() -> str:
     """One line naming where kernels run: the GPU's name, or the CPU emulator."""
     try:
-        chosen = backend.active()
+        chosen = backend.resolve()
     except backend.BackendError as exc:
         return f"Backend: none usable ({exc})"
-    if chosen == "gpu":
+    if chosen is Backend.GPU:
         return f"Backend: GPU {backend.gpu_probe()[1]} (PyCUDA)"
     return f"Backend: CPU emulator (no GPU: {backend.gpu_probe()[1]})"
 
@@ -79,7 +81,8 @@ def check(exercise_id: str, source: str, show: bool = False) -> None:
         if settings.CLASS_GRADING.get():
             print("(the visible check is skipped during class grading: the hidden tests grade it)")
             return
-        verdict = grade_source(ex.id, source)
+        verdict = grade_source(ex.id, source, backend_name=backend.resolve(),
+                               trace_reference=True)
         print(scoring.report(verdict, settings.AWARD_SPEED_WITHOUT_GPU.get()))
     except Exception as exc:  # the check must explain, never raise
         print(backend_line())
@@ -87,7 +90,8 @@ def check(exercise_id: str, source: str, show: bool = False) -> None:
         return
     if verdict.speed_measured and verdict.gpu and verdict.gpu.strip() != exercises.GRADING_GPU:
         print(f"(advisory: {speed_advice(verdict.gpu)})")
-    if verdict.backend == "emu" and verdict.compiled and (text := scoring.analysis_text(verdict)):
+    text = scoring.analysis_text(verdict) if verdict.compiled else ""
+    if verdict.backend == Backend.EMU and text:
         print()
         print(text)
     if "printf" in source:
@@ -101,15 +105,21 @@ PRINTF_NOTE = ("(printf output is not shown here: the check runs your kernel in 
 
 
 def show_picture(ex: exercises.Exercise, verdict: Verdict, asked: bool) -> None:
-    """Draw the kernel's trace when asked, or when it explains a failure: the kernel
-    touched other elements than the reference, or a bank gate failed. Never raises."""
+    """Draw the kernel's trace beside the reference's, both in the verdict (nothing is run
+    here), when asked, or when it explains a failure: the kernel touched other elements
+    than the reference, or a bank gate failed. Never raises."""
     if not verdict.touch:
         if asked:
             print("(no picture: it is drawn from the CPU emulator's run of a kernel that "
                   "compiles; on a GPU, set TILELAB_BACKEND=emu to draw it)")
         return
+    ref = verdict.reference_touch
+    if ref is None:
+        if asked:
+            print("(no picture: the grader sent no trace of the reference kernel with this "
+                  "verdict)")
+        return
     try:
-        ref = picture.reference_touch(ex)
         bank_failed = verdict.bank_degree is not None and verdict.speed_passed is False
         if not (asked or bank_failed or (not verdict.correct
                                          and picture.differs(verdict.touch, ref))):
@@ -140,7 +150,7 @@ def display_png(png: bytes, name: str) -> None:
 def grade(exercise_id: str, source: str) -> Verdict:
     """The hidden correctness test: grade ``source`` in the grader's clean process, print
     the report, return the verdict (for :func:`assert_speed`)."""
-    verdict = grade_source(exercises.get(exercise_id).id, source)
+    verdict = grade_source(exercises.get(exercise_id).id, source, backend_name=backend.resolve())
     print(wrapped(scoring.report(verdict, settings.AWARD_SPEED_WITHOUT_GPU.get())))
     return verdict
 

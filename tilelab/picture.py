@@ -7,7 +7,9 @@ shared-memory access, which word each lane of its first warp-wide request touche
 buffer and direction, the learner's kernel on the left, the course's reference on the
 right, one colour per phase (tiled kernels load a tile pair per phase); and, for the
 shared-memory access with the most conflicts, the 32 lanes of a warp over the 32 banks.
-Nothing here runs a learner's code: their trace comes back in the verdict. Matplotlib is
+Nothing here runs a kernel, the learner's or the reference's: both traces come back in
+the verdict (:attr:`~tilelab.grading.verdict.Verdict.reference_touch`), and the release's
+pictures are drawn from a trace it is given. Matplotlib is
 imported only once a picture is drawn: a notebook imports this module at its first cell,
 and matplotlib alone took a second of that.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,6 @@ from PIL import Image
 
 from tilelab.catalog import exercises
 from tilelab.catalog.exercises import Exercise
-from tilelab.device.runtime import get_runtime
 
 WIDTH_IN = 9.0  # 990 px at DPI: readable at 1280 px without scaling
 DPI = 110
@@ -32,21 +34,6 @@ ROW = 64  # elements per row when a 1-D buffer is drawn
 PHASE_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
                  "#e377c2", "#17becf"]
 UNTOUCHED = "#eeeeee"
-
-
-def reference_touch(ex: Exercise) -> dict[str, Any]:
-    """The trace of the course's own reference kernel at the problem's analysis shape (the
-    expected pattern; a trusted source, run in this process's emulator)."""
-    rt = get_runtime("emu")
-    fn = rt.SourceModule(ex.reference.source(), analysis=True).get_function(ex.kernel)
-    shape = ex.problem.analysis_shape
-    inputs = ex.problem.make_inputs(shape, np.random.default_rng(0))
-    bufs = {name: rt.to_device(arr) for name, arr in inputs.items()}
-    out = np.zeros(ex.problem.output_shape(shape), np.float32)
-    bufs[ex.problem.output] = rt.to_device(out)
-    fn(*ex.problem.arguments(bufs, shape), block=ex.launch.block,
-       grid=ex.launch.grid(ex.problem.sizes(shape)))
-    return fn.last_report.analysis.touch
 
 
 def buffer_shapes(ex: Exercise) -> dict[str, tuple[int, int]]:
@@ -216,9 +203,11 @@ def is_current(path: Path, ex: Exercise) -> bool:
         return False
 
 
-def write_reference_pictures(folder: Path, ids: tuple[str, ...]) -> list[Path]:
+def write_reference_pictures(folder: Path, ids: tuple[str, ...],
+                             trace: Callable[[Exercise], dict[str, Any]]) -> list[Path]:
     """Draw, into ``folder/pictures``, the reference picture of each step whose picture is
-    missing or shows another reference; return those written."""
+    missing or shows another reference, from the reference's ``trace``
+    (:func:`tilelab.grading.emu_steps.reference_trace`); return those written."""
     written = []
     for ex_id in ids:
         ex = exercises.get(ex_id)
@@ -226,6 +215,6 @@ def write_reference_pictures(folder: Path, ids: tuple[str, ...]) -> list[Path]:
         if is_current(path, ex):
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(draw(ex, None, reference_touch(ex), {SOURCE_KEY: reference_digest(ex)}))
+        path.write_bytes(draw(ex, None, trace(ex), {SOURCE_KEY: reference_digest(ex)}))
         written.append(path)
     return written

@@ -132,7 +132,7 @@ VERDICT_WAIT: Variable[float] = Variable(
     "grades beside the notebook (0: not at all)")
 SANDBOXED: Variable[bool] = Variable(
     "TILELAB_SANDBOXED", "", lambda t: bool(t), "any non-empty value",
-    "set inside a bubblewrap sandbox (tilelab.grading.bubblewrap): grading there starts "
+    "set inside a bubblewrap sandbox (tilelab.isolation.bubblewrap): grading there starts "
     "no second one")
 BOOK_DATA: Variable[str | None] = Variable(
     "TILELAB_BOOK_DATA", "", _optional, "a folder",
@@ -143,7 +143,7 @@ BOOK_STRICT: Variable[bool | None] = Variable(
 
 GPU_LOCK: Variable[str | None] = Variable(
     "TILELAB_GPU_LOCK", "", _optional, "a folder",
-    "the lock folder of the GPU a class run's grading tasks share (tilelab.grading.gpulock): "
+    "the lock folder of the GPU a class run's grading tasks share (tilelab.isolation.gpulock): "
     "untimed GPU work holds it shared, a timed round alone; set by the class run per GPU")
 COUNTERS_LOCK: Variable[str] = Variable(
     "TILELAB_COUNTERS_LOCK", "alone", _choice("alone", "shared"), "one of alone, shared",

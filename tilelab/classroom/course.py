@@ -30,8 +30,9 @@ from tilelab import publish
 from tilelab.catalog import exercises
 from tilelab.classroom import active_content
 from tilelab.classroom.jupyter_sandbox import sandbox_autograde
-from tilelab.grading import scoring, scratch
+from tilelab.grading import scoring
 from tilelab.grading.verdict import Verdict
+from tilelab.isolation import scratch
 
 CONFIG_FILE = "nbgrader_config.py"
 CSV_FILE = "grades.csv"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from tilelab.grading import scratch
+from tilelab.isolation import scratch
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37

@@ -2,7 +2,7 @@
 
 A class run points nbgrader's ``Execute`` preprocessor at
 :class:`SandboxedKernelManager` (``kernel_manager_class``). The kernel then runs under
-bubblewrap (see :mod:`tilelab.grading.bubblewrap`): no network (it has its own, empty, network
+bubblewrap (see :mod:`tilelab.isolation.bubblewrap`): no network (it has its own, empty, network
 namespace), the submission's folder read-only as its working folder, a private ``/tmp``,
 the verdict cache of the class run read-only, the ``tilelab`` package without its
 reference kernels, and nothing else of the course.
@@ -28,9 +28,9 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Dict, Float, Int, Unicode
 
 from tilelab import settings
-from tilelab.grading import bubblewrap as sandbox
-from tilelab.grading import scratch
-from tilelab.grading.limits import Cgroup, Limits, shim, sized_folder, unmount
+from tilelab.isolation import bubblewrap as sandbox
+from tilelab.isolation import scratch
+from tilelab.isolation.limits import Cgroup, Limits, shim, sized_folder, unmount
 
 #: The course's reference kernels, hidden from a notebook (its hidden tests read the class
 #: run's verdicts; nothing a notebook runs needs them).
@@ -100,7 +100,7 @@ class SandboxedKernelManager(AsyncKernelManager):
     def shares_gpu(self) -> bool:
         """Whether the notebook gets no GPU: asked for (:attr:`no_gpu`), or this class
         run's GPU is shared by several grading tasks (a lock named,
-        :mod:`tilelab.grading.gpulock`). In a class run its visible checks stand aside and
+        :mod:`tilelab.isolation.gpulock`). In a class run its visible checks stand aside and
         its hidden tests read the clean grader's verdicts, so it needs none; without one it
         cannot put work beside a timed launch, nor hold the GPU from one."""
         return self.no_gpu or bool(settings.GPU_LOCK.get())

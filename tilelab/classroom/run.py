@@ -36,7 +36,7 @@ from tilelab.classroom.progress import Progress
 from tilelab.classroom.steps import VERDICT_FILE
 from tilelab.classroom.writer import Writer
 from tilelab.device import backend as backends
-from tilelab.grading import bubblewrap, limits
+from tilelab.isolation import bubblewrap, limits
 
 NO_SANDBOX_WARNING = (
     "GRADED WITHOUT A SANDBOX (--no-sandbox): every submitted notebook and kernel ran with "
@@ -103,7 +103,7 @@ def grade_class(
     anyone else is reported in ``unknown_students``. ``sandboxed`` (the default): every
     kernel is graded, and every notebook run, in a bubblewrap sandbox that sees only its
     own submission (where tasks run here, raises
-    :class:`~tilelab.grading.bubblewrap.SandboxUnavailable`, saying what to install, where
+    :class:`~tilelab.isolation.bubblewrap.SandboxUnavailable`, saying what to install, where
     none can be made; a remote task without one is refused and graded again next run);
     False runs learners' code with the instructor's rights. Returns the summary
     (:mod:`tilelab.classroom.summary`)."""
@@ -121,7 +121,7 @@ def grade_class(
             f"{len(enrolled)}); add them with `nbgrader db student add` or "
             "`nbgrader db student import`, or check the spelling")
     work, strangers = course.to_grade(api, assignments, students)
-    chosen = backend or (None if run_tasks.remote else backends.active())
+    chosen = None if backend is None and run_tasks.remote else backends.resolve(backend)
     all_gates = {e.id: (gates or {}).get(e.id, e.gate) for e in exercises.EXERCISES.values()}
     out = summary.start(chosen, award_speed_without_gpu, all_gates, run_tasks.where)
     course.report_strangers(out, out["failures"], strangers)

@@ -31,10 +31,11 @@ from nbgrader.apps.api import NbGraderAPI
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.classroom import course, guards, jupyter_sandbox, submissions
-from tilelab.grading import scoring, scratch
+from tilelab.grading import scoring
 from tilelab.grading.cache import cache_verdict, mark_done
 from tilelab.grading.sandbox import grade_source
 from tilelab.grading.verdict import Verdict
+from tilelab.isolation import scratch
 
 VERDICT_FILE = "tilelab_verdict"
 
@@ -174,7 +175,7 @@ def refuse(run: ClassRun, sub: Submission, refusal: Refusal) -> None:
 
 
 def off_the_gpu(run: ClassRun) -> dict[str, str | None]:
-    """Where several tasks share this GPU (its lock named, :mod:`tilelab.grading.gpulock`),
+    """Where several tasks share this GPU (its lock named, :mod:`tilelab.isolation.gpulock`),
     the notebook runs on the emulator, its hidden tests reading the clean verdicts: never
     beside another task's timed launches. Sandboxed, it gets no GPU node at all
     (:class:`~tilelab.classroom.jupyter_sandbox.SandboxedKernelManager`); unsandboxed (the

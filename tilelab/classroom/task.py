@@ -36,7 +36,7 @@ from tilelab.classroom import course as nbcourse
 from tilelab.classroom import resume, submissions
 from tilelab.classroom.steps import ClassRun, Refusal, grade_one, protocol
 from tilelab.device import backend as backends
-from tilelab.grading import bubblewrap, scratch
+from tilelab.isolation import bubblewrap, scratch
 
 GRADEBOOK = "autograder/tilelab-task-gradebook.db"
 
@@ -158,7 +158,7 @@ def grade(course: Course, sub: Submission, refusal: Refusal | None = None) -> Re
     ``refusal``: not graded at all (nothing of the submission is read or run), every kernel
     0 points with the refusal's text."""
     start, started = time.monotonic(), time.time()
-    chosen = course.backend or backends.active()
+    chosen = backends.resolve(course.backend)  # None: this worker's own
     retry = False
     if refusal is None and sub.unsafe:
         refusal = Refusal("files", submissions.refusal(sub.unsafe))

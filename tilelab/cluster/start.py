@@ -19,7 +19,7 @@ from typing import Any
 import dask
 from distributed import Client, LocalCluster
 
-from tilelab.grading import gpu_nodes, gpulock, scratch
+from tilelab.isolation import gpu_nodes, gpulock, scratch
 
 #: Worker deaths a task may cause and still be run again (by the executor, on a free worker).
 ALLOWED_FAILURES = 1
@@ -57,7 +57,7 @@ def local_cluster(workers: int, gpus: bool, tasks_per_gpu: int = 1,
     worker per GPU, ``CUDA_VISIBLE_DEVICES`` set for each (dask-cuda's LocalCUDACluster;
     where dask-cuda is not installed, the same through a worker spec per GPU); with
     ``tasks_per_gpu`` above 1, that many workers per GPU, which share the GPU's lock (a
-    folder under ``locks``, see :mod:`tilelab.grading.gpulock`): their untimed work
+    folder under ``locks``, see :mod:`tilelab.isolation.gpulock`): their untimed work
     overlaps, each timed step has the GPU alone."""
     if workers < 1:
         raise ClusterError(f"--workers must be at least 1 (got {workers})")

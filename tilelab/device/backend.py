@@ -1,7 +1,10 @@
 """Choose the backend that runs kernels: PyCUDA on a GPU, or the CPU emulator.
 
-``TILELAB_BACKEND`` overrides the automatic choice: ``gpu`` (fail if none), ``emu``
-(always the emulator) or ``auto`` (the default: a GPU when PyCUDA finds one).
+:func:`resolve` decides it once, at each entry point (the command line, a notebook's
+calls, the grading worker, a class run), and the :class:`Backend` it gives is passed
+down from there. ``TILELAB_BACKEND`` overrides the automatic choice: ``gpu`` (fail if
+none), ``emu`` (always the emulator) or ``auto`` (the default: a GPU when PyCUDA finds
+one); a name given on the command line (``--backend``) wins over it.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import enum
 import functools
 import importlib.util
 import sys
@@ -18,7 +22,14 @@ from pathlib import Path
 from tilelab import settings
 
 ENV_VAR = settings.BACKEND.name
-CHOICES = ("auto", "gpu", "emu")
+
+
+class Backend(enum.StrEnum):
+    """Where kernels run. Its value is the name a user writes (``--backend``,
+    ``TILELAB_BACKEND``) and a verdict records."""
+
+    GPU = "gpu"
+    EMU = "emu"
 
 
 class BackendError(RuntimeError):
@@ -103,15 +114,25 @@ def driver_started() -> None:
         _STARTING.join()
 
 
-def active() -> str:
-    """The backend kernels run on now: ``"gpu"`` or ``"emu"``."""
+def resolve(name: Backend | str | None = None) -> Backend:
+    """The backend ``name`` names (``"gpu"`` or ``"emu"``: as asked, whether or not a GPU
+    is here); where None (or ``"auto"``), the one ``TILELAB_BACKEND`` asks for, else a GPU
+    where PyCUDA finds one and the emulator otherwise. Called once at each entry point;
+    what it gives is passed down."""
+    if isinstance(name, Backend):
+        return name
+    if name is not None and name != "auto":
+        try:
+            return Backend(name)
+        except ValueError:
+            raise BackendError(f"unknown backend {name!r}; use 'gpu' or 'emu'") from None
     choice = requested()
-    if choice == "emu":
-        return "emu"
+    if choice == Backend.EMU:
+        return Backend.EMU
     ok, why = gpu_probe()
-    if choice == "gpu" and not ok:
+    if choice == Backend.GPU and not ok:
         raise BackendError(
             f"{ENV_VAR}=gpu but no GPU is usable: {why}. "
             f"Unset {ENV_VAR} (or set it to emu) to run on the CPU emulator."
         )
-    return "gpu" if ok else "emu"
+    return Backend.GPU if ok else Backend.EMU

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tilelab.catalog.problems import Launch, Problem, Shape
+from tilelab.device.backend import Backend
 from tilelab.device.rounds import REPEAT, WARMUP
 
 if TYPE_CHECKING:  # annotations only: the emulator would make this module slower to load
@@ -389,7 +390,7 @@ class Rotation:
         self.count = rt.mem_alloc(8) if unwritten is not None else None
         self.counted = (rt.driver.pagelocked_empty(1, np.uint64) if unwritten is not None
                         else None)
-        threads = 256 if rt.name == "gpu" else 64  # an emulated thread costs more
+        threads = 256 if rt.name is Backend.GPU else 64  # an emulated thread costs more
         self.count_grid = (max(1, min(1024, -(-self.words // (threads * 8)))), 1)
         self.count_block = (threads, 1, 1)
         self.grid = kernel.launch.grid(problem.sizes(shape))
@@ -501,7 +502,7 @@ def time_checked(
             gpu["pools"] = DevicePools(rt, sets)
             gpu["rotations"] = {k: Rotation(rt, t, problem, shape, sets[0], poison, unwritten)
                                 for k, t in kernels.items()}
-            gpu["flush"] = L2Flusher() if rt.name == "gpu" else None
+            gpu["flush"] = L2Flusher() if rt.name is Backend.GPU else None
             gpu["events"] = rt.driver.Event(), rt.driver.Event()
         pools, rotations, flusher = gpu["pools"], gpu["rotations"], gpu["flush"]
         start, end = gpu["events"]

@@ -6,7 +6,9 @@ Both backends expose the same call signatures (``SourceModule(src).get_function(
 grader and the benchmarks run one code path; ``rt.driver`` is ``pycuda.driver`` or the
 emulator's stand-in for it (events, streams, function attributes) and ``rt.gpuarray``
 ``pycuda.gpuarray`` or its basics.
-``get_runtime()`` picks the backend (see :mod:`tilelab.device.backend`).
+``get_runtime(backend)`` gives the runtime of a backend :func:`tilelab.device.backend.resolve`
+decided; what a backend's builds and launches raise is part of its runtime
+(:attr:`Runtime.compile_errors`, :attr:`~Runtime.kernel_faults`, :attr:`~Runtime.launch_errors`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 
 from tilelab import emu
 from tilelab.device import backend
+from tilelab.device.backend import Backend
 from tilelab.emu.compile import base_caches
 
 
@@ -30,7 +33,7 @@ from tilelab.emu.compile import base_caches
 class Runtime:
     """One backend's entry points, with PyCUDA's names."""
 
-    name: str  # "gpu" or "emu"
+    name: Backend
     SourceModule: Any
     In: Any
     Out: Any
@@ -44,6 +47,16 @@ class Runtime:
     _synchronize: Any
     driver: Any = None  # pycuda.driver, or the emulator's stand-in (Event, Stream, ...)
     gpuarray: Any = None  # pycuda.gpuarray, or the emulator's basics of it
+    #: what a failed build raises
+    compile_errors: tuple[type[BaseException], ...] = ()
+    #: what a launch raises for a fault of the kernel's own (an illegal address, a launch it
+    #: cannot run): never for the grader's (a wrong argument type, a bad copy)
+    kernel_faults: tuple[type[BaseException], ...] = ()
+    #: what a launch (and its copies) may raise
+    launch_errors: tuple[type[BaseException], ...] = ()
+    #: on a GPU, the compiler run ahead of the module's load (nvcc into PyCUDA's cache,
+    #: with nothing held: see :func:`tilelab.grading.steps.build`); None on the emulator
+    compile_ahead: Any = None
 
     def to_device(self, array: np.ndarray) -> Any:
         """Allocate device memory and copy a contiguous host array into it."""
@@ -66,7 +79,7 @@ class Runtime:
 
     def describe(self) -> str:
         """One line saying where kernels run, for notebooks and reports."""
-        if self.name == "gpu":
+        if self.name is Backend.GPU:
             return f"GPU backend: {self.device_name} (PyCUDA)"
         _, why = backend.gpu_probe()
         return (
@@ -137,9 +150,10 @@ def _gpu_runtime() -> Runtime:
     import pycuda.driver as cuda
     import pycuda.gpuarray as gpuarray
     from pycuda.compiler import SourceModule
+    from pycuda.compiler import compile as nvcc
 
     return Runtime(
-        name="gpu",
+        name=Backend.GPU,
         SourceModule=SourceModule,
         In=cuda.In,
         Out=cuda.Out,
@@ -153,12 +167,16 @@ def _gpu_runtime() -> Runtime:
         _synchronize=cuda.Context.synchronize,
         driver=cuda,
         gpuarray=gpuarray,
+        compile_errors=(cuda.CompileError,),
+        kernel_faults=(cuda.LaunchError,),
+        launch_errors=(cuda.Error, TypeError, ValueError),
+        compile_ahead=nvcc,
     )
 
 
 def _emu_runtime() -> Runtime:
     return Runtime(
-        name="emu",
+        name=Backend.EMU,
         SourceModule=emu.SourceModule,
         In=emu.In,
         Out=emu.Out,
@@ -172,15 +190,15 @@ def _emu_runtime() -> Runtime:
         _synchronize=emu.Context.synchronize,
         driver=emu,
         gpuarray=emu.gpuarray,
+        compile_errors=(emu.CompileError,),
+        kernel_faults=(emu.EmulatorError,),
+        launch_errors=(emu.EmulatorError, TypeError, ValueError),
     )
 
 
 @functools.cache
-def get_runtime(name: str | None = None) -> Runtime:
-    """The runtime for ``name`` (``"gpu"``/``"emu"``), or for the active backend."""
-    chosen = name or backend.active()
-    if chosen == "gpu":
-        return _gpu_runtime()
-    if chosen == "emu":
-        return _emu_runtime()
-    raise backend.BackendError(f"unknown backend {chosen!r}; use 'gpu' or 'emu'")
+def get_runtime(chosen: Backend | str) -> Runtime:
+    """The runtime of the backend ``chosen`` (a :class:`Backend`, or its name)."""
+    if chosen not in tuple(Backend):
+        raise backend.BackendError(f"unknown backend {chosen!r}; use 'gpu' or 'emu'")
+    return _gpu_runtime() if chosen == Backend.GPU else _emu_runtime()

@@ -148,8 +148,8 @@ FORK_LOCK = threading.Lock()
 
 #: The variables that cap the threads of NumPy's BLAS (OpenBLAS, or MKL) when a process
 #: starts: a grading sandbox sets them to 1 in its environment from its start (see
-#: ``tilelab.grading.bubblewrap.sandbox_env``). Not ``OMP_NUM_THREADS``, which also says
-#: how many launches a check runs at once (``tilelab.grading.limits.emu_lanes``).
+#: ``tilelab.isolation.bubblewrap.sandbox_env``). Not ``OMP_NUM_THREADS``, which also says
+#: how many launches a check runs at once (``tilelab.grading.budget.emu_lanes``).
 BLAS_THREAD_CAPS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 

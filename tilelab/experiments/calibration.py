@@ -31,7 +31,7 @@ from tilelab.experiments import provenance
 from tilelab.experiments.datafile import write
 from tilelab.experiments.ladder import METHOD
 from tilelab.grading import counters
-from tilelab.grading.pipeline import checked_timing
+from tilelab.grading.timed import checked_timing
 
 SEPARATION = 1.10  # slowest must-pass / fastest must-fail: at least ~5% margin each side
 COLUMNS = {"exercise": "", "key": "", "variant": "", "must": "", "origin": "", "shape": "",

@@ -11,7 +11,7 @@ then again while a second process launches a tiled product back to back on the s
 Two readings alone differ a little already (an H100's shared-memory wavefronts, by
 tenths of a percent), so "equal" means within :data:`TOLERANCE`, or within that spread.
 Where every case's counts are equal, a class run may count beside other tasks' untimed
-work (``TILELAB_COUNTERS_LOCK=shared``, see :mod:`tilelab.grading.gpulock`); where any
+work (``TILELAB_COUNTERS_LOCK=shared``, see :mod:`tilelab.isolation.gpulock`); where any
 differs, or one could not be read, the counted launches keep the GPU alone (the default).
 
     python -m tilelab.experiments.counters_load setting book/data/counters_load.json
@@ -36,7 +36,8 @@ from tilelab.catalog.variants import VARIANTS
 from tilelab.device.bench import prepared_launch
 from tilelab.device.runtime import get_runtime
 from tilelab.experiments.datafile import print_setting, write
-from tilelab.grading import counters, gpulock
+from tilelab.grading import counters
+from tilelab.isolation import gpulock
 
 #: (exercise, variant): a kernel for each lesson the counters grade (an uncoalesced walk,
 #: tiles reused, bank conflicts in a transpose, a padded tile in a matrix product), every

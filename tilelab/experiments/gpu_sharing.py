@@ -4,7 +4,7 @@ grading tasks at once, and what a course costs at each setting.
 It runs the repository's ``benchmarks/class_scale.py`` on one GPU: a synthetic class (right,
 wrong, slow, broken and hostile submissions) graded by a Dask cluster with K tasks per GPU
 for each K of :data:`TASKS`, the tasks of the GPU sharing its lock
-(:mod:`tilelab.grading.gpulock`: untimed GPU work shared, each timed round alone). Each
+(:mod:`tilelab.isolation.gpulock`: untimed GPU work shared, each timed round alone). Each
 row is one K: submissions per minute, the speedup over one task, whether every grade
 equals the one-task run's, and the hours 1,000 learners x 5 kernels take on one such GPU
 and on eight (each with as many CPU cores as this machine). The recommended setting is the
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tilelab.experiments.datafile import write
-from tilelab.grading import gpulock
+from tilelab.isolation import gpulock
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "class_scale.py"
 TASKS = (1, 2, 4, 8)

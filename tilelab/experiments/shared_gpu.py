@@ -5,7 +5,7 @@ The two variants that fix the tiled exercise's margin (the slowest kernel that m
 its gate and the fastest that must fail it) are graded by the real grader, in its own
 process as in a class run: ``repeat`` times each with the GPU to itself, then ``repeat``
 times each with a second grader grading the same kernel on the same GPU at the same time,
-then the same with the GPU's lock (:mod:`tilelab.grading.gpulock`: the graders' untimed
+then the same with the GPU's lock (:mod:`tilelab.isolation.gpulock`: the graders' untimed
 GPU work overlaps, each round of timed launches has the GPU alone, one Nsight Compute at a
 time), as a class run with several tasks per GPU grades. Each row is one kernel in one
 setting: its measured speedups and how many verdicts fell on the wrong side of the gate.
@@ -30,8 +30,8 @@ from tilelab.catalog import exercises
 from tilelab.catalog.variants import VARIANTS
 from tilelab.device.bench import LEAD_MS
 from tilelab.experiments.datafile import write
-from tilelab.grading import gpulock
 from tilelab.grading.sandbox import grade_source
+from tilelab.isolation import gpulock
 
 EXERCISE = "tiled"
 KEYS = ("k16", "naive")  # the slowest must-pass and the fastest must-fail (calibration.json)

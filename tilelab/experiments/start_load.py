@@ -2,10 +2,10 @@
 
 In a class run that shares a GPU, every submission starts CUDA in four processes (the
 grading worker, compute-sanitizer's two tools and Nsight Compute), and each one's start and
-teardown hold the GPU's lock shared (:func:`tilelab.grading.gpulock.start_cuda`): a timed
+teardown hold the GPU's lock shared (:func:`tilelab.isolation.gpulock.start_cuda`): a timed
 round waits until none is in flight. Whether a context's start or end, in another process,
 changes the time of a kernel running meanwhile is the driver's matter, not the course's.
-So the grader's own speed run (:func:`tilelab.grading.pipeline.measure_speed`: the tiled
+So the grader's own speed run (:func:`tilelab.grading.timed.measure_speed`: the tiled
 exercise's reference against its baseline, checked launches, medians) is measured with the
 GPU to itself, then while :data:`CHURN` processes of one kind start and end back to back
 on the same GPU, taking no lock (each the grading worker that starts CUDA and waits for a
@@ -38,9 +38,12 @@ import numpy as np
 from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.experiments.datafile import print_setting, write
-from tilelab.grading import counters, gpulock, sanitizer
-from tilelab.grading.pipeline import build, measure_speed
+from tilelab.grading import counters, sanitizer
+from tilelab.grading.judge import Findings, judge
+from tilelab.grading.steps import build
+from tilelab.grading.timed import measure_speed
 from tilelab.grading.verdict import Verdict
+from tilelab.isolation import gpulock
 
 #: the exercise whose speed run is measured, and whose tools start beside it
 EXERCISE = "tiled"
@@ -127,8 +130,9 @@ def reading(rt: Any, fn: Any, runs: int = RUNS) -> dict[str, float]:
     got: dict[str, list[float]] = {f: [] for f in FIGURES}
     rng = np.random.default_rng()
     for _ in range(runs):
-        v = Verdict(exercise=EXERCISE, backend="gpu")
-        measure_speed(rt, fn, ex, v, rng)
+        found = Findings()
+        measure_speed(rt, fn, ex, rng, found)
+        v = judge(Verdict(exercise=EXERCISE, backend="gpu"), found)
         if not v.speed_measured or v.speedup is None:
             raise RuntimeError(f"the speed run measured nothing: {v.messages}")
         for f in FIGURES:
@@ -188,7 +192,7 @@ def run(rt: Any, out: Path) -> Path:
             rows.append(compare(kind, alone, again, b, starts[kind]))
     return write(out, "start_load", "A timed speed run, alone and beside other processes' "
                  "CUDA starts", description(rows, time.monotonic() - t0), COLUMNS, rows,
-                 method="the grader's speed run (tilelab.grading.pipeline.measure_speed)")
+                 method="the grader's speed run (tilelab.grading.timed.measure_speed)")
 
 
 def description(rows: list[dict[str, Any]], seconds: float) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tilelab import settings
 from tilelab.catalog import exercises
+from tilelab.device.backend import Backend
 from tilelab.grading.verdict import Verdict
 
 CACHE_ENV = settings.VERDICT_CACHE.name
@@ -56,13 +57,14 @@ def _read(path: Path) -> Verdict | None:
         return None
 
 
-def cached_verdict(exercise_id: str, source: str | bytes) -> Verdict | None:
+def cached_verdict(exercise_id: str, source: str | bytes, backend: Backend) -> Verdict | None:
     """The class run's verdict of ``source``, when a class run is on and has one; where the
     clean worker may still be grading (``TILELAB_VERDICT_WAIT``), after waiting for it.
     Once the folder is complete, a source it has no verdict for (the notebook changed its
     kernel as it ran) is not graded here: the class run grades the submitted cell, once.
     A verdict still not there when the wait ends says so too. Either way the points come
-    from the clean worker's verdict of the submitted cell."""
+    from the clean worker's verdict of the submitted cell (a verdict that is not there is
+    ``backend``'s)."""
     folder = settings.VERDICT_CACHE.get()
     if not folder:
         return None
@@ -72,21 +74,20 @@ def cached_verdict(exercise_id: str, source: str | bytes) -> Verdict | None:
     while (v := _read(path)) is None:
         if Path(folder, DONE).exists():  # written after every verdict: one last look
             if (v := _read(path)) is None:
-                return _unread(exercise_id, DIFFERS)
+                return _unread(exercise_id, DIFFERS, backend)
             break
         if not wait:  # a folder that is never marked complete: grade it here
             return None
         if time.monotonic() >= deadline:
-            return _unread(exercise_id, NOT_READY.format(wait=wait))
+            return _unread(exercise_id, NOT_READY.format(wait=wait), backend)
         time.sleep(pause)
         pause = min(2 * pause, 0.1)
     v.messages.append(NOTE)
     return v
 
 
-def _unread(exercise_id: str, why: str) -> Verdict:
-    return Verdict.for_exercise(exercises.get(exercise_id), settings.BACKEND.get(),
-                                message=why)
+def _unread(exercise_id: str, why: str, backend: Backend) -> Verdict:
+    return Verdict.for_exercise(exercises.get(exercise_id), backend.value, message=why)
 
 
 _SEE = ("the points come from the class grader's verdict of the submitted kernel cell, and "

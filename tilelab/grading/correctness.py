@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 
 from tilelab.catalog.problems import Launch, Problem, Shape
+from tilelab.device.backend import Backend
 from tilelab.device.runtime import Runtime
 from tilelab.emu.errors import KernelTimeout
-from tilelab.grading import gpulock
+from tilelab.grading.budget import emu_check_seconds, emu_lanes, emu_launch_seconds
 from tilelab.grading.diagnosis import POISON_BITS, RTOL, Attempt, diagnose
-from tilelab.grading.limits import emu_check_seconds, emu_lanes, emu_launch_seconds
+from tilelab.isolation import gpulock
 
 __all__ = ["POISON_BITS", "RTOL", "ShapeResult", "check_function", "compare", "launch"]
 
@@ -95,8 +96,8 @@ def launch(
     emulator the launch's time limit scales with the work (:func:`emu_launch_seconds`),
     cut to what is left of a check's ``budget`` where one is given; on
     a GPU a class run shares, the copies and the launch hold its lock shared, and its
-    buffers are freed before it is let go (:mod:`tilelab.grading.gpulock`)."""
-    if rt.name != "gpu":
+    buffers are freed before it is let go (:mod:`tilelab.isolation.gpulock`)."""
+    if rt.name is not Backend.GPU:
         return _launch(rt, fn, problem, launch_, shape, inputs, budget)
     with gpulock.shared():
         return _launch(rt, fn, problem, launch_, shape, inputs)
@@ -105,7 +106,7 @@ def launch(
 def _launch(rt: Runtime, fn: Any, problem: Problem, launch_: Launch, shape: Shape,
             inputs: dict[str, np.ndarray], budget: Budget | None = None) -> np.ndarray:
     sizes = problem.sizes(shape)
-    limit = emu_launch_seconds(problem, shape) if rt.name == "emu" else None
+    limit = emu_launch_seconds(problem, shape) if rt.name is Backend.EMU else None
     cut = False
     if limit is not None and budget is not None:  # the check's time left, if less
         left = budget.ends - time.monotonic()
@@ -234,7 +235,7 @@ def check_inputs(rt: Runtime, fn: Any, problem: Problem, launch_: Launch, shape:
     """:func:`check_function` on inputs drawn before."""
     got = launch(rt, fn, problem, launch_, shape, inputs, budget)
     return _judged(rt, fn, problem, launch_, shape, inputs, got,
-                   repeat_on_error and rt.name == "gpu", quick)
+                   repeat_on_error and rt.name is Backend.GPU, quick)
 
 
 def _judged(rt: Runtime, fn: Any, problem: Problem, launch_: Launch, shape: Shape,
@@ -252,10 +253,10 @@ def _judged(rt: Runtime, fn: Any, problem: Problem, launch_: Launch, shape: Shap
 
 def lanes(rt: Runtime, fn: Any) -> int:
     """How many launches of ``fn`` a check may run at once: on the emulator, where each
-    launch is a process of its own, :func:`~tilelab.grading.limits.emu_lanes`, unless the
+    launch is a process of its own, :func:`~tilelab.grading.budget.emu_lanes`, unless the
     kernel's module keeps device globals (a launch then starts from what the one before
     left there, as on a GPU); on a GPU, one."""
-    return emu_lanes() if rt.name == "emu" and getattr(fn, "stateless", False) else 1
+    return emu_lanes() if rt.name is Backend.EMU and getattr(fn, "stateless", False) else 1
 
 
 def check_shapes(
@@ -280,14 +281,14 @@ def check_shapes(
     under way are stopped. Else one launch at a time, each when its result is asked for.
 
     On the emulator the launches have, together, ``budget_s`` seconds from now (by default
-    :func:`~tilelab.grading.limits.emu_check_seconds`): the launch it stops, and every one
+    :func:`~tilelab.grading.budget.emu_check_seconds`): the launch it stops, and every one
     not yet started, fails with a KernelTimeout that says so. On a GPU every shape's inputs
     are drawn first, then all the launches run in one shared hold of a class run's GPU lock
     (:func:`_held_once`)."""
     seconds = budget_s if budget_s is not None else (
-        emu_check_seconds(problem, shapes) if rt.name == "emu" else None)
+        emu_check_seconds(problem, shapes) if rt.name is Backend.EMU else None)
     budget = Budget.starting_now(seconds) if seconds is not None else None
-    if rt.name == "gpu":
+    if rt.name is Backend.GPU:
         return _held_once(rt, fn, problem, launch_, shapes, rng, quick)
     if pool is None:
         return _one_by_one(rt, fn, problem, launch_, shapes, rng, quick, budget)

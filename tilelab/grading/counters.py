@@ -33,8 +33,8 @@ from tilelab import settings
 from tilelab.catalog import exercises
 from tilelab.catalog.exercises import Exercise
 from tilelab.device.rounds import REPEAT, WARMUP
-from tilelab.grading import gpulock
 from tilelab.grading.sidecar import Sidecar
+from tilelab.isolation import gpulock
 
 #: figure -> ncu metric (the nvprof metrics shared_load_transactions_per_request,
 #: gld_transactions_per_request... are these ratios in Nsight Compute)
@@ -165,7 +165,7 @@ def command(ncu: str, ex: Exercise, source_path: str, counted: int,
     only what the worker brackets with the profiler's start and stop (``--profile-from-start
     off``): :func:`warm_up`'s launch, then the counted one (:func:`profiled`). The counted
     launch holds a shared GPU's one profiler and its lock as ``lock`` says, the others share
-    the GPU (:mod:`tilelab.grading.gpulock`); ncu leaves
+    the GPU (:mod:`tilelab.isolation.gpulock`); ncu leaves
     the GPU's clocks as they are (``--clock-control none``: the figures are counts, and a
     clock locked for the profiler would slow another task's timed launches), profiles
     the worker alone (not the compiler it may start) and, with ``kill``, ends it once the

@@ -21,24 +21,26 @@ from collections.abc import Callable
 
 from tilelab import settings
 from tilelab.catalog import exercises
-from tilelab.device import backend
-from tilelab.grading import basecache, enter, gpulock, scratch
-from tilelab.grading import bubblewrap as bwrap
+from tilelab.device.backend import Backend
 from tilelab.grading.cache import cached_verdict
-from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT, Limits
 from tilelab.grading.verdict import Verdict
+from tilelab.isolation import basecache, enter, gpulock, scratch
+from tilelab.isolation import bubblewrap as bwrap
+from tilelab.isolation.limits import FILE_LIMIT, MEMORY_LIMIT, Limits
 
 OUTPUT_LIMIT = 64 * 1024  # of the child's stderr, read back for a crash report
 
 
-def worker_command(exercise_id: str, src: str, out: str, backend_name: str, speed: bool,
-                   sanitize: bool, gate: float | None) -> list[str]:
+def worker_command(exercise_id: str, src: str, out: str, backend: Backend, speed: bool,
+                   sanitize: bool, gate: float | None, trace_reference: bool = False
+                   ) -> list[str]:
     """The command line of the grading worker for one source file."""
     cmd = [sys.executable, "-m", "tilelab.grading.worker", "--exercise", exercise_id,
-           "--source", src, "--out", out, "--backend", backend_name]
+           "--source", src, "--out", out, "--backend", backend.value]
     cmd += ["--no-speed"] if not speed else []
     cmd += ["--no-sanitize"] if not sanitize else []
     cmd += ["--gate", str(gate)] if gate is not None else []
+    cmd += ["--trace-reference"] if trace_reference else []
     return cmd
 
 
@@ -46,37 +48,41 @@ def grade_source(
     exercise_id: str,
     source: str | bytes,
     *,
-    backend_name: str | None = None,
+    backend_name: Backend | str,
     timeout: float | None = None,
     speed: bool = True,
     sanitize: bool = True,
     gate: float | None = None,
     sandboxed: bool | None = None,
+    trace_reference: bool = False,
 ) -> Verdict:
-    """Grade ``source`` for an exercise in a clean child process; always returns a Verdict.
+    """Grade ``source`` for an exercise in a clean child process, on the backend the caller
+    decided (:func:`tilelab.device.backend.resolve`); always returns a Verdict.
 
     During a class run (``TILELAB_VERDICT_CACHE`` set) a source the class grader has
     already graded gets that verdict back instead of being graded a second time.
     ``sandboxed``: True grades in a bubblewrap sandbox (raises
-    :class:`~tilelab.grading.bubblewrap.SandboxUnavailable` where none can be made), False
-    in a plain child process, None (the default) in a sandbox wherever one can be made."""
+    :class:`~tilelab.isolation.bubblewrap.SandboxUnavailable` where none can be made), False
+    in a plain child process, None (the default) in a sandbox wherever one can be made.
+    ``trace_reference``: the reference kernel's trace too, beside the kernel's (a
+    notebook's picture)."""
     ex = exercises.get(exercise_id)
-    cached = cached_verdict(exercise_id, source)
+    chosen = Backend(backend_name)
+    cached = cached_verdict(exercise_id, source, chosen)
     if cached is not None:
         return cached
-    chosen = backend_name or backend.active()
     timeout = settings.GRADE_TIMEOUT.get() if timeout is None else timeout
     if use_sandbox(sandboxed):
         data = source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source
         return _grade_sandboxed(ex, chosen, data, timeout,
                                 lambda src, out: worker_command(ex.id, src, out, chosen, speed,
-                                                                sanitize, gate))
+                                                                sanitize, gate, trace_reference))
     with scratch.folder("grade") as folder:
         tmp = str(folder)
         src, out = os.path.join(tmp, "kernel.cu"), os.path.join(tmp, "verdict.json")
         with open(src, "wb") as f:
             f.write(source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source)
-        cmd = worker_command(ex.id, src, out, chosen, speed, sanitize, gate)
+        cmd = worker_command(ex.id, src, out, chosen, speed, sanitize, gate, trace_reference)
         returncode = _run(cmd, tmp, timeout)
         if returncode is None:
             return Verdict.for_exercise(ex, chosen, message=_too_long(timeout))
@@ -92,8 +98,8 @@ def grade_source(
 
 def use_sandbox(wanted: bool | None) -> bool:
     """Whether to grade in a bubblewrap sandbox: ``wanted`` if given (True raises
-    :class:`~tilelab.grading.bubblewrap.SandboxUnavailable` where none can be made), else where one
-    can be made and this process is not already inside one."""
+    :class:`~tilelab.isolation.bubblewrap.SandboxUnavailable` where none can be made), else
+    where one can be made and this process is not already inside one."""
     if wanted is not None:
         if wanted:
             bwrap.require()
@@ -103,11 +109,11 @@ def use_sandbox(wanted: bool | None) -> bool:
     return bwrap.problem() is None
 
 
-def sandbox_limits(backend_name: str, timeout: float) -> Limits:
+def sandbox_limits(backend: Backend, timeout: float) -> Limits:
     """The grading worker's limits: its time budget, memory (its whole tree's, in its
     cgroup; on the emulator each process's address space too, never on a GPU, where CUDA
     maps vast ranges), files, output."""
-    emu = backend_name == "emu"
+    emu = backend is Backend.EMU
     return Limits(
         wall_seconds=timeout,
         cpu_seconds=int(timeout) + 5,
@@ -118,15 +124,15 @@ def sandbox_limits(backend_name: str, timeout: float) -> Limits:
     )
 
 
-def _grade_sandboxed(ex: exercises.Exercise, chosen: str, data: bytes, timeout: float,
+def _grade_sandboxed(ex: exercises.Exercise, chosen: Backend, data: bytes, timeout: float,
                      command: Callable[[str, str], list[str]]) -> Verdict:
     """The worker in a sandbox over a fresh folder holding only the kernel source, with the
-    read-only caches of :mod:`tilelab.grading.basecache`; the verdict comes back on the pipe
+    read-only caches of :mod:`tilelab.isolation.basecache`; the verdict comes back on the pipe
     the sandbox module made, read once every process of the sandbox is gone (never from a
     file the submission could write)."""
     own = basecache.own_builds_allowed()
     read_only, env = basecache.binds(chosen, own)
-    if chosen == "gpu":  # a class run's lock of this GPU, shared with its other tasks
+    if chosen is Backend.GPU:  # a class run's lock of this GPU, shared with its other tasks
         lock_binds, lock_env = gpulock.sandbox_binds()
         read_only, env = read_only + lock_binds, env | lock_env
     with bwrap.private_folder("grade") as work:
@@ -148,7 +154,7 @@ def _grade_sandboxed(ex: exercises.Exercise, chosen: str, data: bytes, timeout: 
     return Verdict.for_exercise(ex, chosen, message=_death(res.returncode or 0, tail))
 
 
-#: Where a sandbox sees the base cache (see :mod:`tilelab.grading.basecache`).
+#: Where a sandbox sees the base cache (see :mod:`tilelab.isolation.basecache`).
 BASE_CACHE = basecache.BASE
 
 

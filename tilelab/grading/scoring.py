@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilelab import settings
+from tilelab.device.backend import Backend
 from tilelab.grading.verdict import Verdict
 
 #: The one name of the number a bank-conflict gate judges (``Verdict.bank_degree``): the
@@ -62,7 +63,7 @@ def speed_judged(v: Verdict) -> bool:
 
 def unmeasured(v: Verdict) -> str:
     """Why a verdict has no measured speed."""
-    if v.backend != "gpu":
+    if v.backend != Backend.GPU:
         return NOT_MEASURED
     said = next((m for m in v.messages if m.startswith("speed was not measured")), "")
     return _first_line(said.replace("speed was ", "", 1)) or "not measured (not asked for)"
@@ -73,7 +74,7 @@ def awarded(v: Verdict, award: bool) -> bool:
     a verdict graded without a GPU. On a GPU, a speed run that was not measured (the GPU
     stayed busy, the grader's CPU held up its rounds) earns none: the policy is for a
     class with no GPU, never a way round the gate."""
-    return award and v.backend != "gpu"
+    return award and v.backend != Backend.GPU
 
 
 def points(v: Verdict, award: bool = False) -> Points:
@@ -151,7 +152,7 @@ def speed_lost(v: Verdict, award: bool = False) -> str:
             return (f"too slow: {v.speedup:.2f}x over {v.baseline}, the gate is {v.gate:g}x "
                     f"(it needs to run {v.gate / v.speedup:.2f}x faster)")
         return f"{v.speedup:.2f}x is over the gate, but the lesson is skipped (see below)"
-    if v.backend == "gpu":
+    if v.backend == Backend.GPU:
         return unmeasured(v)
     return f"{unmeasured(v)} (the speed test runs on the grading GPU)"
 

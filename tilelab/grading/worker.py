@@ -6,7 +6,7 @@ runs :func:`tilelab.grading.pipeline.evaluate` and writes the JSON verdict. With
 ``--launch-once`` it is the program compute-sanitizer or Nsight Compute watches instead:
 launches of the kernel on the GPU.
 
-On a GPU that a class run's tasks share (:mod:`tilelab.grading.gpulock`), each holds the
+On a GPU that a class run's tasks share (:mod:`tilelab.isolation.gpulock`), each holds the
 GPU's lock only around what puts work on it: its CUDA context's start and teardown, and
 each launch with its copies (shared; the launch Nsight Compute counts with the GPU's one
 profiler, and alone where the setting says so).
@@ -31,16 +31,18 @@ from typing import Any
 # of their own, and OpenBLAS's thread pool does not survive a fork made while it works
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
-from tilelab.grading import gpulock, sidecar
-from tilelab.grading.limits import FILE_LIMIT, MEMORY_LIMIT
+from tilelab.device.backend import Backend, resolve
+from tilelab.grading import sidecar
+from tilelab.isolation import gpulock
+from tilelab.isolation.limits import FILE_LIMIT, MEMORY_LIMIT
 
 
-def limit_resources(backend_name: str | None) -> None:
+def limit_resources(backend: Backend) -> None:
     """Caps on written files, core dumps and (on the emulator) memory, for this process and
     everything it starts."""
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if backend_name == "emu":  # CUDA maps huge address ranges; cap only the emulator
+    if backend is Backend.EMU:  # CUDA maps huge address ranges; cap only the emulator
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
@@ -54,6 +56,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-speed", action="store_true")
     p.add_argument("--no-sanitize", action="store_true")
     p.add_argument("--gate", type=float)
+    p.add_argument("--trace-reference", action="store_true",
+                   help="where the verdict carries the kernel's trace, the reference's too")
     p.add_argument("--launch-once", action="store_true",
                    help="only launch the kernel once on the GPU (for compute-sanitizer, "
                    "or Nsight Compute with --at speed)")
@@ -93,9 +97,8 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
     ncu, its first-profile set-up is done once CUDA has started (:func:`counters.warm_up`)
     and the counted launch alone is profiled besides (:func:`counters.profiled`). Making
     inputs holds nothing. With ``wait``, the source is read only once the grader says go on
-    standard input
-    (:mod:`tilelab.grading.sidecar`); nothing is launched when it never does. The CUDA
-    driver starts on a thread while the process imports
+    standard input (:mod:`tilelab.grading.sidecar`); nothing is launched when it never
+    does. The CUDA driver starts on a thread while the process imports
     (:func:`~tilelab.device.backend.begin_driver_start`)."""
     from tilelab.device import backend
 
@@ -103,18 +106,15 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
     import numpy as np
 
     from tilelab.catalog import exercises
-    from tilelab.device.bench import DevicePools, Rotation, Timed
     from tilelab.device.runtime import get_runtime, start_driver
     from tilelab.grading import counters
-    from tilelab.grading.correctness import launch
-    from tilelab.grading.diagnosis import POISON_BITS
-    from tilelab.grading.pipeline import build
+    from tilelab.grading.steps import build
 
     ex = exercises.get(exercise_id)
     sidecar.mark("imported")
     start_driver()  # the tool's own start with it, before the GPU's lock: no GPU work
     sidecar.mark("driver")
-    rt = gpulock.start_cuda(lambda: get_runtime("gpu"))
+    rt = gpulock.start_cuda(lambda: get_runtime(backend.Backend.GPU))
     sidecar.mark("cuda")
     with ThreadPoolExecutor(1) as pool:  # the inputs, made while ncu sets itself up
         planned = pool.submit(launch_plan, exercise_id, at, launches, shape,
@@ -130,22 +130,40 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
     with open(source_path, encoding="utf-8") as f:
         fn = build(rt, f.read()).get_function(ex.kernel)
     sidecar.mark("built")
+    _launch_planned(_planned(rt, fn, ex, once, sets), counted, lock)
+    sidecar.mark("launched")
 
-    def launches() -> Iterator[Callable[[], None]]:
-        for s, inputs in once:
-            given = {k: np.ascontiguousarray(a) for k, a in inputs.items()}  # CPU copies first
-            yield functools.partial(launch, rt, fn, ex.problem, ex.launch, s, given)
-        if sets is None:
-            return
-        with gpulock.shared():  # the pools and buffers, on the GPU once (freed at the exit)
-            pools = DevicePools(rt, sets)
-            rotation = Rotation(rt, Timed(fn, ex.launch), ex.problem, ex.speed_shape,
-                                sets[0], POISON_BITS)
-            rt.synchronize()
-        for j in range(len(sets)):
-            yield functools.partial(_launch_rotated, rt, rotation, pools, j)
 
-    plan, i = launches(), 0
+def _planned(rt: Any, fn: Any, ex: Any, once: list, sets: Any) -> Iterator[Callable[[], None]]:
+    """:func:`launch_plan`'s launches of ``fn``, in order, each ready to run: those made
+    once, then a speed run's rotation over ``sets`` (its pools and buffers made on the GPU
+    at the first of them)."""
+    import numpy as np
+
+    from tilelab.device.bench import DevicePools, Rotation, Timed
+    from tilelab.grading.correctness import launch
+    from tilelab.grading.diagnosis import POISON_BITS
+
+    for s, inputs in once:
+        given = {k: np.ascontiguousarray(a) for k, a in inputs.items()}  # CPU copies first
+        yield functools.partial(launch, rt, fn, ex.problem, ex.launch, s, given)
+    if sets is None:
+        return
+    with gpulock.shared():  # the pools and buffers, on the GPU once (freed at the exit)
+        pools = DevicePools(rt, sets)
+        rotation = Rotation(rt, Timed(fn, ex.launch), ex.problem, ex.speed_shape,
+                            sets[0], POISON_BITS)
+        rt.synchronize()
+    for j in range(len(sets)):
+        yield functools.partial(_launch_rotated, rt, rotation, pools, j)
+
+
+def _launch_planned(plan: Iterator[Callable[[], None]], counted: int, lock: str) -> None:
+    """Run the planned launches, each holding the GPU as :func:`launch_lock` says: those
+    before the counted one in one shared hold, none after it."""
+    from tilelab.grading import counters
+
+    i = 0
     if counted > 0:  # ncu's launches before the counted one: one shared hold, not one each
         with gpulock.shared():  # (each hold waits behind a timed round awaiting the GPU)
             for _, run in zip(range(counted), plan):  # noqa: B905 (plan may be longer)
@@ -159,7 +177,6 @@ def launch_once(exercise_id: str, source_path: str, at: str = "sanitize",
         if i == counted:
             break
         i += 1
-    sidecar.mark("launched")
 
 
 def _launch_rotated(rt: Any, rotation: Any, pools: Any, j: int) -> None:
@@ -201,18 +218,18 @@ def launch_plan(exercise_id: str, at: str, launches: int, shape: tuple[int, ...]
     return once, InputSets(ex.problem.make_inputs, ex.speed_shape, rng, max(1, launches))
 
 
-def grade(a: argparse.Namespace) -> dict:
-    """The verdict of ``a.source``, as JSON-ready data; the grader's own failure says so.
-    Its ``timeline`` also says when (seconds from here) the GPU's tools were started,
-    CUDA was ready, the grade began and ended."""
+def grade(a: argparse.Namespace, backend: Backend) -> dict:
+    """The verdict of ``a.source`` on ``backend``, as JSON-ready data; the grader's own
+    failure says so. Its ``timeline`` also says when (seconds from here) the GPU's tools
+    were started, CUDA was ready, the grade began and ended."""
     t0 = time.perf_counter()
-    from tilelab.device import backend
+    from tilelab.device.backend import begin_driver_start
     from tilelab.grading import ahead
     from tilelab.grading.verdict import Verdict
 
     with open(a.source, "rb") as f:
         source = f.read()
-    gpu = (a.backend or backend.active()) == "gpu"
+    gpu = backend is Backend.GPU
     tools: ahead.Ahead | None = None
     marks: dict[str, float] = {}
     try:
@@ -220,19 +237,20 @@ def grade(a: argparse.Namespace) -> dict:
             if gpu:  # the tools first (they start slower), then CUDA's start: GPU work
                 tools = ahead.start(a.exercise, speed=not a.no_speed, sanitize=not a.no_sanitize)
                 marks["worker_tools_started"] = time.perf_counter() - t0
-                backend.begin_driver_start()  # beside the imports below
+                begin_driver_start()  # beside the imports below
             from tilelab.device.runtime import get_runtime, start_driver  # after the tools
             from tilelab.grading.pipeline import evaluate
 
             if gpu:
                 start_driver()
-                gpulock.start_cuda(lambda: get_runtime("gpu"))
+                gpulock.start_cuda(lambda: get_runtime(Backend.GPU))
                 marks["worker_cuda_ready"] = time.perf_counter() - t0
             marks["worker_grade_began"] = time.perf_counter() - t0
-            verdict = evaluate(a.exercise, source, a.backend, speed=not a.no_speed,
-                               sanitize=not a.no_sanitize, gate=a.gate, ahead=tools)
+            verdict = evaluate(a.exercise, source, backend, speed=not a.no_speed,
+                               sanitize=not a.no_sanitize, gate=a.gate, ahead=tools,
+                               trace_reference=a.trace_reference)
     except Exception as exc:  # never crash silently
-        verdict = Verdict(exercise=a.exercise, backend=a.backend or "?",
+        verdict = Verdict(exercise=a.exercise, backend=backend.value,
                           error=f"{type(exc).__name__}: {exc}")
         verdict.messages.append(f"internal grader error: {f'{type(exc).__name__}: {exc}'[:300]}")
         traceback.print_exc()
@@ -253,12 +271,13 @@ def main(argv: list[str] | None = None, exit_at_once: bool = False) -> int:
                     tuple(int(n) for n in a.shape.split(",")) if a.shape else (), a.lock,
                     a.counted, a.wait)
         return 0
-    limit_resources(a.backend)
+    backend = resolve(a.backend)  # decided once, here, for the whole grade
+    limit_resources(backend)
     if not a.out:
         parser().error("--out is required to grade")
     if a.out.startswith("fd:"):  # keep the channel from every process this one starts
         os.set_inheritable(int(a.out[3:]), False)
-    data = json.dumps(grade(a)).encode()
+    data = json.dumps(grade(a, backend)).encode()
     if a.out.startswith("fd:"):
         fd = int(a.out[3:])
         while data:

@@ -12,11 +12,11 @@ kernel, the Jupyter kernel that runs a submitted notebook) runs under ``bwrap`` 
   small private ``/tmp``;
 - the NVIDIA device nodes bound in when the machine has them (a kernel runs on the GPU
   inside the sandbox): the control nodes and the grader's own GPU only
-  (:mod:`tilelab.grading.gpu_nodes`);
+  (:mod:`tilelab.isolation.gpu_nodes`);
 - one cgroup for its whole tree of processes (memory with its tmpfs pages, processes, CPU
   time), per-process limits (file size, open files), sized tmpfs mounts, a total
   wall-clock budget after which the whole tree is killed, and capped output: all applied
-  by :mod:`tilelab.grading.limits` and its launcher :mod:`tilelab.grading.enter`.
+  by :mod:`tilelab.isolation.limits` and its launcher :mod:`tilelab.isolation.enter`.
 
 The sandbox's own result comes back on a pipe created here (see :func:`run`) and is read
 only after the sandbox's whole pid namespace is gone.
@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilelab import settings
-from tilelab.grading import enter, gpu_nodes, scratch
-from tilelab.grading.limits import Cgroup, Limits, shim
+from tilelab.isolation import enter, gpu_nodes, scratch
+from tilelab.isolation.limits import Cgroup, Limits, shim
 
 BWRAP = "bwrap"
 DEFAULT = Limits()
@@ -329,7 +329,7 @@ def run(argv: Sequence[str], work: str | os.PathLike, *, limits: Limits = DEFAUL
     replaces :data:`CHANNEL` in ``argv``; everything written on it, on stdout and on stderr
     is read while it runs (stdout and stderr capped) and returned only once the sandbox and
     every process in it has ended. Its whole tree is in one cgroup of its own (where the
-    machine gives one: :func:`~tilelab.grading.limits.missing_caps`), removed at its end."""
+    machine gives one: :func:`~tilelab.isolation.limits.missing_caps`), removed at its end."""
     require()
     chan_r, chan_w = os.pipe()
     argv = [a.replace(CHANNEL, str(chan_w)) for a in argv]
@@ -419,5 +419,5 @@ def _pump(proc: subprocess.Popen, chan_r: int, limits: Limits, t0: float,
 
 def private_folder(name: str = "sandbox") -> contextlib.AbstractContextManager[Path]:
     """A fresh folder for one submission, removed afterwards whatever the submission made
-    in it (its owner only; see :mod:`tilelab.grading.scratch`)."""
+    in it (its owner only; see :mod:`tilelab.isolation.scratch`)."""
     return scratch.folder(name)

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from tilelab.grading.limits import unmount
+from tilelab.isolation.limits import unmount
 
 PREFIX = "tilelab-"
 LOCK = ".lock"

@@ -38,7 +38,8 @@ from pathlib import Path
 import tilelab
 from tilelab import settings
 from tilelab.catalog import exercises
-from tilelab.grading import bubblewrap as bwrap
+from tilelab.device.backend import Backend
+from tilelab.isolation import bubblewrap as bwrap
 
 #: PyCUDA's builds' folder in a cache: :data:`tilelab.device.runtime.PYCUDA_CACHE` (not
 #: imported here: the runtime loads the emulator, which a check's own process never needs)
@@ -58,17 +59,17 @@ _BUILD_NAME = {
 _BUILD_LIMIT = 64 << 20  # bytes: no build of a kernel comes near it
 
 _WARM_EMULATOR = "from tilelab.emu.compile import warm; warm()"
-_WARM_GPU = "from tilelab.grading.pipeline import compile_speed_kernels as c; c()"
+_WARM_GPU = "from tilelab.grading.timed import compile_speed_kernels as c; c()"
 
 
-def key(backend_name: str) -> str:
+def key(backend: Backend) -> str:
     """The base cache's name: a digest of everything its content depends on."""
-    h = hashlib.sha256(f"base 1 {backend_name}".encode())
+    h = hashlib.sha256(f"base 1 {backend}".encode())
     for path in sorted([*EMU_DIR.glob("*.py"), *EMU_DIR.glob("prelude/*.h")]):
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     for tool in (os.environ.get("TILELAB_EMU_CXX", "g++"), "nvcc"):
         h.update(_identity(tool).encode())
-    if backend_name == "gpu":
+    if backend == Backend.GPU:
         for ex in exercises.EXERCISES.values():
             for ref in (ex.baseline, ex.must_beat):
                 if ref is not None:
@@ -93,11 +94,11 @@ def own_cache(part: str = "emu") -> Path:
 
 
 @functools.cache
-def base_cache(backend_name: str) -> Path | None:
-    """The base cache for ``backend_name``, built now if it is not there yet; None when no
+def base_cache(backend: Backend) -> Path | None:
+    """The base cache for ``backend``, built now if it is not there yet; None when no
     part of it could be built (each sandbox then builds its own, slower)."""
     top = settings.cache_root() / "base"
-    folder = top / key(backend_name)
+    folder = top / key(backend)
     if folder.is_dir():
         return folder
     try:
@@ -108,7 +109,7 @@ def base_cache(backend_name: str) -> Path | None:
         warnings.warn(f"tilelab: no base cache could be made in {top} ({exc}); every check "
                       "builds its own, slower", RuntimeWarning, stacklevel=2)
         return None
-    built, failed = _build(backend_name, building)
+    built, failed = _build(backend, building)
     if failed or not built:  # never installed: the next process tries again
         _discard_later(building)
         return building if built else None
@@ -132,10 +133,10 @@ def _drop_abandoned(top: Path) -> None:
                     shutil.rmtree(entry.path, ignore_errors=True)
 
 
-def _build(backend_name: str, folder: Path) -> tuple[int, int]:
+def _build(backend: Backend, folder: Path) -> tuple[int, int]:
     """Build each part of the base cache into ``folder`` in a sandbox; (built, failed)."""
     parts = [("the emulator's prelude probe and precompiled prelude", _WARM_EMULATOR, {})]
-    if backend_name == "gpu":
+    if backend == Backend.GPU:
         parts.append(("PyCUDA's builds of the speed runs' baselines", _WARM_GPU,
                       {"PYCUDA_CACHE_DIR": f"{bwrap.WORK}/{PYCUDA_CACHE}"}))
     built = failed = 0
@@ -170,12 +171,12 @@ def own_builds_allowed() -> bool:
                 or settings.SANDBOXED.get())
 
 
-def binds(backend_name: str, own: bool) -> tuple[list[tuple[str, str]], dict[str, str]]:
+def binds(backend: Backend, own: bool) -> tuple[list[tuple[str, str]], dict[str, str]]:
     """The read-only binds and environment that give a grading sandbox its caches: the
     base cache, and with ``own`` the learner's own compile caches after it (the
     emulator's, and on a GPU PyCUDA's, kept in the sandbox's folder for :func:`keep_builds`)."""
     read_only, bases = [], []
-    base = base_cache(backend_name)
+    base = base_cache(backend)
     if base is not None:
         read_only.append((str(base), BASE))
         bases.append(BASE)
@@ -185,7 +186,7 @@ def binds(backend_name: str, own: bool) -> tuple[list[tuple[str, str]], dict[str
                 read_only.append((str(own_cache(part)), f"{OWN}/{part}"))
         bases.append(OWN)
     env = {"TILELAB_CACHE_BASE": os.pathsep.join(bases)} if bases else {}
-    if backend_name == "gpu":
+    if backend == Backend.GPU:
         env["PYCUDA_CACHE_DIR"] = f"{bwrap.WORK}/.cache/{PYCUDA_CACHE}"
     return read_only, env
 
