@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_classroom import (
+from support.classroom import (
     FIXTURES,
     SANDBOXED,
     copy_course,

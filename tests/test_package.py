@@ -248,7 +248,7 @@ def test_a_class_is_graded_from_the_installed_wheel(installed, tmp_path):
     """nbgrader's own command adds the student, ``tilelab grade`` grades the reference
     kernel's notebook: its points, and feedback without a traceback from the course's
     cells (a module the wheel forgot shows there as ModuleNotFoundError)."""
-    from test_classroom import (
+    from support.classroom import (
         SANDBOXED,
         copy_course,
         kernel_cell,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from support import classgen
-from test_classroom import copy_course, enrol, kernel_cell, released_stub, submission
+from support.classroom import copy_course, enrol, kernel_cell, released_stub, submission
 
 from tilelab import classroom, cli
 from tilelab.classroom import similarity

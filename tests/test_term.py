@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_classroom import (
+from support.classroom import (
     FIXTURES,
     SANDBOXED,
     copy_course,
