@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import io
 import json
+import multiprocessing
 import os
 import pickle
 import subprocess
@@ -58,7 +59,7 @@ from fidelity.outcome import (  # noqa: E402
 from fidelity.runner import emu_run, gpu_launch  # noqa: E402
 
 #: Seconds a GPU worker process may take for one module before it is killed.
-GPU_MODULE_TIMEOUT = 120.0
+GPU_MODULE_TIMEOUT = 60.0
 
 
 # ---- nvcc, as PyCUDA calls it ----------------------------------------------------------------
@@ -138,7 +139,8 @@ def run_emulator(modules: list[Module], jobs: int) -> tuple[dict[str, Outcome], 
     out: dict[str, Outcome] = {}
     # the longest modules first, so no process is left alone with one at the end
     order = sorted(modules, key=lambda m: -len(m.cases))
-    with ProcessPoolExecutor(jobs) as pool:
+    # spawned, not forked: the GPU side's threads run meanwhile in this process
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         for res in pool.map(_emu_module, order):
             out.update({k: Outcome.from_json(v) for k, v in res.items()})
     return out, time.monotonic() - t0
@@ -344,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default="", help="nvcc's -arch (default: the GPU's, or sm_90)")
     ap.add_argument("--truth", type=Path, help="a gpu_outcomes.json of an earlier --gpu run")
     ap.add_argument("--minimize", action="store_true", help="minimise the disagreements")
+    ap.add_argument("--minimize-seconds", type=float, default=45.0,
+                    help="no minimising round begins after this many seconds")
     ap.add_argument("--no-emulator", action="store_true", help="the GPU side alone")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -371,12 +375,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{sum(o.status == 'refused' for o in nvcc.values())} cases refused", flush=True)
     emu: dict[str, Outcome] = {}
     with ThreadPoolExecutor(1) as side:
-        emu_future = None if a.no_emulator else side.submit(run_emulator, modules,
-                                                            max(1, a.jobs // 2 if a.gpu
-                                                                else a.jobs))
+        # with a GPU, half the cores run the emulator; the rest drive GPU processes (each
+        # mostly waits: on starting CUDA, on the launch, on a restart after a fault)
+        emu_jobs = max(1, a.jobs // 2) if a.gpu else a.jobs
+        emu_future = None if a.no_emulator else side.submit(run_emulator, modules, emu_jobs)
         if a.gpu:
             t = time.monotonic()
-            gpu = run_gpu(modules, built, max(1, a.jobs // 2))
+            gpu = run_gpu(modules, built, max(1, a.jobs - emu_jobs))
             times["gpu"] = time.monotonic() - t
             print(f"GPU: {len(gpu)} cases in {times['gpu']:.1f} s", flush=True)
             (a.out / "gpu_outcomes.json").write_text(json.dumps(
@@ -402,10 +407,12 @@ def main(argv: list[str] | None = None) -> int:
         t = time.monotonic()
         small = ddmin_cases([by_id[v.case] for v in bad if v.case in gpu], gpu,
                             gpu_side=(lambda cs: run_gpu_cases(cs, arch, a.jobs))
-                            if a.gpu else None)
+                            if a.gpu else None, seconds=a.minimize_seconds)
         by_id.update({k: c for k, (c, _) in small.items()})
         gpu.update({k: g for k, (_, g) in small.items()})
-        emu.update({k: o for k, o in emu_side([c for c, _ in small.values()]).items()})
+        emu.update(emu_side([c for c, _ in small.values()]))
+        bad = [verdict(by_id[v.case], emu[v.case], gpu[v.case]) if v.case in small else v
+               for v in bad]
         times["minimize"] = time.monotonic() - t
     if gpu and bad:
         regs = regression_cases(by_id, bad, gpu, emu)

@@ -8,6 +8,8 @@ each side, so a round costs one build of a few modules per side, not one per can
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -44,10 +46,13 @@ def _chunks(lines: list[int], n: int) -> list[list[int]]:
 
 
 def ddmin_cases(cases: list[Case], gpu_truth: dict[str, Outcome], gpu_side: Side | None,
-                emu: Side = emu_side, rounds: int = 12) -> dict[str, tuple[Case, Outcome]]:
+                emu: Side = emu_side, rounds: int = 12,
+                seconds: float = math.inf) -> dict[str, tuple[Case, Outcome]]:
     """Each case of ``cases`` minimised: ``{id: (smallest case still disagreeing, the GPU's
-    outcome on it)}``. Without ``gpu_side`` (no GPU at hand) the cases stay as they are: a
-    smaller kernel's answer on a GPU is not known."""
+    outcome on it)}``, in at most ``rounds`` rounds, none begun after ``seconds``. Without
+    ``gpu_side`` (no GPU at hand) the cases stay as they are: a smaller kernel's answer on
+    a GPU is not known."""
+    ends = time.monotonic() + seconds
     state = {c.id: (c, gpu_truth[c.id], 2) for c in cases}
     if gpu_side is None:
         return {k: (c, g) for k, (c, g, _) in state.items()}
@@ -56,6 +61,8 @@ def ddmin_cases(cases: list[Case], gpu_truth: dict[str, Outcome], gpu_side: Side
              for c in cases}
     serial = 0
     for _ in range(rounds):
+        if time.monotonic() > ends:
+            break
         batch: dict[str, tuple[str, Case]] = {}
         for k, (c, _, n) in state.items():
             if n > len(c.lines) or len(c.lines) <= 1:
