@@ -49,11 +49,14 @@
 # steps checked, timed against cuBLAS and the best profiled by ncu -> OUT_DIR/sgemm_sweep.json;
 # SWEEP_SET=2 for the second, narrower set), sandbox (what each sandbox sees, its cgroup caps and a GPU kernel
 # graded inside its cgroup), notebooks (every solutions notebook run top to bottom on the
-# GPU, each step's hidden tests and speed gates included: times in OUT_DIR/notebooks.json).
+# GPU, each step's hidden tests and speed gates included: times in OUT_DIR/notebooks.json),
+# fidelity (benchmarks/fidelity_diff.py --gpu: FIDELITY_COUNT generated kernels, 2400 by
+# default, on the emulator and on the GPU; the GPU's outcomes, the disagreements and their
+# minimised regression cases -> OUT_DIR/fidelity/, a tally per family last).
 # A summary table is printed last.
 set -uo pipefail
 known="tests sandbox hostile class corpus bench book bookcounters datacheck road sweep calibrate \
-cluster scale checktimes locktests countersload startload pergpu sharedgpu notebooks"
+cluster scale checktimes locktests countersload startload pergpu sharedgpu notebooks fidelity"
 out="${1:?usage: gpu_session.sh OUT_DIR [STEP ...]}"
 if [[ " $known " == *" $out "* ]]; then  # a step where the folder goes: nothing is run
   echo "gpu_session.sh: the first argument is the output folder, not a step ($out);" \
@@ -166,6 +169,8 @@ for s in $steps; do
              --out "$out/data" && "$py" -c "import json,sys; [print(r['variant'], '|', r['setting'], '|', \
              r['wrong_side'], 'of', r['verdicts'], 'on the wrong side') for r in \
              json.load(open(sys.argv[1]))['rows']]" "$out/data/shared_gpu.json" ;;
+    fidelity) run_step fidelity "${FIDELITY_LIMIT:-300}" "$py" benchmarks/fidelity_diff.py --gpu \
+             --minimize --count "${FIDELITY_COUNT:-2400}" --out "$out/fidelity" ;;
     notebooks) run_step notebooks "${NOTEBOOKS_LIMIT:-400}" "$py" benchmarks/run_notebooks.py \
              --backend gpu --json "$out/notebooks.json" ;;
     corpus) run_step corpus "${CORPUS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \
