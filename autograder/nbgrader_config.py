@@ -34,3 +34,8 @@ c.ClearSolutions.code_stub = {"python": "// YOUR CODE HERE"}
 c.Execute.timeout = 1200
 # (ipykernel's warning about unencrypted local TCP would otherwise break the progress bar)
 c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
+
+# `nbgrader export` writes grades.csv quoted (a name such as "Abbott, Jr." keeps its row) and
+# inert in a spreadsheet (a field that starts like a formula is written as text), as the
+# class run does.
+c.ExportApp.plugin_class = "tilelab.classroom.grades_csv.QuotedCsvExport"

@@ -8,7 +8,6 @@ configs). Cell and notebook names follow one convention: assignment ``01-naive``
 
 from __future__ import annotations
 
-import csv
 import functools
 import os
 import shutil
@@ -21,20 +20,19 @@ from nbgrader import api as nbgrader_api
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.apps.api import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
-from nbgrader.plugins import CsvExportPlugin
 from nbgrader.utils import temp_attrs
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from tilelab import publish
 from tilelab.catalog import exercises
-from tilelab.classroom import active_content
+from tilelab.classroom import active_content, grades_csv
 from tilelab.classroom.jupyter_sandbox import sandbox_autograde
 from tilelab.grading import scoring, scratch
 from tilelab.grading.verdict import Verdict
 
 CONFIG_FILE = "nbgrader_config.py"
-CSV_FILE = "grades.csv"
+CSV_FILE = grades_csv.FILE
 
 
 def notebook_id(assignment: str) -> str:
@@ -257,32 +255,12 @@ def record(
     return written
 
 
-TIMESTAMP_FROM = ("the submission's timestamp.txt: nbgrader submit writes it, but in "
-                  "submissions uploaded by other means the learner may have written it")
-
-
 def export_csv(coursedir: CourseDirectory, dest: Path) -> Path:
-    """``nbgrader export``: the whole gradebook as CSV, and beside each submission's time
-    where it came from (``timestamp_from``: nbgrader takes it from the submission's own
-    ``timestamp.txt``; empty where there was none)."""
-    plugin = CsvExportPlugin()
-    plugin.to = str(dest)
+    """``grades.csv``: nbgrader's export of the whole gradebook, quoted and inert in a
+    spreadsheet, with where each submission's time came from
+    (:mod:`tilelab.classroom.grades_csv`)."""
     with gradebook(coursedir) as gb:
-        plugin.export(gb)
-    with open(dest, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if rows:
-        for row in rows:
-            folder = Path(coursedir.format_path(coursedir.submitted_directory,
-                                                row["student_id"], row["assignment"]))
-            stamp = folder / "timestamp.txt"
-            row["timestamp_from"] = (TIMESTAMP_FROM if row.get("timestamp") and
-                                     stamp.is_file() and not stamp.is_symlink() else "")
-        with open(dest, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-    return dest
+        return grades_csv.export(coursedir, gb, dest)
 
 
 def report_strangers(summary: dict[str, Any], failures: list[dict], strangers: list[str]) -> None:

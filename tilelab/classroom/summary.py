@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from tilelab.classroom.escape import terminal_text
 from tilelab.classroom.task import Result
 
 
@@ -85,7 +86,8 @@ def timing(timings: list[dict[str, Any]], wall: float) -> dict[str, Any]:
 
 
 def table(summary: dict[str, Any], width: int = 100) -> str:
-    """A few lines for the terminal: students, submissions, points, failures and why, time."""
+    """A few lines for the terminal: students, submissions, points, failures and why, time
+    (every control character of a name or a message written visibly: it is printed)."""
     subs = summary["submissions"]
     students = {s["student"] for s in subs}
     score = sum(s.get("score", 0.0) for s in subs)
@@ -103,11 +105,11 @@ def table(summary: dict[str, Any], width: int = 100) -> str:
     for f in summary["failures"]:
         who = " ".join(x for x in (f.get("student"), f.get("assignment")) if x) or "the run"
         said = " ".join(str(f.get("error", "")).split())
-        line = f"  {who} ({f.get('step', '?')}): {said}"
+        line = terminal_text(f"  {who} ({f.get('step', '?')}): {said}")
         lines.append(line if len(line) <= width else line[: width - 3] + "...")
     if summary.get("note"):
         lines.append(f"note      {summary['note']}")
     for key, what in (("csv", "grades"), ("kernels_csv", "per kernel")):
         if summary.get(key):
             lines.append(f"{what:<9} {summary[key]}")
-    return "\n".join(lines)
+    return "\n".join(map(terminal_text, lines))
