@@ -39,3 +39,10 @@ c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelA
 # inert in a spreadsheet (a field that starts like a formula is written as text), as the
 # class run does.
 c.ExportApp.plugin_class = "tilelab.classroom.grades_csv.QuotedCsvExport"
+
+# formgrader's Autograde button and `nbgrader autograde` are turned off: they would run each
+# learner's notebook in the instructor's own process (for the button, the Jupyter server)
+# with no sandbox and score it outside the course's clean grade. Grade with `tilelab grade`
+# (one submission: `tilelab grade --assignment A --student S --force`); formgrader then shows
+# its scores and autograded notebooks. The class run turns autograde back on for itself.
+c.Autograde.exporter_class = "tilelab.classroom.formgrader.AutogradeOff"

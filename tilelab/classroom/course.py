@@ -26,7 +26,7 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from tilelab import publish
 from tilelab.catalog import exercises
-from tilelab.classroom import active_content, grades_csv
+from tilelab.classroom import active_content, formgrader, grades_csv
 from tilelab.classroom.jupyter_sandbox import sandbox_autograde
 from tilelab.grading import scoring, scratch
 from tilelab.grading.verdict import Verdict
@@ -119,6 +119,7 @@ def open_api(course_root: str | Path, cell_timeout: int | None = None,
     ``course_root`` as the root (a private copy of the course)."""
     gradebook_head_in_process()
     config = load_config(course_root)
+    formgrader.turned_on(config)  # the course turns nbgrader's own autograde off
     if gradebook is not None:
         config.CourseDirectory.root = str(course_root)
         config.CourseDirectory.db_url = f"sqlite:///{gradebook}"
