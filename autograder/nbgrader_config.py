@@ -46,3 +46,10 @@ c.ExportApp.plugin_class = "tilelab.classroom.grades_csv.QuotedCsvExport"
 # (one submission: `tilelab grade --assignment A --student S --force`); formgrader then shows
 # its scores and autograded notebooks. The class run turns autograde back on for itself.
 c.Autograde.exporter_class = "tilelab.classroom.formgrader.AutogradeOff"
+
+# formgrader renders each autograded notebook into a page of the instructor's Jupyter
+# server, and generate_feedback into a feedback page: a learner's HTML is cleaned then, as
+# it is rendered (markdown, HTML outputs, the grader's comment; nothing active, no
+# javascript: link, a bounded cost per page). See tilelab/classroom/active_content.py.
+c.HTMLExporter.preprocessors = ["tilelab.classroom.active_content.LearnerPage"]
+c.HTMLExporter.filters = {"markdown2html": "tilelab.classroom.active_content.learner_markdown"}
