@@ -36,6 +36,7 @@ from bleach.sanitizer import Cleaner
 from jinja2 import pass_context
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 from nbconvert.preprocessors import Preprocessor
+from nbformat import from_dict
 from traitlets import Bool
 
 #: Bytes of one cell's (or one output's) markdown or HTML rendered as such; and of a
@@ -278,13 +279,13 @@ class LearnerPage(Preprocessor):
     enabled = Bool(True, config=True, help="On wherever it is listed")
 
     def preprocess(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        nb.metadata = safe_notebook_metadata(nb.get("metadata"))
+        nb.metadata = from_dict(safe_notebook_metadata(nb.get("metadata")))
         budget: dict[str, Any] = {}
         for cell in nb.cells:
-            cell.metadata = safe_cell_metadata(cell.get("metadata"))
+            cell.metadata = from_dict(safe_cell_metadata(cell.get("metadata")))
             if cell.get("cell_type") == "code":
                 outs = (_output(o, budget) for o in cell.get("outputs") or [])
-                cell.outputs = [o for o in outs if o is not None]
+                cell.outputs = [from_dict(o) for o in outs if o is not None]
             else:
                 cell.pop("outputs", None)
         return nb, resources

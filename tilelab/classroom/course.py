@@ -32,6 +32,8 @@ from tilelab.grading import scoring, scratch
 from tilelab.grading.verdict import Verdict
 
 CONFIG_FILE = "nbgrader_config.py"
+#: The gradebook of a task's private course (by path in it)
+PRIVATE_GRADEBOOK = "autograder/tilelab-task-gradebook.db"
 CSV_FILE = grades_csv.FILE
 
 
@@ -109,14 +111,17 @@ def gradebook_head_in_process() -> None:
 
 def open_api(course_root: str | Path, cell_timeout: int | None = None,
              sandboxed: bool = False, gradebook: Path | None = None,
-             notebook_timeout: int | None = None) -> NbGraderAPI:
+             notebook_timeout: int | None = None,
+             kernel_manager: type | None = None) -> NbGraderAPI:
     """nbgrader's Python API on this course (with a per-cell time limit, if given: during
     ``tilelab grade`` it replaces the config file's limit, which a manual
     ``nbgrader autograde`` keeps). The course config is read here, once; ``sandboxed``:
     every notebook's kernel runs in a bubblewrap sandbox (:mod:`tilelab.classroom.jupyter_sandbox`),
     which lives at most ``notebook_timeout`` seconds where given (all its cells);
     ``gradebook``: a SQLite file of its own, in place of the configured one, with
-    ``course_root`` as the root (a private copy of the course)."""
+    ``course_root`` as the root (a private copy of the course); ``kernel_manager``: what
+    starts the sandboxed kernels (:class:`~tilelab.classroom.jupyter_sandbox.
+    SandboxedKernelManager` unless named)."""
     gradebook_head_in_process()
     config = load_config(course_root)
     formgrader.turned_on(config)  # the course turns nbgrader's own autograde off
@@ -127,7 +132,7 @@ def open_api(course_root: str | Path, cell_timeout: int | None = None,
         config.Execute.timeout = cell_timeout
         config.ExecutePreprocessor.timeout = cell_timeout
     if sandboxed:
-        sandbox_autograde(config)
+        sandbox_autograde(config, kernel_manager)
         if notebook_timeout is not None:
             config.SandboxedKernelManager.wall_seconds = float(notebook_timeout)
     active_content.sanitize_pipelines(config)  # no learner script in what is opened
@@ -248,6 +253,7 @@ def record(
                     continue
                 grade = gb.find_grade(test_cell_id(v.exercise, kind), nb, assignment, student)
                 grade.manual_score = grade.auto_score = min(points, grade.max_score)
+                grade.extra_credit = None  # nbgrader's steps never set one: nor may they
                 grade.needs_manual_grade = False
                 written[v.exercise][kind] = grade.manual_score
             comment = gb.find_comment(kernel_cell_id(v.exercise), nb, assignment, student)
