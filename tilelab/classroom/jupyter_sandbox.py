@@ -277,7 +277,8 @@ def _execute_class(manager: type) -> type:
             if not self._noted and self._at is not None:
                 self._noted = True
                 cell, index = self._at
-                note = {**msg, "msg_type": "stream",
+                note = {**msg, "msg_type": "stream",  # what nbclient reads it by, too:
+                        "header": {**msg.get("header", {}), "msg_type": "stream"},
                         "content": {"name": "stderr", "text": OUTPUT_NOTE}}
                 super().output(cell.outputs, note, None, index)
             return False

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tilelab import settings
-from tilelab.classroom import kernel_broker
+from tilelab.classroom import guards, kernel_broker
 from tilelab.classroom.jupyter_sandbox import REFERENCE_KERNELS, kernel_limits
 from tilelab.grading import bubblewrap, enter
 from tilelab.grading.limits import Cgroup, Limits, missing_caps, shim
@@ -47,6 +47,8 @@ STEP_SECONDS = 300.0
 #: Where the private course is, as the sandbox sees it
 INSIDE = bubblewrap.WORK
 STDERR_KEPT = 64 << 10
+#: What the child runs (its descriptor's number follows)
+STEPS_MODULE = ["-m", "tilelab.classroom.nbgrader_steps"]
 
 
 def step_limits(notebook_timeout: float) -> Limits:
@@ -90,6 +92,7 @@ class NotebookSandbox:
     _buf: bytes = b""
     _launcher: kernel_broker.KernelLauncher | None = None
     _ipc: tuple[str, bool] | None = None
+    _before: set[int] = field(default_factory=set)
 
     @property
     def kernel_cwd(self) -> Path:
@@ -102,9 +105,10 @@ class NotebookSandbox:
         return f"{INSIDE}/{path.relative_to(self.root).as_posix()}".rstrip("/.")
 
     def __enter__(self) -> NotebookSandbox:
+        self._before = set(guards.alive_descendants())
         limits = step_limits(self.notebook_timeout)
         chan_r, chan_w = os.pipe()
-        argv = [sys.executable, "-m", "tilelab.classroom.nbgrader_steps", str(chan_w)]
+        argv = [sys.executable, *STEPS_MODULE, str(chan_w)]
         env = {k: v for k, v in os.environ.items() if k.startswith("TILELAB_")}
         for name in (settings.GPU_LOCK.name, settings.COUNTERS_LOCK.name,
                      settings.START_LOCK.name):
@@ -161,11 +165,14 @@ class NotebookSandbox:
         if self._launcher is not None:
             self._launcher.close()
         if self._proc is not None:
+            with contextlib.suppress(OSError):
+                self._proc.stdin.close()  # a child between steps ends on its own
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=5)
             enter.kill_tree(self._proc.pid, self._cgroup.folders if self._cgroup else [])
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=10)
-            with contextlib.suppress(OSError):
-                self._proc.stdin.close()
+            _gone(self._before)
         if self._cgroup is not None:
             self._cgroup.close()
             self._cgroup = None
@@ -277,6 +284,14 @@ class NotebookSandbox:
             self.problem = self._ended("feedback page")
             return None
         return self._wait("feedback", STEP_SECONDS, "feedback page")
+
+
+def _gone(before: set[int], seconds: float = 3.0) -> None:
+    """Wait (a few seconds at most) until no process started since ``before`` is alive:
+    a sandbox's last processes die a moment after it is killed."""
+    end = time.monotonic() + seconds
+    while set(guards.alive_descendants()) - before and time.monotonic() < end:
+        time.sleep(0.05)
 
 
 _OPEN: list[NotebookSandbox] = []
