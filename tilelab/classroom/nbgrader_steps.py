@@ -113,7 +113,15 @@ def open_api(req: dict[str, Any]) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    """The steps, each as the grader asks for it; 0 also where the grader ends them early
+    (it closes this process's input: nothing more is wanted)."""
+    try:
+        return _steps(sys.argv[1:] if argv is None else argv)
+    except EOFError:
+        return 0
+
+
+def _steps(args: list[str]) -> int:
     _undumpable()
     channel = kernel_broker.Channel(int(args[0]), sys.stdin.buffer)
     kernel_broker.CHANNEL = channel
