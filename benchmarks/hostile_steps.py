@@ -27,31 +27,24 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DISPLAY_BOMB = (
-    "from IPython.display import display, update_display\n"
-    "for i in range(96):\n"
-    "    display({'text/plain': 'x'}, raw=True, display_id='d')\n"
-    "update_display({'text/plain': 'y' * (8 << 20)}, raw=True, display_id='d')\n"
-)
+sys.path.insert(0, str(REPO / "tests"))  # the course's test helpers build the class
 CASES = ("honest", "display", "latex144", "latex288", "cells")
 
 
 def edit(nb: dict, case: str) -> dict:
+    from support import hostile_steps
+
     if case == "display":
-        nb["cells"].append({"cell_type": "code", "metadata": {}, "execution_count": None,
-                            "outputs": [], "source": DISPLAY_BOMB})
+        nb["cells"].append(hostile_steps.code_cell(hostile_steps.DISPLAY_BOMB))
     elif case.startswith("latex"):
-        nb["cells"].append({"cell_type": "markdown", "metadata": {},
-                            "source": "\\begin{x}" * (int(case[5:]) * 1000 // 9)})
+        nb["cells"].append(hostile_steps.unmatched_begins(int(case[5:])))
     elif case == "cells":
-        nb["cells"] += [{"cell_type": "code", "metadata": {}, "execution_count": None,
-                         "outputs": [], "source": ""} for _ in range(60_000)]
+        nb["cells"] += hostile_steps.empty_cells()
     return nb
 
 
 def one(case: str) -> dict:
     """Grade the case's class in this process; what it cost."""
-    sys.path.insert(0, str(REPO / "tests"))
     from test_classroom import (
         copy_course,
         kernel_cell,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook, SubmittedAssignment
-from support import SUMMARY_LINE
+from support import SUMMARY_LINE, hostile_steps
 from test_classroom import (
     copy_course,
     kernel_cell,
@@ -424,11 +424,6 @@ SANDBOX_CASES = [
                               "\n    big[threadIdx.x] = 0.0f;")
          .replace("C[row * N + col] = acc;", "C[row * N + col] = acc + big[threadIdx.x];")),
 ]
-DISPLAY_BOMB = (  # 96 tiny outputs under one id, then one 8 MiB update rewriting them all
-    "from IPython.display import display, update_display\n"
-    "for i in range(96):\n"
-    "    display({'text/plain': 'x'}, raw=True, display_id='d')\n"
-    "update_display({'text/plain': 'y' * (8 << 20)}, raw=True, display_id='d')\n")
 ANIMATED = (  # handlers the page's own CSS animations fire, in an HTML output
     "from IPython.display import HTML, display\n"
     "display(HTML('<i class=\"fa fa-spin\" onanimationstart=\"alert(12)\">s</i>'\n"
@@ -436,7 +431,7 @@ ANIMATED = (  # handlers the page's own CSS animations fire, in an HTML output
 STEPS_CASES = [
     # what nbgrader's own steps do with a notebook (issue 52)
     Case("n01", "96 outputs under one display id, then one 8 MiB update",
-         r"came to \d+ MiB, more than the 4 MiB", kernel=NAIVE, python=DISPLAY_BOMB,
+         r"came to \d+ MiB, more than the 4 MiB", kernel=NAIVE, python=hostile_steps.DISPLAY_BOMB,
          points=(3, 0)),
     Case("n02", "144 KB of unmatched \\begin{x} in a markdown cell", "correct on",
          kernel=NAIVE, edit="begin_markdown", points=(3, 0)),
@@ -542,11 +537,9 @@ def notebook_for(case: Case, root: Path | None = None, port: int = 0) -> bytes:
         nb["cells"].append({"cell_type": "markdown", "metadata": {},
                             "source": "m" * (20 << 20)})
     if case.edit == "begin_markdown":
-        nb["cells"].append({"cell_type": "markdown", "metadata": {},
-                            "source": "\\begin{x}" * (144_000 // 9)})
+        nb["cells"].append(hostile_steps.unmatched_begins(144))
     if case.edit == "empty_cells":
-        nb["cells"] += [{"cell_type": "code", "metadata": {}, "execution_count": None,
-                         "outputs": [], "source": ""} for _ in range(60_000)]
+        nb["cells"] += hostile_steps.empty_cells()
     if case.edit == "animated":
         nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": (
             '<a title="x\n\n[y](https://example.invalid) onanimationstart=alert(14) '

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support import hostile_steps
 from test_classroom import (
     copy_course,
     kernel_cell,
@@ -31,12 +32,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning"),
 ]
 
-DISPLAY_BOMB = (
-    "from IPython.display import display, update_display\n"
-    "for i in range(96):\n"
-    "    display({'text/plain': 'x'}, raw=True, display_id='d')\n"
-    "update_display({'text/plain': 'y' * (8 << 20)}, raw=True, display_id='d')\n"
-)
 CASES = {  # student -> (the edit to the honest notebook, what its learner is told)
     "honest": (None, None),
     "display": ("display", r"came to \d+ MiB, more than the 4 MiB"),
@@ -49,14 +44,11 @@ def notebook(edit: str | None) -> bytes:
     cell = kernel_cell(released_stub("naive"), solution_kernel("naive"))
     nb = submission("01-naive", {"naive": cell})
     if edit == "display":
-        nb["cells"].append({"cell_type": "code", "metadata": {}, "execution_count": None,
-                            "outputs": [], "source": DISPLAY_BOMB})
+        nb["cells"].append(hostile_steps.code_cell(hostile_steps.DISPLAY_BOMB))
     if edit == "latex":
-        nb["cells"].append({"cell_type": "markdown", "metadata": {},
-                            "source": "\\begin{x}" * (144_000 // 9)})
+        nb["cells"].append(hostile_steps.unmatched_begins(144))
     if edit == "cells":
-        nb["cells"] += [{"cell_type": "code", "metadata": {}, "execution_count": None,
-                         "outputs": [], "source": ""} for _ in range(60_000)]
+        nb["cells"] += hostile_steps.empty_cells()
     return json.dumps(nb).encode()
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook
+from support import browser
 from test_classroom import copy_course, submission, write_submissions
 
 from tilelab.classroom import course
@@ -107,24 +107,10 @@ def hostile_autograded(root: Path) -> int:
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory: pytest.TempPathFactory):
-    missing = [name for name in ("chromium", "chromedriver") if shutil.which(name) is None]
-    if missing:
-        pytest.skip(f"needs {' and '.join(missing)} on PATH: `make browser` installs them")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync",
-                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-                "--window-size=1280,1000"):
-        opts.add_argument(arg)
-    drv = webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver")),
-                           options=opts)
-    drv.set_page_load_timeout(60)
-    yield drv
-    drv.quit()
+    why = browser.missing()
+    if why:
+        pytest.skip(why)
+    yield from browser.chromium(tmp_path_factory.mktemp("chromium-profile"))
 
 
 @pytest.fixture(scope="module")
