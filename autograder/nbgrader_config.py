@@ -34,3 +34,22 @@ c.ClearSolutions.code_stub = {"python": "// YOUR CODE HERE"}
 c.Execute.timeout = 1200
 # (ipykernel's warning about unencrypted local TCP would otherwise break the progress bar)
 c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
+
+# `nbgrader export` writes grades.csv quoted (a name such as "Abbott, Jr." keeps its row) and
+# inert in a spreadsheet (a field that starts like a formula is written as text), as the
+# class run does.
+c.ExportApp.plugin_class = "tilelab.classroom.grades_csv.QuotedCsvExport"
+
+# formgrader's Autograde button and `nbgrader autograde` are turned off: they would run each
+# learner's notebook in the instructor's own process (for the button, the Jupyter server)
+# with no sandbox and score it outside the course's clean grade. Grade with `tilelab grade`
+# (one submission: `tilelab grade --assignment A --student S --force`); formgrader then shows
+# its scores and autograded notebooks. The class run turns autograde back on for itself.
+c.Autograde.exporter_class = "tilelab.classroom.formgrader.AutogradeOff"
+
+# formgrader renders each autograded notebook into a page of the instructor's Jupyter
+# server, and generate_feedback into a feedback page: a learner's HTML is cleaned then, as
+# it is rendered (markdown, HTML outputs, the grader's comment; nothing active, no
+# javascript: link, a bounded cost per page). See tilelab/classroom/active_content.py.
+c.HTMLExporter.preprocessors = ["tilelab.classroom.active_content.LearnerPage"]
+c.HTMLExporter.filters = {"markdown2html": "tilelab.classroom.active_content.learner_markdown"}

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from support import classgen  # noqa: E402
-from test_classroom import (  # noqa: E402
+from support.classroom import (  # noqa: E402
     copy_course,
     enrol,
     kernel_cell,

@@ -5,7 +5,9 @@ cached) graded with and without the bubblewrap sandbox, interleaved; prints both
 the overhead per submission (on a GPU the grade includes the speed runs). ``--start``: the
 cost of starting one process in a sandbox (``python -c pass``, 20 runs each way).
 ``--class``: the test suite's class (tests/test_classroom.py) graded end to end by ``tilelab
-grade``'s pipeline, once unsandboxed and once sandboxed.
+grade``'s pipeline, once unsandboxed and once sandboxed. ``--steps``: what the sandbox of
+nbgrader's steps costs one submission (:mod:`tilelab.classroom.notebook_sandbox`): its start
+until it has read the notebook's kernel cells, and its end, against reading them here.
 """
 
 import argparse
@@ -83,6 +85,47 @@ def whole_class(backend: str) -> None:
                   f"{len(summary['failures'])} failures")
 
 
+def steps(n: int) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import json
+
+    from support.classroom import (
+        copy_course,
+        kernel_cell,
+        released_stub,
+        solution_kernel,
+        submission,
+    )
+
+    from tilelab.classroom import notebook_sandbox
+    from tilelab.classroom import steps as class_steps
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "course"
+        copy_course(root)
+        nb = submission("01-naive", {"naive": kernel_cell(released_stub("naive"),
+                                                          solution_kernel("naive"))})
+        folder = root / "autograder" / "submitted" / "ann" / "01-naive"
+        folder.mkdir(parents=True)
+        (folder / "naive.ipynb").write_text(json.dumps(nb))
+        here, boxed, ended = [], [], []
+        for _ in range(n):
+            t = time.perf_counter()
+            class_steps.read_kernels(folder / "naive.ipynb", "01-naive")
+            here.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            box = notebook_sandbox.NotebookSandbox(root, "01-naive", "ann", "naive.ipynb", 10, 60)
+            with box:
+                assert box.start([]) is not None, box.problem
+                boxed.append(time.perf_counter() - t)
+                t = time.perf_counter()
+            ended.append(time.perf_counter() - t)
+    h, b, e = (statistics.median(x) for x in (here, boxed, ended))
+    print(f"nbgrader's steps' sandbox, {n} runs: its start until the kernel cells are read "
+          f"{b * 1e3:.0f} ms, its end {e * 1e3:.0f} ms, against {h * 1e3:.0f} ms reading them "
+          f"here: {(b + e - h) * 1e3:.0f} ms per submission (medians)")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("n", nargs="?", type=int, default=5, help="fresh kernels each way")
@@ -90,8 +133,12 @@ if __name__ == "__main__":
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--start", action="store_true", help="one process start, each way")
     mode.add_argument("--class", dest="whole", action="store_true", help="a class run, each way")
+    mode.add_argument("--steps", action="store_true",
+                      help="the sandbox of nbgrader's steps, per submission")
     a = ap.parse_args()
-    if a.whole:
+    if a.steps:
+        steps(a.n)
+    elif a.whole:
         whole_class(a.backend)
     elif a.start:
         start()

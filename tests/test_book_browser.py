@@ -8,12 +8,12 @@ Needs Debian's chromium and chromium-driver (`make browser` installs them).
 from __future__ import annotations
 
 import re
-import shutil
 import time
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
+from support import browser
 from support.book_build import Build, build_book, toc_docnames
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,14 +40,6 @@ def min_text_px(png: Path) -> float | None:
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def _browser_missing() -> str | None:
-    missing = [name for name in ("chromium", "chromedriver") if shutil.which(name) is None]
-    if missing:
-        return (f"needs {' and '.join(missing)} on PATH: `make browser` installs Debian's "
-                "chromium and chromium-driver")
-    return None
-
-
 @pytest.fixture(scope="session")
 def book(tmp_path_factory: pytest.TempPathFactory) -> Build:
     result = build_book(REPO, tmp_path_factory.getbasetemp() / "book")
@@ -58,24 +50,10 @@ def book(tmp_path_factory: pytest.TempPathFactory) -> Build:
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory: pytest.TempPathFactory):
-    why = _browser_missing()
+    why = browser.missing()
     if why:
         pytest.skip(why)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync",
-                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-                "--window-size=1280,1000"):
-        opts.add_argument(arg)
-    drv = webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver")),
-                           options=opts)
-    drv.set_page_load_timeout(60)
-    yield drv
-    drv.quit()
+    yield from browser.chromium(tmp_path_factory.mktemp("chromium-profile"))
 
 
 def _open(driver, path: Path) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook, SubmittedAssignment
-from support import SUMMARY_LINE
+from support import SUMMARY_LINE, hostile_steps
 from support.classroom import (
     copy_course,
     kernel_cell,
@@ -425,7 +425,23 @@ SANDBOX_CASES = [
                               "\n    big[threadIdx.x] = 0.0f;")
          .replace("C[row * N + col] = acc;", "C[row * N + col] = acc + big[threadIdx.x];")),
 ]
-CASES += SANDBOX_CASES
+ANIMATED = (  # handlers the page's own CSS animations fire, in an HTML output
+    "from IPython.display import HTML, display\n"
+    "display(HTML('<i class=\"fa fa-spin\" onanimationstart=\"alert(12)\">s</i>'\n"
+    "             '<div class=\"progress-bar active\" onanimationstart=\"alert(13)\">b</div>'))\n")
+STEPS_CASES = [
+    # what nbgrader's own steps do with a notebook (issue 52)
+    Case("n01", "96 outputs under one display id, then one 8 MiB update",
+         r"came to \d+ MiB, more than the 4 MiB", kernel=NAIVE, python=hostile_steps.DISPLAY_BOMB,
+         points=(3, 0)),
+    Case("n02", "144 KB of unmatched \\begin{x} in a markdown cell", "correct on",
+         kernel=NAIVE, edit="begin_markdown", points=(3, 0)),
+    Case("n03", "60,000 empty cells", "cells, more than the 1,000", kernel=NAIVE,
+         edit="empty_cells", points=(3, 0)),
+    Case("n04", "handlers fired by the page's CSS animations, a blank line in an attribute",
+         "correct on", kernel=NAIVE, python=ANIMATED, edit="animated", points=(3, 0)),
+]
+CASES += SANDBOX_CASES + STEPS_CASES
 
 # ------------------------------------------- evidence the submission cannot shape (issue 23)
 
@@ -536,6 +552,14 @@ def notebook_for(case: Case, root: Path | None = None, port: int = 0) -> bytes:
     if case.edit == "huge_markdown":
         nb["cells"].append({"cell_type": "markdown", "metadata": {},
                             "source": "m" * (20 << 20)})
+    if case.edit == "begin_markdown":
+        nb["cells"].append(hostile_steps.unmatched_begins(144))
+    if case.edit == "empty_cells":
+        nb["cells"] += hostile_steps.empty_cells()
+    if case.edit == "animated":
+        nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": (
+            '<a title="x\n\n[y](https://example.invalid) onanimationstart=alert(14) '
+            'class=fa-spin">z</a>\n\n<i class="fa fa-spin" onanimationstart="alert(15)">s</i>')})
     if case.edit == "active":
         nb["cells"].append({"cell_type": "markdown", "metadata": {}, "source": (
             "<script>alert(8)</script>\n\n<img src=x onerror=alert(9)>\n\n"
@@ -758,38 +782,43 @@ def test_no_learner_script_in_a_page_the_instructor_opens(corpus):
     from nbconvert import HTMLExporter
     from support.active_html import active_content
 
+    from tilelab.classroom import course
+
     root, _ = corpus
-    needs("a01")
+    needs("a01", "n04")
     pages = {}
-    for student in ("aaron", "a01"):
+    for student in ("aaron", "a01", "n04"):
         feedback = root / "autograder" / "feedback" / student / "01-naive" / "naive.html"
         autograded = root / "autograder" / "autograded" / student / "01-naive" / "naive.ipynb"
         assert feedback.is_file() and autograded.is_file(), student
-        pages[student] = (feedback.read_text(),
-                          HTMLExporter().from_filename(str(autograded))[0])
-    (fb_base, ag_base), (fb, ag) = pages["aaron"], pages["a01"]
-    assert "alert(" in fb  # its text is there, as text
-    assert active_content(fb, fb_base) == []
-    assert active_content(ag, ag_base) == []
+        # formgrader's page: the exporter as the course's configuration makes it
+        exporter = HTMLExporter(config=course.load_config(root))
+        pages[student] = (feedback.read_text(), exporter.from_filename(str(autograded))[0])
+    fb_base, ag_base = pages.pop("aaron")
+    assert pages
+    for student, (fb, ag) in pages.items():
+        assert "alert(" in fb, student  # its text is there, as text
+        assert active_content(fb, fb_base) == [], student
+        assert active_content(ag, ag_base) == [], student
 
 
 def test_the_csv_says_where_a_submission_time_came_from(corpus):
     import csv
 
-    from tilelab.classroom import course
+    from tilelab.classroom import grades_csv
 
     _, summary = corpus
     with open(summary["csv"], encoding="utf-8") as f:
         rows = {r["student_id"]: r for r in csv.DictReader(f)}
     needs("t01")
     assert rows["t01"]["timestamp"].startswith("2000-01-01")
-    assert rows["t01"]["timestamp_from"] == course.TIMESTAMP_FROM
+    assert rows["t01"]["timestamp_from"] == grades_csv.TIMESTAMP_FROM
     assert rows["aaron"]["timestamp_from"] == ""  # no timestamp.txt: none claimed
 
 
 def test_outputs_are_capped(corpus):
     root, _ = corpus
-    capped = ("c10", "w01", "d01", "d05", "d06")
+    capped = ("c10", "w01", "d01", "d05", "d06", "n01")
     needs(*capped)
     for student in capped:  # and nothing large copied (a refused one has no notebook run)
         kept = [p for kind in ("autograded", "feedback")

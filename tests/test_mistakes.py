@@ -70,4 +70,5 @@ def test_each_mistake_gets_its_cause_and_line(tmp_path, case):
                                            text=scoring.analysis_text(v))]
     nb = nbformat.v4.new_notebook(cells=[cell])
     nbformat.write(nb, tmp_path / "n.ipynb")
-    assert submissions.solution_shown(tmp_path / "n.ipynb", BLOCKS, nbformat.writes(nb)) == 0
+    secret = submissions.secret_windows(BLOCKS)
+    assert submissions.solution_shown(tmp_path / "n.ipynb", secret, nbformat.writes(nb)) == 0

@@ -23,6 +23,7 @@ from tilelab.isolation import bubblewrap as sandbox
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = sorted((REPO / "solutions").glob("*/*.ipynb"))
 BLOCKS = submissions.solution_blocks(SOURCES)
+SECRET = submissions.secret_windows(BLOCKS)  # what the sandbox of nbgrader's steps is given
 
 
 def solution_kernel(exercise_id: str) -> str:
@@ -67,7 +68,7 @@ def test_a_guard_line_and_the_graders_hint_are_never_evidence(tmp_path):
     buggy = solution_kernel("naive").replace("row < M && col < N", "row <= M && col <= N")
     path = executed(tmp_path / "n.ipynb", buggy, [hint])
     before = path.read_bytes()
-    assert submissions.solution_shown(path, BLOCKS, own(buggy)) == 0
+    assert submissions.solution_shown(path, SECRET, own(buggy)) == 0
     assert path.read_bytes() == before
 
 
@@ -78,19 +79,19 @@ def test_a_whole_solution_printed_but_not_submitted_is_counted_and_kept(tmp_path
     path = executed(tmp_path / "n.ipynb", stub, ["header\n" + solution])
     before = path.read_bytes()
     # a solution of a few lines cannot be told from what a learner writes: never counted
-    assert submissions.solution_shown(path, BLOCKS, own(stub)) == (
+    assert submissions.solution_shown(path, SECRET, own(stub)) == (
         1 if long_enough(solution) else 0)
     assert exercise_id not in SPINE or long_enough(solution)
     assert path.read_bytes() == before  # the feedback is never cut
     # the learner who wrote that kernel may print it
-    assert submissions.solution_shown(path, BLOCKS, own(solution)) == 0
+    assert submissions.solution_shown(path, SECRET, own(solution)) == 0
 
 
 def test_a_few_solution_lines_in_an_output_are_not_evidence(tmp_path):
     block = next(b for b in BLOCKS if any("As[ty][k] * Bs[k][tx]" in x for x in b))
     few = "\n".join(block[: submissions.SOLUTION_RUN - 1])
     path = executed(tmp_path / "n.ipynb", "", [few])
-    assert submissions.solution_shown(path, BLOCKS, own("")) == 0
+    assert submissions.solution_shown(path, SECRET, own("")) == 0
 
 
 @pytest.mark.slow

@@ -1,11 +1,13 @@
 """What in an HTML page a browser would run: script elements, event handlers, script URLs.
 
-The pages nbconvert writes carry scripts of their own (MathJax, require.js): a page is
-judged against the scripts of the same template's empty notebook.
+The pages nbconvert writes carry scripts and handlers of their own (MathJax, require.js,
+formgrader's buttons): a page is judged against those of the same template's empty
+notebook.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from html.parser import HTMLParser
 
 ACTIVE_TAGS = {"script", "iframe", "object", "embed", "frame", "applet", "base"}
@@ -51,4 +53,5 @@ def active_content(page: str, baseline: str = "") -> list[str]:
     base.feed(baseline)
     known = {s.strip() for s in base.scripts}
     extra = [f"<script>{s.strip()[:80]}" for s in seen.scripts if s.strip() not in known]
-    return seen.found + extra
+    own = Counter(base.found)  # the template's own handlers (formgrader's buttons)
+    return list((Counter(seen.found) - own).elements()) + extra

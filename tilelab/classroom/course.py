@@ -8,7 +8,6 @@ configs). Cell and notebook names follow one convention: assignment ``01-naive``
 
 from __future__ import annotations
 
-import csv
 import functools
 import os
 import shutil
@@ -21,21 +20,22 @@ from nbgrader import api as nbgrader_api
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.apps.api import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
-from nbgrader.plugins import CsvExportPlugin
 from nbgrader.utils import temp_attrs
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from tilelab import publish
 from tilelab.catalog import exercises
-from tilelab.classroom import active_content
+from tilelab.classroom import active_content, formgrader, grades_csv
 from tilelab.classroom.jupyter_sandbox import sandbox_autograde
 from tilelab.grading import scoring
 from tilelab.grading.verdict import Verdict
 from tilelab.isolation import scratch
 
 CONFIG_FILE = "nbgrader_config.py"
-CSV_FILE = "grades.csv"
+#: The gradebook of a task's private course (by path in it)
+PRIVATE_GRADEBOOK = "autograder/tilelab-task-gradebook.db"
+CSV_FILE = grades_csv.FILE
 
 
 def notebook_id(assignment: str) -> str:
@@ -112,16 +112,20 @@ def gradebook_head_in_process() -> None:
 
 def open_api(course_root: str | Path, cell_timeout: int | None = None,
              sandboxed: bool = False, gradebook: Path | None = None,
-             notebook_timeout: int | None = None) -> NbGraderAPI:
+             notebook_timeout: int | None = None,
+             kernel_manager: type | None = None) -> NbGraderAPI:
     """nbgrader's Python API on this course (with a per-cell time limit, if given: during
     ``tilelab grade`` it replaces the config file's limit, which a manual
     ``nbgrader autograde`` keeps). The course config is read here, once; ``sandboxed``:
     every notebook's kernel runs in a bubblewrap sandbox (:mod:`tilelab.classroom.jupyter_sandbox`),
     which lives at most ``notebook_timeout`` seconds where given (all its cells);
     ``gradebook``: a SQLite file of its own, in place of the configured one, with
-    ``course_root`` as the root (a private copy of the course)."""
+    ``course_root`` as the root (a private copy of the course); ``kernel_manager``: what
+    starts the sandboxed kernels (:class:`~tilelab.classroom.jupyter_sandbox.
+    SandboxedKernelManager` unless named)."""
     gradebook_head_in_process()
     config = load_config(course_root)
+    formgrader.turned_on(config)  # the course turns nbgrader's own autograde off
     if gradebook is not None:
         config.CourseDirectory.root = str(course_root)
         config.CourseDirectory.db_url = f"sqlite:///{gradebook}"
@@ -129,7 +133,7 @@ def open_api(course_root: str | Path, cell_timeout: int | None = None,
         config.Execute.timeout = cell_timeout
         config.ExecutePreprocessor.timeout = cell_timeout
     if sandboxed:
-        sandbox_autograde(config)
+        sandbox_autograde(config, kernel_manager)
         if notebook_timeout is not None:
             config.SandboxedKernelManager.wall_seconds = float(notebook_timeout)
     active_content.sanitize_pipelines(config)  # no learner script in what is opened
@@ -252,6 +256,7 @@ def record(
                 grade.manual_score = grade.auto_score = min(points, grade.max_score)
                 if kind == "speed" and unmeasured(v, award_without_gpu):
                     grade.auto_score = None  # nothing measured: no failed test in formgrader
+                grade.extra_credit = None  # nbgrader's steps never set one: nor may they
                 grade.needs_manual_grade = False
                 written[v.exercise][kind] = grade.manual_score
             comment = gb.find_comment(kernel_cell_id(v.exercise), nb, assignment, student)
@@ -268,32 +273,12 @@ def unmeasured(v: Verdict, award_without_gpu: bool) -> bool:
         v, award_without_gpu)
 
 
-TIMESTAMP_FROM = ("the submission's timestamp.txt: nbgrader submit writes it, but in "
-                  "submissions uploaded by other means the learner may have written it")
-
-
 def export_csv(coursedir: CourseDirectory, dest: Path) -> Path:
-    """``nbgrader export``: the whole gradebook as CSV, and beside each submission's time
-    where it came from (``timestamp_from``: nbgrader takes it from the submission's own
-    ``timestamp.txt``; empty where there was none)."""
-    plugin = CsvExportPlugin()
-    plugin.to = str(dest)
+    """``grades.csv``: nbgrader's export of the whole gradebook, quoted and inert in a
+    spreadsheet, with where each submission's time came from
+    (:mod:`tilelab.classroom.grades_csv`)."""
     with gradebook(coursedir) as gb:
-        plugin.export(gb)
-    with open(dest, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if rows:
-        for row in rows:
-            folder = Path(coursedir.format_path(coursedir.submitted_directory,
-                                                row["student_id"], row["assignment"]))
-            stamp = folder / "timestamp.txt"
-            row["timestamp_from"] = (TIMESTAMP_FROM if row.get("timestamp") and
-                                     stamp.is_file() and not stamp.is_symlink() else "")
-        with open(dest, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-    return dest
+        return grades_csv.export(coursedir, gb, dest)
 
 
 def report_strangers(summary: dict[str, Any], failures: list[dict], strangers: list[str]) -> None:

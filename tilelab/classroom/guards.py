@@ -36,7 +36,7 @@ PR_GET_CHILD_SUBREAPER = 37
 # ------------------------------------------------------------------ processes
 
 
-def _alive_descendants() -> dict[int, psutil.Process]:
+def alive_descendants() -> dict[int, psutil.Process]:
     """Every live process below this one (zombies left out: they have ended and only wait
     to be reaped)."""
     out = {}
@@ -73,12 +73,12 @@ class Reaper:
     def __enter__(self) -> Reaper:
         self.was_subreaper = _subreaper()
         _subreaper(1)
-        self.before = set(_alive_descendants())
+        self.before = set(alive_descendants())
         return self
 
     def __exit__(self, *exc: object) -> None:
         for _ in range(3):  # processes may fork while being killed
-            left = [p for pid, p in _alive_descendants().items() if pid not in self.before]
+            left = [p for pid, p in alive_descendants().items() if pid not in self.before]
             if not left:
                 break
             for p in left:

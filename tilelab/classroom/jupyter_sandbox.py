@@ -21,6 +21,8 @@ import shutil
 import subprocess
 import tempfile
 import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import zmq
@@ -70,6 +72,49 @@ def stop_kernels() -> None:
                 process.kill()
 
 
+def kernel_limits(wall_seconds: float, memory: int, processes: int, output_bytes: int,
+                  shares_gpu: bool) -> Limits:
+    """A notebook kernel's limits: the whole tree's memory in its cgroup; on the emulator
+    each process's address space too, never where a GPU is bound in (CUDA maps far more
+    than it uses)."""
+    gpu = bool(sandbox.nvidia_devices()) and not shares_gpu
+    return Limits(wall_seconds=wall_seconds, cpu_seconds=int(wall_seconds), memory=memory,
+                  address_space=None if gpu else memory, processes=processes,
+                  output_bytes=output_bytes)
+
+
+def kernel_command(cmd: list[str], cwd: str, outer: Mapping[str, str],
+                   environment: Mapping[str, str | None], ipc_dir: str, limits: Limits,
+                   shares_gpu: bool, cgroup: Cgroup | None) -> list[str]:
+    """The command line that starts kernel ``cmd`` in its sandbox, over ``cwd`` (read-only),
+    its sockets in ``ipc_dir``: its ``TILELAB_`` variables the grader's own (``outer``)
+    with ``environment`` over them (None: unset), never a lock's; the verdict cache they
+    name bound read-only; no GPU where ``shares_gpu``."""
+    env = {k: v for k, v in outer.items() if k.startswith("TILELAB_")}
+    for k, v in environment.items():
+        if k.startswith("TILELAB_"):
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
+    for name in (settings.GPU_LOCK.name, settings.COUNTERS_LOCK.name,
+                 settings.START_LOCK.name):
+        env.pop(name, None)  # the lock is the grader's, never the notebook's
+    if shares_gpu:
+        env[settings.BACKEND.name] = "emu"
+    env.update(HOME="/tmp", IPYTHONDIR="/tmp/.ipython", MPLCONFIGDIR="/tmp",
+               JUPYTER_RUNTIME_DIR="/tmp", JUPYTER_PLATFORM_DIRS="1")
+    read_only = []
+    cache = env.get("TILELAB_VERDICT_CACHE")
+    if cache and os.path.isdir(cache):
+        read_only.append((cache, cache))
+    inner = sandbox.command(cmd, cwd, env=env, read_only=read_only,
+                            writable=[(ipc_dir, ipc_dir)], limits=limits,
+                            work_read_only=True, hidden=[REFERENCE_KERNELS],
+                            gpu=not shares_gpu)
+    return [*shim(limits, cgroup, wall=limits.wall_seconds), *inner]
+
+
 class SandboxedKernelManager(AsyncKernelManager):
     """Starts the kernel inside a bubblewrap sandbox, connected over IPC sockets."""
 
@@ -107,39 +152,17 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     @property
     def limits(self) -> Limits:
-        # the whole tree's memory in its cgroup; on the emulator each process's address
-        # space too, never where a GPU is bound in (CUDA maps far more than it uses)
-        gpu = bool(sandbox.nvidia_devices()) and not self.shares_gpu
-        return Limits(wall_seconds=self.wall_seconds, cpu_seconds=int(self.wall_seconds),
-                      memory=self.memory_bytes,
-                      address_space=None if gpu else self.memory_bytes,
-                      processes=self.processes, output_bytes=self.output_bytes)
+        return kernel_limits(self.wall_seconds, self.memory_bytes, self.processes,
+                             self.output_bytes, self.shares_gpu)
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd = super().format_kernel_cmd(extra_arguments)
         args = self._launch_args if isinstance(self._launch_args, dict) else {}
-        cwd = args.get("cwd") or os.getcwd()
-        outer = args.get("env") or os.environ
-        env = {k: v for k, v in outer.items() if k.startswith("TILELAB_")}
-        env.update({k: v for k, v in self.environment.items() if k.startswith("TILELAB_")})
-        for name in (settings.GPU_LOCK.name, settings.COUNTERS_LOCK.name,
-                     settings.START_LOCK.name):
-            env.pop(name, None)  # the lock is the grader's, never the notebook's
-        if self.shares_gpu:
-            env[settings.BACKEND.name] = "emu"
-        env.update(HOME="/tmp", IPYTHONDIR="/tmp/.ipython", MPLCONFIGDIR="/tmp",
-                   JUPYTER_RUNTIME_DIR="/tmp", JUPYTER_PLATFORM_DIRS="1")
-        read_only = []
-        cache = env.get("TILELAB_VERDICT_CACHE")
-        if cache and os.path.isdir(cache):
-            read_only.append((cache, cache))
-        inner = sandbox.command(cmd, cwd, env=env, read_only=read_only,
-                                writable=[(self._ipc_dir, self._ipc_dir)], limits=self.limits,
-                                work_read_only=True, hidden=[REFERENCE_KERNELS],
-                                gpu=not self.shares_gpu)
         if self._cgroup is None:
             self._cgroup = Cgroup.make(self.limits)
-        return [*shim(self.limits, self._cgroup, wall=self.wall_seconds), *inner]
+        return kernel_command(cmd, args.get("cwd") or os.getcwd(), args.get("env") or os.environ,
+                              self.environment, self._ipc_dir, self.limits, self.shares_gpu,
+                              self._cgroup)
 
     def client(self, **kwargs: Any) -> Any:
         """A client whose sockets refuse any one message over ``MESSAGE_BYTES`` as it
@@ -188,8 +211,22 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 
 OUTPUT_LIMIT = 4 << 20  # bytes of outputs one notebook may leave (all its cells)
-OUTPUT_NOTE = (f"[tilelab: the notebook's outputs and widget messages passed "
-               f"{OUTPUT_LIMIT >> 20} MiB; the rest was dropped]\n")
+OUTPUT_NOTE = (f"[tilelab: the notebook's outputs, display updates and widget messages "
+               f"passed {OUTPUT_LIMIT >> 20} MiB; the rest was dropped]\n")
+
+
+@dataclass
+class OutputCount:
+    """What one notebook's outputs came to (all its cells, each display update counted
+    once for every output it rewrites), and what was dropped past :data:`OUTPUT_LIMIT`."""
+
+    asked: int = 0  # bytes the kernel sent, kept or not
+    dropped: int = 0  # messages not kept
+
+
+#: The counts of the notebooks this process ran (nbgrader makes the Execute step itself;
+#: the sandbox of nbgrader's steps runs one notebook and reports its count).
+COUNTS: list[OutputCount] = []
 
 
 def _size(value: Any) -> int:
@@ -211,55 +248,71 @@ def _size(value: Any) -> int:
     return total
 
 
-def _execute_class() -> type:
+def _execute_class(manager: type) -> type:
     from nbgrader.preprocessors import Execute
 
     class SandboxedExecute(Execute):
-        """nbgrader's Execute, its kernels started by :class:`SandboxedKernelManager`, the
-        outputs and comm (widget) messages of one notebook capped together at
-        ``OUTPUT_LIMIT`` bytes (the rest is dropped, with a note); no widget state is
-        kept in the grader's memory nor written into the notebook."""
+        """nbgrader's Execute, its kernels started by ``manager`` (sandboxed), the
+        outputs, display updates and comm (widget) messages of one notebook capped
+        together at ``OUTPUT_LIMIT`` bytes (the rest is dropped, with a note): an update of
+        a display id counts once for every output nbclient rewrites with it. No widget
+        state is kept in the grader's memory nor written into the notebook."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs["kernel_manager_class"] = SandboxedKernelManager  # Execute forces its own
+            kwargs["kernel_manager_class"] = manager  # Execute forces its own
             super().__init__(*args, **kwargs)
             self.store_widget_state = False
-            self._output_bytes = 0
-            self._output_capped = False
+            self._count = OutputCount()
+            COUNTS.append(self._count)
+            self._noted = False
+            self._at: tuple[Any, int] | None = None  # the cell now running, its index
 
-        def _counted(self, msg: dict, outs: list, cell_index: int) -> bool:
-            """Count ``msg``; False (after one note in the cell) once past the cap."""
-            self._output_bytes += _size(msg.get("content", {}))
-            self._output_bytes += sum(len(b) for b in msg.get("buffers") or ())
-            if self._output_bytes <= OUTPUT_LIMIT:
+        def _charge(self, msg: dict, times: int) -> bool:
+            """Count ``msg`` ``times`` over; False (after one note) once past the cap."""
+            size = _size(msg.get("content", {})) + sum(len(b) for b in msg.get("buffers") or ())
+            self._count.asked += size * times
+            if self._count.asked <= OUTPUT_LIMIT:
                 return True
-            if not self._output_capped:
-                self._output_capped = True
-                note = {**msg, "msg_type": "stream",
+            self._count.dropped += 1
+            if not self._noted and self._at is not None:
+                self._noted = True
+                cell, index = self._at
+                note = {**msg, "msg_type": "stream",  # what nbclient reads it by, too:
+                        "header": {**msg.get("header", {}), "msg_type": "stream"},
                         "content": {"name": "stderr", "text": OUTPUT_NOTE}}
-                super().output(outs, note, None, cell_index)
+                super().output(cell.outputs, note, None, index)
             return False
+
+        def process_message(self, msg: dict, cell: Any, cell_index: int) -> Any:
+            self._at = (cell, cell_index)
+            return super().process_message(msg, cell, cell_index)
 
         def output(self, outs: list, msg: dict, display_id: str | None,
                    cell_index: int) -> Any:
-            if self._counted(msg, outs, cell_index):
+            if self._charge(msg, 1):
                 return super().output(outs, msg, display_id, cell_index)
             return None
 
+        def _update_display_id(self, display_id: str, msg: dict) -> None:
+            targets = sum(map(len, self._display_id_map.get(display_id, {}).values()))
+            if targets and self._charge(msg, targets):
+                super()._update_display_id(display_id, msg)
+
         def handle_comm_msg(self, outs: list, msg: dict, cell_index: int) -> None:
-            if self._counted(msg, outs, cell_index):
+            if self._charge(msg, 1):
                 super().handle_comm_msg(outs, msg, cell_index)
 
     return SandboxedExecute
 
 
-def sandbox_autograde(config: Any) -> None:
+def sandbox_autograde(config: Any, manager: type | None = None) -> None:
     """Make ``nbgrader autograde`` under ``config`` run every notebook's kernel sandboxed:
-    its Execute step is replaced by one whose kernels start in a sandbox."""
+    its Execute step is replaced by one whose kernels ``manager`` starts in a sandbox
+    (:class:`SandboxedKernelManager` unless named) and whose outputs are capped."""
     from nbgrader.converters import Autograde
     from nbgrader.preprocessors import Execute
 
     default = Autograde.class_traits()["autograde_preprocessors"].default()
     steps = list(config.Autograde.get("autograde_preprocessors", default))
-    sandboxed = _execute_class()
+    sandboxed = _execute_class(manager or SandboxedKernelManager)
     config.Autograde.autograde_preprocessors = [sandboxed if s is Execute else s for s in steps]

@@ -13,13 +13,12 @@ submission has none (``submitted_at_from`` says which).
 
 from __future__ import annotations
 
-import csv
 import glob
 from pathlib import Path
 
 from nbgrader.coursedir import CourseDirectory
 
-from tilelab.classroom import resume
+from tilelab.classroom import grades_csv, resume
 from tilelab.classroom.steps import VERDICT_FILE
 from tilelab.grading import scoring
 from tilelab.grading.verdict import Verdict
@@ -63,9 +62,6 @@ def rows(cd: CourseDirectory) -> list[dict[str, object]]:
 
 
 def write(cd: CourseDirectory, dest: Path) -> Path:
-    """Write the per-kernel CSV of a course to ``dest``."""
-    with open(dest, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows(cd))
-    return dest
+    """Write the per-kernel CSV of a course to ``dest`` (quoted, and inert in a
+    spreadsheet: :func:`tilelab.classroom.grades_csv.write`)."""
+    return grades_csv.write(dest, rows(cd), COLUMNS)

@@ -11,6 +11,8 @@ import sys
 import time
 from typing import IO
 
+from tilelab.classroom.escape import terminal_text
+
 
 def _is_terminal(stream: IO[str]) -> bool:
     return stream.isatty() and not os.environ.get("CI")
@@ -43,6 +45,7 @@ class Progress:
         self.done += 1
         if not self.enabled:
             return
+        label = terminal_text(label)  # a student's id is a folder's name: printed inert
         if self.bar is not None:
             self.bar.set_postfix_str(label[:40], refresh=False)
             self.bar.update(1)

@@ -9,10 +9,12 @@ its author did not submit (counted for the instructor, never removed).
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import re
 import stat
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -194,11 +196,30 @@ def _cells(path: Path) -> list[Any]:
                      else c.get("source", "")) for c in cells if isinstance(c, dict)]
 
 
-def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
+def json_cells(text: str) -> list[Any]:
+    """A notebook's cells as its JSON has them, each source joined, without nbformat's
+    validation (whose time grows with the cell count: 12 s for 60,000 empty cells);
+    :data:`UNREADABLE` errors where it is not a notebook's JSON."""
+    nb = json.loads(text)
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list):
+        raise ValueError("no list of cells")
+    return [dict(c, source=_text_of(c.get("source", ""))) for c in cells if isinstance(c, dict)]
+
+
+def _text_of(source: Any) -> str:
+    return "".join(map(str, source)) if isinstance(source, list) else str(source)
+
+
+def extract_kernel(notebook_path: str | Path, exercise_id: str,
+                   cells: list[Any] | None = None) -> str:
     """The kernel source in a submitted notebook's ``kernel_<exercise>`` cell, read without
-    executing anything; :class:`KernelCellError` when it cannot be read."""
+    executing anything (``cells``: the notebook's, already read); :class:`KernelCellError`
+    when it cannot be read."""
     grade_id = kernel_cell_id(exercise_id)
     path = Path(notebook_path)
+    if cells is not None:
+        return _kernel_of(path, cells, grade_id, exercise_id)
     size = path.stat().st_size if path.is_file() else 0
     if size > NOTEBOOK_READ_LIMIT:  # never read a huge file whole
         raise KernelCellError(
@@ -215,6 +236,10 @@ def extract_kernel(notebook_path: str | Path, exercise_id: str) -> str:
     except UNREADABLE as exc:
         why = "its JSON is nested too deeply to read" if isinstance(exc, RecursionError) else exc
         raise KernelCellError(f"{path.name} is not a readable notebook ({why})") from None
+    return _kernel_of(path, cells, grade_id, exercise_id)
+
+
+def _kernel_of(path: Path, cells: list[Any], grade_id: str, exercise_id: str) -> str:
     found = [c for c in cells if _grade_id(c) == grade_id]
     if len(found) > 1:
         raise KernelCellError(
@@ -422,9 +447,22 @@ def _runs(blocks: list[tuple[str, ...]]) -> set[tuple[str, ...]]:
     return out
 
 
-def _windows(text: str) -> set[tuple[str, ...]]:
+def _windows(text: str) -> set[str]:
+    """The digests of every :data:`SOLUTION_RUN` consecutive lines of ``text``."""
     lines = [n for n in map(_norm, text.splitlines()) if n]
-    return {tuple(lines[i:i + SOLUTION_RUN]) for i in range(len(lines) - SOLUTION_RUN + 1)}
+    return {_digest(lines[i:i + SOLUTION_RUN])
+            for i in range(len(lines) - SOLUTION_RUN + 1)}
+
+
+def _digest(run: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(run).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def secret_windows(blocks: list[tuple[str, ...]]) -> list[str]:
+    """The digests of the solution blocks' runs (:func:`_runs`): what
+    :func:`solution_shown` compares outputs with, in a process that never sees the
+    solutions themselves (the sandbox of nbgrader's steps)."""
+    return sorted(_digest(run) for run in _runs(blocks))
 
 
 def notebook_text(notebook_text: str) -> str:
@@ -446,17 +484,18 @@ def _output_text(output: dict[str, Any]) -> str:
     return "\n".join(map(_text, parts))
 
 
-def solution_shown(notebook: Path, blocks: list[tuple[str, ...]], own: str = "") -> int:
+def solution_shown(notebook: Path, secret: Iterable[str], own: str = "") -> int:
     """How many outputs of an executed ``notebook`` show a run of :data:`SOLUTION_RUN`
-    consecutive lines of a solution block that the submitted notebook (``own``: its text)
-    does not hold: what its author could not have typed. A single line is never evidence
+    consecutive lines of a solution block (``secret``: their digests,
+    :func:`secret_windows`) that the submitted notebook (``own``: its text) does not hold:
+    what its author could not have typed. A single line is never evidence
     (a guard such as ``if (row < M && col < N)`` is every learner's, and the grader's
     hints quote it). Nothing is changed: the feedback keeps every output."""
     try:
         nb = read(notebook)
     except UNREADABLE:
         return 0
-    secret = _runs(blocks) - _windows(notebook_text(own))
+    secret = set(secret) - _windows(notebook_text(own))
     if not secret:
         return 0
     return sum(bool(_windows(_output_text(o)) & secret)

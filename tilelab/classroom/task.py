@@ -38,7 +38,7 @@ from tilelab.classroom.steps import ClassRun, Refusal, grade_one, protocol
 from tilelab.device import backend as backends
 from tilelab.isolation import bubblewrap, scratch
 
-GRADEBOOK = "autograder/tilelab-task-gradebook.db"
+GRADEBOOK = nbcourse.PRIVATE_GRADEBOOK
 
 
 @dataclass(frozen=True)
@@ -177,9 +177,11 @@ def grade(course: Course, sub: Submission, refusal: Refusal | None = None) -> Re
         submitted = Path(cd.format_path(cd.submitted_directory, sub.student, sub.assignment))
         if refusal is None:
             _write(submitted, sub.files)
+        rows: dict[str, Any] = {}  # the gradebook's, read once the scores are in
         run = ClassRun(
             api, chosen, gpu, course.award_speed_without_gpu, course.cell_timeout, course.gates,
             sandboxed=course.sandboxed, notebook_timeout=course.notebook_timeout,
+            snapshot=lambda: rows.update(_gradebook_rows(cd, sub.assignment, sub.student)),
         )
         with settings.environ(protocol(run)), warnings.catch_warnings():
             warnings.simplefilter("ignore", SAWarning)  # nbgrader's own autoflush warnings
@@ -202,8 +204,8 @@ def grade(course: Course, sub: Submission, refusal: Refusal | None = None) -> Re
             started=started,
             worker=f"{socket.gethostname()}:{os.getpid()}",
             retry=retry,
+            **(rows or _gradebook_rows(cd, sub.assignment, sub.student)),
         )
-        _read_gradebook(cd, result)
         result.autograded = resume.read_tree(
             Path(cd.format_path(cd.autograded_directory, sub.student, sub.assignment))
         )
@@ -225,20 +227,23 @@ def zero_result(course: Course, sub: Submission, step: str, why: str,
     return result
 
 
-def _read_gradebook(cd: CourseDirectory, result: Result) -> None:
-    """The submission's rows in the task's private gradebook, into ``result``."""
+def _gradebook_rows(cd: CourseDirectory, assignment: str, student: str) -> dict[str, Any]:
+    """The submission's rows in the task's private gradebook, as :class:`Result`'s fields
+    (read before nbgrader's feedback step runs over the notebook: nothing that step does
+    to the gradebook reaches the course's)."""
+    out: dict[str, Any] = {"notebooks": {}, "grades": {}, "comments": {}}
     with Gradebook(cd.db_url, cd.course_id) as gb:
         try:
-            sub = gb.find_submission(result.assignment, result.student)
+            sub = gb.find_submission(assignment, student)
         except MissingEntry:
-            return
-        result.timestamp = sub.timestamp
+            return out
+        out["timestamp"] = sub.timestamp
         for nb in sub.notebooks:
-            result.notebooks[nb.name] = {
+            out["notebooks"][nb.name] = {
                 "flagged": nb.flagged,
                 "late_submission_penalty": nb.late_submission_penalty,
             }
-            result.grades[nb.name] = {
+            out["grades"][nb.name] = {
                 g.name: {
                     "auto_score": g.auto_score,
                     "manual_score": g.manual_score,
@@ -247,7 +252,8 @@ def _read_gradebook(cd: CourseDirectory, result: Result) -> None:
                 }
                 for g in nb.grades
             }
-            result.comments[nb.name] = {
+            out["comments"][nb.name] = {
                 c.name: {"auto_comment": c.auto_comment, "manual_comment": c.manual_comment}
                 for c in nb.comments
             }
+    return out

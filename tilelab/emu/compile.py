@@ -16,8 +16,8 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,33 +34,52 @@ FLAGS = (
 )
 
 
-#: Seconds g++ may spend on one build, all its passes together (a course kernel's build
-#: takes a second or two; a check makes two, the graded and the analysis build): without
-#: it, compile-time evaluation (constexpr, static_assert) could hold a check for minutes
+#: CPU seconds each process of a g++ run may spend (a course kernel's build takes a second
+#: or two; a check makes two builds, the graded and the analysis one): without
+#: it, compile-time evaluation (constexpr, static_assert) could hold a check for minutes.
+#: CPU time, not the wall clock: on a busy grading machine an honest build waits for a core
+#: many times longer than it computes (two emulator runs compiling beside each other on a
+#: loaded two-core machine once took an honest atomics kernel past a 30 s wall-clock limit,
+#: and told its learner to simplify it)
 COMPILE_SECONDS = 30.0
+#: Wall-clock seconds one g++ run may take, however busy the machine (a stalled compiler)
+COMPILE_WALL_SECONDS = 600.0
+#: Runs the compiler with a CPU-time limit on each of its processes (the driver, cc1plus,
+#: the assembler, the linker inherit it): ``python -S -c CAP SECONDS g++ ARGS...``
+_CPU_CAP = ("import os, resource, sys; n = int(sys.argv[1]); "
+            "resource.setrlimit(resource.RLIMIT_CPU, (n, n + 1)); "
+            "os.execvp(sys.argv[2], sys.argv[2:])")
+#: what the g++ driver says when the CPU limit ended one of its programs
+_CPU_SPENT = re.compile(r"CPU time limit exceeded signal terminated program")
 
 
 def _too_long() -> CompileError:
     return CompileError(
-        f"g++ spent more than {COMPILE_SECONDS:g} s compiling this kernel (a course kernel "
-        "compiles in a second or two): something makes the compiler work hard, such as "
-        "long constexpr or static_assert evaluations or deep templates. Simplify it.")
+        f"g++ spent more than {COMPILE_SECONDS:g} s compiling this kernel (of its own work, "
+        "however busy the machine; a course kernel compiles in a second or two): something "
+        "makes the compiler work hard, such as long constexpr or static_assert evaluations "
+        "or deep templates. Simplify it.")
 
 
-def _run_gxx(argv: list[str], tmp: str, ends: float | None) -> subprocess.CompletedProcess:
-    """``argv`` (g++) in ``tmp``; where ``ends`` is given (``time.monotonic()``), done by
-    then, else a CompileError (see :data:`COMPILE_SECONDS`)."""
-    limit = 300.0 if ends is None else ends - time.monotonic()
-    if limit <= 0:
-        raise _too_long()
+def _run_gxx(argv: list[str], tmp: str, limited: bool = True) -> subprocess.CompletedProcess:
+    """``argv`` (g++) in ``tmp``; where ``limited``, each of g++'s processes within
+    :data:`COMPILE_SECONDS` of CPU time (else five minutes), else a CompileError."""
+    cpu = int(COMPILE_SECONDS) if limited else 300
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=limit, check=False,
-                              cwd=tmp, env={**os.environ, "LC_ALL": "C"})
+        proc = subprocess.run([sys.executable, "-S", "-c", _CPU_CAP, str(cpu), *argv],
+                              capture_output=True, text=True, timeout=COMPILE_WALL_SECONDS,
+                              check=False, cwd=tmp, env={**os.environ, "LC_ALL": "C"})
     except subprocess.TimeoutExpired:
-        if ends is None:
-            raise CompileError("g++ took more than 5 minutes on this kernel; simplify it.") \
-                from None
-        raise _too_long() from None
+        raise CompileError(f"g++ did not finish within {COMPILE_WALL_SECONDS:g} s (the machine "
+                           "was too busy, or the compiler stalled): this says nothing about "
+                           "the kernel; grade it again") from None
+    if proc.returncode == -signal.SIGXCPU or (
+            proc.returncode != 0 and _CPU_SPENT.search(proc.stderr or "")):
+        if not limited:
+            raise CompileError("g++ took more than 5 minutes of CPU time on this kernel; "
+                               "simplify it.")
+        raise _too_long()
+    return proc
 
 
 @dataclass(frozen=True)
@@ -168,17 +187,17 @@ def _digest(parts: list) -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:40]
 
 
-def _gxx(cxx: str, flags: list[str], code: str, tmp: str, ends: float | None = None,
+def _gxx(cxx: str, flags: list[str], code: str, tmp: str, limited: bool = True,
          pch: Path | None = None, runtime: Path | None = None,
          ) -> tuple[subprocess.CompletedProcess, set[str], str]:
     """Compile ``code`` to ``tmp/lib.so``: the process, the headers read, the other stderr
-    (``ends``: see :func:`_run_gxx`; ``pch``: a folder of :func:`prelude_pch`, searched
+    (``limited``: see :func:`_run_gxx`; ``pch``: a folder of :func:`prelude_pch`, searched
     before the prelude's own; ``runtime``: :func:`runtime_object`'s object, linked in)."""
     (Path(tmp) / "kernel.cpp").write_text(code)
     first = ["-I", str(pch)] if pch is not None else []
     linked = [str(runtime)] if runtime is not None else []
     proc = _run_gxx([cxx, *flags, "-H", *first, "-I", str(PRELUDE_DIR), "kernel.cpp", *linked,
-                     "-o", "lib.so"], tmp, ends)
+                     "-o", "lib.so"], tmp, limited)
     headers, rest, guards = set(), [], False
     for line in proc.stderr.splitlines():
         m = re.match(r"^[.!x]+ (.+)$", line)  # -H: one line per file read
@@ -270,7 +289,7 @@ def _made_once(kind: str, flags: list[str], product: str, argv: list[str],
         return None
     building = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
     try:
-        if _run_gxx([cxx, *argv], str(building), None).returncode != 0:
+        if _run_gxx([cxx, *argv], str(building), limited=False).returncode != 0:
             return None
         with contextlib.suppress(OSError):  # another process's may be there first
             os.rename(building, root / name)
@@ -402,20 +421,19 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
             return Library(so, tuple(info["kernels"]), info["static_shared"],
                            tuple(info.get("globals", ())))
     so, meta = root / f"{key}.so", root / f"{key}.json"
-    ends = time.monotonic() + COMPILE_SECONDS  # every pass of this build together
     pch = None if defines else prelude_pch(flags)  # a -D may change what the prelude says
     gch = os.path.realpath(pch / PCH) if pch is not None else None
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         out = Path(tmp) / "lib.so"
-        proc, headers, stderr = _gxx(cxx, flags, code, tmp, ends, pch, runtime)
+        proc, headers, stderr = _gxx(cxx, flags, code, tmp, True, pch, runtime)
         foreign = sorted(h for h in headers if not needs.allows_header(h) and h != gch)
         if foreign:  # never show what g++ said: it may quote the file
             raise CompileError(f"kernel.cu includes {foreign[0][:120]}, which is not allowed in "
                                "kernels run by the CPU emulator. Remove the #include.")
         if proc.returncode == 0 and casts.has_implicit_int_conversions(stderr):
             # convert as a GPU does where a floating value becomes an integer unwritten
-            code = casts.rewrite_implicit(code, _diagnostics(cxx, flags, code, tmp, ends))
-            proc, headers, stderr = _gxx(cxx, flags, code, tmp, ends, pch, runtime)
+            code = casts.rewrite_implicit(code, _diagnostics(cxx, flags, code, tmp))
+            proc, headers, stderr = _gxx(cxx, flags, code, tmp, True, pch, runtime)
         if proc.returncode != 0:
             if found := hostcalls.poisoned_names(stderr):
                 raise hostcalls.host_call_error(found, source, found)
@@ -432,13 +450,13 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
 
 
 def _diagnostics(cxx: str, flags: list[str], code: str, tmp: str,
-                 ends: float | None = None) -> list[dict]:
+                 limited: bool = True) -> list[dict]:
     """g++'s warnings on ``code`` as JSON (with source ranges); [] if unreadable
-    (``ends``: see :func:`_run_gxx`)."""
+    (``limited``: see :func:`_run_gxx`)."""
     (Path(tmp) / "kernel.cpp").write_text(code)
     check = [f for f in flags if f != "-shared" and not f.startswith("-Wl,")]
     proc = _run_gxx([cxx, *check, "-fsyntax-only", "-fdiagnostics-format=json", "-I",
-                     str(PRELUDE_DIR), "kernel.cpp"], tmp, ends)
+                     str(PRELUDE_DIR), "kernel.cpp"], tmp, limited)
     try:
         found = json.loads(proc.stderr or "[]")
     except ValueError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import gc
 import json
 import mmap
 import os
@@ -254,6 +255,12 @@ def run_forked(child: Callable[[int, bytes], None], timeout: float,
                 os.close(out_w)
     if pid == 0:  # the child: never returns
         code = 70
+        # no cyclic collection in the child: it would run the finalizers of whatever the
+        # parent's threads had left as garbage at the fork (a temporary folder removed, a
+        # process waited for) under the system-call filter, which kills the child for a
+        # call the learner's code never made (how an honest kernel, under load, was once
+        # refused as calling the operating system while it loaded)
+        gc.disable()
         try:
             _detach(parent)
             _unmap_regions(region)

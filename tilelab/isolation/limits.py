@@ -218,6 +218,17 @@ class Cgroup:
     def cpu_seconds(self) -> float | None:
         return enter.cpu_seconds(self.folders)
 
+    def oom_kills(self) -> int:
+        """How many of its processes the kernel has killed for its memory cap."""
+        for folder in self.folders:
+            for name in ("memory.events", "memory.oom_control"):  # v2, v1
+                with contextlib.suppress(OSError, ValueError), \
+                        open(os.path.join(folder, name)) as f:
+                    for line in f:
+                        if line.startswith("oom_kill "):
+                            return int(line.split()[1])
+        return 0
+
     def close(self) -> None:
         """Kill everything still in it and remove it."""
         enter.kill_tree(None, self.folders)
