@@ -46,8 +46,11 @@ COMPILE_SECONDS = 30.0
 COMPILE_WALL_SECONDS = 600.0
 #: Runs the compiler with a CPU-time limit on each of its processes (the driver, cc1plus,
 #: the assembler, the linker inherit it): ``python -S -c CAP SECONDS g++ ARGS...``
+#: (never above a limit the process already has: a grading worker's own CPU limit stands)
 _CPU_CAP = ("import os, resource, sys; n = int(sys.argv[1]); "
-            "resource.setrlimit(resource.RLIMIT_CPU, (n, n + 1)); "
+            "h = resource.getrlimit(resource.RLIMIT_CPU)[1]; "
+            "h = n + 1 if h == resource.RLIM_INFINITY else h; "
+            "resource.setrlimit(resource.RLIMIT_CPU, (min(n, h), min(n + 1, h))); "
             "os.execvp(sys.argv[2], sys.argv[2:])")
 #: what the g++ driver says when the CPU limit ended one of its programs
 _CPU_SPENT = re.compile(r"CPU time limit exceeded signal terminated program")
