@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,8 @@ from fidelity.outcome import (  # noqa: E402
 from fidelity.runner import emu_run, gpu_launch  # noqa: E402
 
 #: Seconds a GPU worker process may take for one module before it is killed.
-GPU_MODULE_TIMEOUT = 60.0
+GPU_MODULE_TIMEOUT = 120.0
+CASE_TIMEOUT = 15.0  # seconds a GPU worker may go without finishing a case
 
 
 # ---- nvcc, as PyCUDA calls it ----------------------------------------------------------------
@@ -190,9 +191,49 @@ def worker(job_path: str) -> None:
     os._exit(0)
 
 
+def _read_results(res: Path, cases: list[Case],
+                  out: dict[str, Outcome]) -> tuple[int | None, set[int]]:
+    """The cases a worker has finished (into ``out``) and the one it began last."""
+    begun, done = None, set()
+    for line in res.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:  # a line cut off by the worker's end
+            continue
+        if "begin" in rec:
+            begun = rec["begin"]
+        else:
+            out[cases[rec["k"]].id] = Outcome.from_json(rec["outcome"])
+            done.add(rec["k"])
+    return begun, done
+
+
+def _run_worker(job: Path, res: Path) -> str:
+    """One worker process; killed (its whole group) when a case makes no progress within
+    CASE_TIMEOUT seconds or the module within GPU_MODULE_TIMEOUT. Returns why it ended."""
+    t0 = time.monotonic()
+    p = subprocess.Popen([sys.executable, __file__, "--worker", str(job)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    size, last = -1, time.monotonic()
+    while p.poll() is None:
+        time.sleep(0.2)
+        now = time.monotonic()
+        n = res.stat().st_size if res.exists() else 0
+        if n != size:
+            size, last = n, now
+        if now - last > CASE_TIMEOUT or now - t0 > GPU_MODULE_TIMEOUT:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, 9)
+            p.wait()
+            return f"no result within {now - last:.0f} s (a hang?)"
+    err = p.stderr.read() if p.stderr else ""
+    return f"worker exited {p.returncode}: {' '.join(err.split())[-300:]}"
+
+
 def gpu_module(cases: list[Case], cubin: bytes, tmp: Path, tag: str) -> dict[str, Outcome]:
     """Every case of one built module on the GPU, in as many fresh processes as faults
-    need."""
+    and hangs need."""
     out: dict[str, Outcome] = {}
     start = 0
     res = tmp / f"{tag}.jsonl"
@@ -201,22 +242,8 @@ def gpu_module(cases: list[Case], cubin: bytes, tmp: Path, tag: str) -> dict[str
         res.write_text("")
         job.write_bytes(pickle.dumps({"cubin": cubin, "cases": cases, "start": start,
                                       "results": str(res)}))
-        t0 = time.monotonic()
-        try:
-            p = subprocess.run([sys.executable, __file__, "--worker", str(job)],
-                               capture_output=True, text=True, timeout=GPU_MODULE_TIMEOUT,
-                               check=False)
-            why = f"worker exited {p.returncode}: {' '.join(p.stderr.split())[-300:]}"
-        except subprocess.TimeoutExpired:
-            why = f"no result within {time.monotonic() - t0:.0f} s (a hang?)"
-        begun, done = None, set()
-        for line in res.read_text().splitlines():
-            rec = json.loads(line)
-            if "begin" in rec:
-                begun = rec["begin"]
-            else:
-                out[cases[rec["k"]].id] = Outcome.from_json(rec["outcome"])
-                done.add(rec["k"])
+        why = _run_worker(job, res)
+        begun, done = _read_results(res, cases, out)
         if begun is not None and begun not in done:  # died inside that case
             status = "timeout" if "within" in why else "error"
             out[cases[begun].id] = Outcome(status, "worker", why)
@@ -228,8 +255,11 @@ def gpu_module(cases: list[Case], cubin: bytes, tmp: Path, tag: str) -> dict[str
     return out
 
 
-def run_gpu(modules: list[Module], built: dict[str, dict], jobs: int) -> dict[str, Outcome]:
-    """Every case on the GPU: a refused module's cases get nvcc's refusal."""
+def run_gpu(modules: list[Module], built: dict[str, dict], jobs: int,
+            sink: Any = None, deadline: float = float("inf")) -> dict[str, Outcome]:
+    """Every case on the GPU: a refused module's cases get nvcc's refusal. ``sink`` gets
+    each module's outcomes as they come (a run cut short keeps them); no module starts
+    after ``deadline`` (time.monotonic()); progress goes to stderr every 10 s."""
     out: dict[str, Outcome] = {}
     tasks = []
     for m in modules:
@@ -244,11 +274,28 @@ def run_gpu(modules: list[Module], built: dict[str, dict], jobs: int) -> dict[st
                 tasks.append(([c], cub))
             else:
                 out[c.id] = Outcome("refused", "nvcc", err)
+    if sink is not None:
+        sink(dict(out))
+    total = sum(len(cs) for cs, _ in tasks)
+    t0, shown, done = time.monotonic(), time.monotonic(), 0
+
+    def one(i: int, cs: list[Case], cub: bytes, tmp: Path) -> dict[str, Outcome]:
+        if time.monotonic() > deadline:
+            return {}
+        return gpu_module(cs, cub, tmp, f"j{i}")
+
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(jobs) as pool:
-        futs = [pool.submit(gpu_module, cs, cub, Path(tmp), f"j{i}")
-                for i, (cs, cub) in enumerate(tasks)]
-        for f in futs:
-            out.update(f.result())
+        futs = [pool.submit(one, i, cs, cub, Path(tmp)) for i, (cs, cub) in enumerate(tasks)]
+        for f in as_completed(futs):
+            got = f.result()
+            out.update(got)
+            done += len(got)
+            if sink is not None and got:
+                sink(got)
+            if time.monotonic() - shown > 10:
+                shown = time.monotonic()
+                print(f"GPU: {done} of {total} cases run, {shown - t0:.0f} s", file=sys.stderr,
+                      flush=True)
     return out
 
 
@@ -334,6 +381,19 @@ def regression_cases(cases: dict[str, Case], verdicts: list[Verdict],
     return out
 
 
+def read_truth(path: Path) -> dict[str, dict]:
+    """The GPU's outcomes by case: a gpu_outcomes.json, or the .jsonl a run cut short left
+    (its first line the run's settings, then a line per case)."""
+    if path.suffix == ".jsonl":
+        out = {}
+        for line in path.read_text().splitlines()[1:]:
+            with contextlib.suppress(ValueError, KeyError):
+                rec = json.loads(line)
+                out[rec.pop("case")] = rec
+        return out
+    return json.loads(path.read_text())["cases"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("fidelity-out"))
@@ -349,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minimize-seconds", type=float, default=45.0,
                     help="no minimising round begins after this many seconds")
     ap.add_argument("--no-emulator", action="store_true", help="the GPU side alone")
+    ap.add_argument("--seconds", type=float, default=float("inf"),
+                    help="no GPU module starts after this many seconds (the outcomes so far "
+                         "are kept in gpu_outcomes.jsonl)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
@@ -377,13 +440,22 @@ def main(argv: list[str] | None = None) -> int:
     with ThreadPoolExecutor(1) as side:
         # with a GPU, half the cores run the emulator; the rest drive GPU processes (each
         # mostly waits: on starting CUDA, on the launch, on a restart after a fault)
-        emu_jobs = max(1, a.jobs // 2) if a.gpu else a.jobs
+        emu_jobs = 0 if a.no_emulator else max(1, a.jobs // 2) if a.gpu else a.jobs
         emu_future = None if a.no_emulator else side.submit(run_emulator, modules, emu_jobs)
         if a.gpu:
             t = time.monotonic()
-            gpu = run_gpu(modules, built, max(1, a.jobs - emu_jobs))
+            lines = a.out / "gpu_outcomes.jsonl"
+            lines.write_text(json.dumps({"arch": arch, "seed": a.seed, "count": a.count}) + "\n")
+
+            def sink(got: dict[str, Outcome]) -> None:
+                with open(lines, "a") as f:
+                    for k, o in got.items():
+                        f.write(json.dumps({"case": k, "digest": by_id[k].digest(),
+                                            **o.to_json()}) + "\n")
+
+            gpu = run_gpu(modules, built, max(1, a.jobs - emu_jobs), sink, t0 + a.seconds)
             times["gpu"] = time.monotonic() - t
-            print(f"GPU: {len(gpu)} cases in {times['gpu']:.1f} s", flush=True)
+            print(f"GPU: {len(gpu)} of {len(cases)} cases in {times['gpu']:.1f} s", flush=True)
             (a.out / "gpu_outcomes.json").write_text(json.dumps(
                 {"arch": arch, "seed": a.seed, "count": a.count,
                  "cases": {k: {"digest": by_id[k].digest(), **o.to_json()}
@@ -391,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
         if emu_future is not None:
             emu, times["emulator"] = emu_future.result()
     if a.truth:
-        truth = json.loads(a.truth.read_text())["cases"]
+        truth = read_truth(a.truth)
         gpu = {k: Outcome.from_json(v) for k, v in truth.items()
                if k in by_id and v.get("digest") == by_id[k].digest()}
         print(f"truth: {len(gpu)} of {len(cases)} cases measured on the GPU apply", flush=True)

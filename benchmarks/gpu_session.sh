@@ -50,9 +50,10 @@
 # SWEEP_SET=2 for the second, narrower set), sandbox (what each sandbox sees, its cgroup caps and a GPU kernel
 # graded inside its cgroup), notebooks (every solutions notebook run top to bottom on the
 # GPU, each step's hidden tests and speed gates included: times in OUT_DIR/notebooks.json),
-# fidelity (benchmarks/fidelity_diff.py --gpu: FIDELITY_COUNT generated kernels, 2400 by
-# default, on the emulator and on the GPU; the GPU's outcomes, the disagreements and their
-# minimised regression cases -> OUT_DIR/fidelity/, a tally per family last).
+# fidelity (benchmarks/fidelity_diff.py --gpu --no-emulator: FIDELITY_COUNT generated
+# kernels, 2400 by default, built by nvcc and run on the GPU, no module started after
+# FIDELITY_SECONDS; the GPU's outcomes -> OUT_DIR/fidelity/gpu_outcomes.jsonl as they come:
+# compare the emulator with them on any machine, `fidelity_diff.py --truth FILE`).
 # A summary table is printed last.
 set -uo pipefail
 known="tests sandbox hostile class corpus bench book bookcounters datacheck road sweep calibrate \
@@ -169,8 +170,9 @@ for s in $steps; do
              --out "$out/data" && "$py" -c "import json,sys; [print(r['variant'], '|', r['setting'], '|', \
              r['wrong_side'], 'of', r['verdicts'], 'on the wrong side') for r in \
              json.load(open(sys.argv[1]))['rows']]" "$out/data/shared_gpu.json" ;;
-    fidelity) run_step fidelity "${FIDELITY_LIMIT:-300}" "$py" benchmarks/fidelity_diff.py --gpu \
-             --minimize --count "${FIDELITY_COUNT:-2400}" --out "$out/fidelity" ;;
+    fidelity) run_step fidelity "${FIDELITY_LIMIT:-420}" "$py" benchmarks/fidelity_diff.py --gpu \
+             --no-emulator --seconds "${FIDELITY_SECONDS:-360}" --count "${FIDELITY_COUNT:-2400}" \
+             --out "$out/fidelity" ;;
     notebooks) run_step notebooks "${NOTEBOOKS_LIMIT:-400}" "$py" benchmarks/run_notebooks.py \
              --backend gpu --json "$out/notebooks.json" ;;
     corpus) run_step corpus "${CORPUS_LIMIT:-300}" "$py" -m pytest -m gpu -p no:cacheprovider \

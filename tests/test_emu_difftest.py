@@ -5,6 +5,7 @@ the minimiser. The corpus itself is run by ``benchmarks/fidelity_diff.py``."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from collections import Counter
@@ -220,3 +221,36 @@ def test_without_a_gpu_the_minimiser_leaves_cases_as_they_are():
     c = replace(_three_cases()[0], lines=(2,))
     small = ddmin_cases([c], {c.id: Outcome("fault", "misaligned")}, None)
     assert small[c.id][0] is c
+
+
+def test_a_case_that_hangs_the_gpu_is_killed_and_the_rest_is_kept_as_it_comes(
+        tmp_path, monkeypatch):
+    """A kernel that never ends is stopped at the harness's case limit (its process group
+    killed), recorded as a timeout, and the module goes on in a fresh process; every
+    module's outcomes reach the sink as they come, and the .jsonl they make is a truth
+    file; no module starts after the deadline."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FAKE), str(REPO)]))
+    monkeypatch.setenv("TILELAB_EMU_TIMEOUT", "120")  # the harness's limit comes first
+    monkeypatch.syspath_prepend(str(FAKE))
+    for name in [m for m in sys.modules if m == "pycuda" or m.startswith("pycuda.")]:
+        monkeypatch.delitem(sys.modules, name)
+    harness = _harness()
+    monkeypatch.setattr(harness, "CASE_TIMEOUT", 3.0)
+    ka, _, kc = _three_cases()
+    spin = Case("spin", "t", "spin", "__global__ void spin(float* out)\n{\n"
+                "  volatile int x = 0;\n  while (x == 0) { }\n}\n",
+                (Arg("out", np.zeros(64, np.float32)),), (32, 1, 1))
+    module = Module((), False, [ka, spin, kc])
+    built = harness.build_all([module], "sm_90", 1)
+    seen: list[dict] = []
+    got = harness.run_gpu([module], built, 1, sink=seen.append)
+    assert got["spin"].status == "timeout", got["spin"]
+    assert got["ka"].status == "ok" and got["kc"].status == "ok"
+    assert {k for part in seen for k in part} == {"ka", "spin", "kc"}
+    lines = tmp_path / "gpu_outcomes.jsonl"
+    lines.write_text(json.dumps({"seed": 1}) + "\n" + "".join(
+        json.dumps({"case": k, "digest": "d", **o.to_json()}) + "\n" for k, o in got.items())
+        + '{"case": "cut', encoding="utf-8")  # a line cut off by a killed run
+    truth = harness.read_truth(lines)
+    assert set(truth) == {"ka", "spin", "kc"} and truth["spin"]["status"] == "timeout"
+    assert harness.run_gpu([module], built, 1, deadline=0.0) == {}
