@@ -2,8 +2,9 @@
 # runs the whole test suite (`make quick`, all but its slow tests: a developer's inner
 # loop). They set up a virtual environment in .venv first.
 PYTHON ?= python3
-# pytest-xdist processes for `make test` (each test module on one of them)
-TEST_WORKERS ?= 2
+# pytest-xdist processes for `make test` (each test module on one of them; three keep two
+# cores busy while one waits on a notebook or a browser)
+TEST_WORKERS ?= 3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp

@@ -1,6 +1,6 @@
 """Shared fixtures and the ``gpu`` marker: tests that need a GPU are skipped without one.
 
-``make test`` runs the suite on two pytest-xdist workers, a test module on one worker (its
+``make test`` runs the suite on three pytest-xdist workers, a test module on one worker (its
 module-scoped class run or corpus is made once); the modules that take longest start first
 (:data:`FIRST`), so no worker is left alone with one of them at the end."""
 
@@ -15,8 +15,8 @@ from tilelab.device import backend
 
 #: The modules that take longest (class runs, the hostile corpus), in the order a parallel
 #: run starts them; the other modules follow in their own order.
-FIRST = ("test_corpus.py", "test_classroom.py", "test_class_cluster.py", "test_term.py",
-         "test_package.py", "test_notebooks.py", "test_class_instructor.py",
+FIRST = ("test_corpus.py", "test_corpus_cells.py", "test_classroom.py", "test_class_cluster.py",
+         "test_term.py", "test_package.py", "test_notebooks.py", "test_class_instructor.py",
          "test_gradebook_postgres.py", "test_sgemm.py")
 
 
