@@ -116,14 +116,19 @@ def test_these_mutants_are_told_their_line_and_cause(mid):
     assert r.rating == "right", f"{m.edit}: {r.why}\n" + "\n".join(v["messages"] or [])
 
 
-#: the slow subset's floor of right and ceiling of wrong, measured on main
-SLOW_SAMPLE, SLOW_SEED, RIGHT_FLOOR, WRONG_CEILING = 40, 1, 0, 40
+#: the slow subset (the first 40 of ``benchmarks/mutants.py --sample 300 --seed 1``): its
+#: floor of right and ceiling of wrong, as measured on main at e123e97 (16 right, 18 vague,
+#: 4 wrong, 1 refused at compile, 1 equivalent); a better diagnosis raises the floor
+SLOW_SAMPLE, SLOW_SEED, RIGHT_FLOOR, WRONG_CEILING = 40, 1, 16, 4
 
 
 @pytest.mark.slow
 def test_a_fixed_sample_keeps_its_tally():
     chosen = mutants.sample(ALL, SLOW_SAMPLE, SLOW_SEED)
-    tally = Counter(mutant_rating.rate(m, mutant_rating.grade(m)).rating for m in chosen)
-    assert tally["error"] == 0, tally
-    assert tally["right"] >= RIGHT_FLOOR, tally
-    assert tally["wrong"] <= WRONG_CEILING, tally
+    rated = [(m, mutant_rating.rate(m, mutant_rating.grade(m))) for m in chosen]
+    tally = Counter(r.rating for _, r in rated)
+    told = "\n".join(f"{r.rating}: {m.id} {m.edit}: {r.why}" for m, r in rated
+                     if r.rating not in ("right", "equivalent"))
+    assert tally["error"] == 0, told
+    assert tally["right"] >= RIGHT_FLOOR, f"{tally}\n{told}"
+    assert tally["wrong"] <= WRONG_CEILING, f"{tally}\n{told}"
