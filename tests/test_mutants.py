@@ -52,8 +52,9 @@ def test_the_learner_source_is_the_notebook_kernel_without_its_markers():
 
 
 def test_generation_and_sampling_are_deterministic():
-    again = mutants.all_mutants()
-    assert [m.id for m in again] == [m.id for m in ALL]
+    some = ["stencil", "tiled", "vec4"]
+    assert [m.id for m in mutants.all_mutants(some)] == [m.id for m in ALL
+                                                          if m.exercise in some]
     a, b = mutants.sample(ALL, 60, 5), mutants.sample(ALL, 60, 5)
     assert [m.id for m in a] == [m.id for m in b] != [m.id for m in mutants.sample(ALL, 60, 6)]
     assert {m.klass for m in a} == {m.klass for m in ALL}  # each class taken in turn
@@ -67,7 +68,7 @@ def test_the_class_to_cause_table_names_only_causes_the_diagnosis_has():
 
 
 def _mutant(klass: str, line: int, exercise: str = "tiled") -> mutants.Mutant:
-    return next(m for m in mutants.mutants(exercise) if m.klass == klass and m.line == line)
+    return next(m for m in ALL if (m.exercise, m.klass, m.line) == (exercise, klass, line))
 
 
 def _verdict(message: str, correct: bool = False) -> dict:
