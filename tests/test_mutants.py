@@ -133,3 +133,13 @@ def test_a_fixed_sample_keeps_its_tally():
     assert tally["error"] == 0, told
     assert tally["right"] >= RIGHT_FLOOR, f"{tally}\n{told}"
     assert tally["wrong"] <= WRONG_CEILING, f"{tally}\n{told}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise", list(exercises.EXERCISES))
+def test_each_unmutated_learner_source_is_graded_correct(exercise):
+    """Else every mutant of it would be rated against a wrong baseline."""
+    source, _ = mutants.learner_source(exercise)
+    m = mutants.Mutant(exercise, "index swap", 1, "", "", source, (1,))
+    v = mutant_rating.grade(m)
+    assert v["compiled"] and v["correct"], v["messages"]
