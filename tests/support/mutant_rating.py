@@ -19,7 +19,11 @@ tests/test_mistakes.py does), and its verdict is rated (:func:`rate`):
   or one this table does not know.
 - ``wrong``: advice that cannot fix it: ``__syncwarp()`` (every launch here has 8 or more
   warps a block); a barrier to add (``put __syncthreads()``, ``check both __syncthreads()``)
-  for a mutation that is no missing or misplaced barrier; a cause from :data:`CAUSES`
+  for a mutation that is no missing or misplaced barrier; a guard to fix (``a guard must
+  hold only inside``, ``its guard must test``, ``guard each load``...) for an index, stride,
+  bound or size mistake (:data:`INDEX_CLASSES`); an index to fix (``its guard rightly let
+  it through``, ``the index expression is wrong``) for a guard changed or removed; a cause
+  from :data:`CAUSES`
   that :data:`ACCEPTABLE` does not allow for the class, asserted; an allowed cause whose
   diagnosis (``Likely cause: ...``) names one line, not the mutated one, nor one that reads
   a name the mutated line sets (a race's two accesses, a failed launch's line and a line
@@ -104,6 +108,16 @@ KNOWN = frozenset(CAUSES) | frozenset(LAUNCH_ERRORS.values()) | {"misaligned"}
 WRONG_IF_CORRECT = frozenset({"barrier removed", "atomic replaced",
                               "accumulator not initialised"})
 BARRIER_CLASSES = frozenset({"barrier removed", "barrier moved"})
+GUARD_CLASSES = frozenset({"guard changed", "guard removed"})
+#: mistakes of an index, a stride, a bound or a size, which no guard fixes
+INDEX_CLASSES = frozenset({"index swap", "wrong stride", "off by one", "tile loads swapped",
+                           "shared shrunk"})
+#: the diagnosis telling a guard to change (wrong for INDEX_CLASSES), or an index (wrong
+#: for GUARD_CLASSES); a failed launch's own "check the bounds test ... and the index
+#: arithmetic" names both and is neither
+_GUARD_ADVICE = re.compile(r"a guard must hold only inside|no guard stops it|its guard must "
+                           r"test|put the access under a test|guard each load")
+_INDEX_ADVICE = re.compile(r"guard rightly let it through|the index expression is wrong")
 RATINGS = ("equivalent", "compile", "right", "vague", "wrong", "error")
 
 _BARRIER_ADVICE = re.compile(r"(put|add|insert|place)( a| one)? __syncthreads\(\)|"
@@ -172,6 +186,12 @@ def rate(m: Mutant, v: dict[str, Any]) -> Rating:
                       named)
     if m.klass not in BARRIER_CLASSES and _BARRIER_ADVICE.search(text):
         return Rating("wrong", f"advises a barrier for a {m.klass}", cause, named)
+    if m.klass in GUARD_CLASSES and (said_so := _INDEX_ADVICE.search(text)):
+        return Rating("wrong", f"tells a {m.klass} as an index's mistake ({said_so[0]!r})",
+                      cause, named)
+    if m.klass in INDEX_CLASSES and (said_so := _GUARD_ADVICE.search(text)):
+        return Rating("wrong", f"advises a guard for a {m.klass} ({said_so[0]!r})", cause,
+                      named)
     if cause is None or cause in CATCH_ALL:
         return Rating("vague", f"cause {cause or 'none'}", cause, named)
     if cause not in KNOWN:
