@@ -20,9 +20,13 @@ the time taken. ``--json OUT`` writes every mutant's edit, rating, cause and mes
 
     python benchmarks/mutants.py [--sample N] [--seed S] [--jobs J] [--exercise E ...]
                                  [--class C ...] [--json OUT] [--list]
+    python benchmarks/mutants.py --rerate OUT
 
 ``--sample N`` draws N mutants with ``--seed`` (each class shuffled, the classes taken in
-turn: a small sample holds every class); without it every mutant runs.
+turn: a small sample holds every class, and the first n of a sample are the sample of n);
+without it every mutant runs. ``--rerate OUT`` rates again the verdicts a ``--json`` run
+kept, without grading (after a change of the rating's rules). The benchmark grades the
+checkout it is in (its root comes first on ``sys.path``).
 """
 
 from __future__ import annotations
