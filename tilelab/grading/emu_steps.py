@@ -17,7 +17,7 @@ import numpy as np
 from tilelab.catalog.exercises import Exercise
 from tilelab.device.backend import Backend
 from tilelab.device.runtime import get_runtime
-from tilelab.grading import scoring, traffic
+from tilelab.grading import race_shapes, scoring, traffic
 from tilelab.grading.correctness import check_function, fmt_shape, lanes
 from tilelab.grading.judge import Kind
 from tilelab.grading.steps import (
@@ -126,7 +126,8 @@ def analyse(run: Run) -> None:
     for remark in traffic.remarks(report, problem, shape, run.ex.reuses_tiles):
         run.find(Kind.NOTE, remark)
     if report.has_races:
-        run.find(Kind.WRONG, f"{RACE}:\n{report.summary()}")
+        fix = race_shapes.fix_text(report.races, run.text)
+        run.find(Kind.WRONG, f"{RACE}:\n{report.summary(fix)}")
     elif blocks(run.ex, problem.analysis_shape) < 2:  # where blocks can race, too
         found = emulated_finding(run.ex, run.text, run.rng.spawn(1)[0])
         if found is not None:
@@ -200,7 +201,8 @@ def emulated_finding(ex: Exercise, text: str, rng: np.random.Generator
             return False, r.message
         report = built.fn.last_report.analysis
         if report.has_races:
-            return True, f"{RACE} at {fmt_shape(ex.problem, shape)}:\n{report.summary()}"
+            fix = race_shapes.fix_text(report.races, text)
+            return True, f"{RACE} at {fmt_shape(ex.problem, shape)}:\n{report.summary(fix)}"
     return None
 
 

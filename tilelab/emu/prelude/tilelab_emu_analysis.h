@@ -112,6 +112,7 @@ struct RaceRec {
   unsigned t1, t2;
   uint3 block, block1;  // t2's block and t1's (in global memory, two blocks may race)
   bool cross_warp;  // some instance involved two warps: only a block barrier orders it
+  uint8_t order;    // bit 0: an instance where the access at pc1 came first; bit 1: at pc2
 };
 TL_DEF RaceRec g_races[128];
 TL_DEF int g_nraces;
@@ -143,14 +144,17 @@ TL_NOSAN inline void race_in(int arr, F elem_of, unsigned t1, uint32_t l1, int k
                              unsigned t2, uint32_t l2, int k2) {
   bool other_block = !same_block(b1);
   uint3 b2 = blockIdx;
+  uint8_t order = 1;  // t1's access came first
   if (l2 < l1 || (l2 == l1 && k2 < k1)) {
     std::swap(t1, t2), std::swap(l1, l2), std::swap(k1, k2), std::swap(b1, b2);
+    order = 2;
   }
   bool cross = other_block || t1 / 32 != t2 / 32;
   for (int i = 0; i < g_nraces; ++i) {
     RaceRec& r = g_races[i];
     if (r.arr == arr && r.pc1 == l1 && r.kind1 == k1 && r.pc2 == l2 && r.kind2 == k2) {
       ++r.count;
+      r.order |= order;
       if (cross && !r.cross_warp)  // a better example: only a block barrier orders these
         r.cross_warp = true, r.t1 = t1, r.t2 = t2, r.elem = elem_of(), r.block1 = b1,
         r.block = b2;
@@ -161,7 +165,7 @@ TL_NOSAN inline void race_in(int arr, F elem_of, unsigned t1, uint32_t l1, int k
     ++g_races_dropped;
     return;
   }
-  g_races[g_nraces++] = RaceRec{arr, l1, l2, k1, k2, 1, elem_of(), t1, t2, b2, b1, cross};
+  g_races[g_nraces++] = RaceRec{arr, l1, l2, k1, k2, 1, elem_of(), t1, t2, b2, b1, cross, order};
 }
 
 TL_NOSAN inline void race(uintptr_t addr, unsigned t1, uint32_t l1, int k1, unsigned t2,
@@ -292,12 +296,24 @@ TL_NOSAN inline void check_global(uintptr_t w, uint8_t m, unsigned t, uint32_t p
         race_in(arr, elem_of, g->r_t[i], g->r_pc[i], K_R, g->r_block[i], t, pc, shown);
         break;
       }
+    // a lost update: this thread read the word, and another's plain write of it since is
+    // unordered with this one (x += v by many threads): two plain writes, reported here only
+    if (!wk && g->w_set && !g->w_atomic && (g->w_mask & m) &&
+        g_unordered(g->w_block, g->w_epoch, g->w_t, g->w_gen, t))
+      for (int i = 0; i < g->nr; ++i)
+        if (g->r_t[i] == t && same_block(g->r_block[i]) && g->r_epoch[i] == g_epoch &&
+            (g->r_mask[i] & m)) {
+          race_in(arr, elem_of, g->w_t, g->w_pc, K_W, g->w_block, t, pc, K_W);
+          break;
+        }
   }
   if (writes) {
     bool same = g->w_set && g->w_t == t && same_block(g->w_block) && g->w_epoch == g_epoch;
-    g->w_atomic = same && !(g->w_atomic && wk) ? W_PLAIN : wk;  // a plain write stays plain
+    bool keep = same && !g->w_atomic && wk;  // a plain write stays plain, and keeps its line
+    g->w_atomic = same && !(g->w_atomic && wk) ? W_PLAIN : wk;
     g->w_mask = same ? (uint8_t)(g->w_mask | m) : m;
-    g->w_set = 1, g->w_epoch = g_epoch, g->w_pc = pc, g->w_gen = gen, g->w_t = (uint16_t)t;
+    if (!keep) g->w_pc = pc;
+    g->w_set = 1, g->w_epoch = g_epoch, g->w_gen = gen, g->w_t = (uint16_t)t;
     g->w_block = blockIdx;
   }
   if (kind & K_R) {
@@ -601,9 +617,9 @@ TL_NOSAN void an_write(Out& o) {
   for (int i = 0; i < g_nraces; ++i) {
     const RaceRec& r = g_races[i];
     o.f("%s{\"array\":%d,\"element\":%lld,\"pcs\":[%u,%u],\"kinds\":[\"%s\",\"%s\"],"
-        "\"count\":%lld,\"same_warp\":%s,\"threads\":[",
+        "\"count\":%lld,\"same_warp\":%s,\"order\":%d,\"threads\":[",
         i ? "," : "", r.arr, r.elem, r.pc1, r.pc2, kind_name(r.kind1), kind_name(r.kind2),
-        r.count, r.cross_warp ? "false" : "true");
+        r.count, r.cross_warp ? "false" : "true", (int)r.order);
     o.xyz(thread_of(r.t1));
     o.s(",");
     o.xyz(thread_of(r.t2));
