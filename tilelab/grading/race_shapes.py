@@ -342,7 +342,7 @@ def _two_stores_fix(race: Race, kern: Kernel, nan_read: bool) -> str:
         said += (", and the output holds NaN where no input does: an element of "
                  f"{race.array} that no thread stored is read (the emulator fills shared "
                  "memory with NaN)")
-    return (said + f". Compare the indices of the two stores,{_quote(kern, l1)[1:]} and"
+    return (said + f". Compare the indices of the two stores{_quote(kern, l1)} and"
             f"{_quote(kern, l2)}: each element must be stored by one of them, and every "
             "element that is read must be stored by one")
 
