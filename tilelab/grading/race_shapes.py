@@ -324,8 +324,8 @@ def _same_store_fix(race: Race, kern: Kernel) -> str:
     lanes = "lanes of one warp" if race.same_warp else "threads"
     return (f"several {lanes} store to {race.element} on line {line}, each with no barrier "
             "after the other's store: two stores to one element, which no barrier makes "
-            "right (__syncwarp() or __syncthreads() would only choose which store comes "
-            "last). Where they store the same value, let one thread store it (e.g. "
+            "right (a barrier of the warp or of the block would only choose which store "
+            "comes last). Where they store the same value, let one thread store it (e.g. "
             "if (threadIdx.x == 0), or if (lane == 0)) and __syncthreads() before others "
             f"read it; where the values differ, the index on line {line} sends several "
             f"threads to one element{_quote(kern, line)}: each must store its own")
