@@ -139,6 +139,10 @@ def test_a_device_array_shared_by_blocks_is_told_to_be_shared():
 def test_the_diagnosis_reads_the_shape():
     d = race_diagnosis([race(lines=(6, 9))], TILED)
     assert d.cause == "race" and "across trips" in d.advice and d.advice.endswith(".")
+    # the source has a barrier between the two lines: never "no barrier between them"
+    assert "no barrier between them" not in d.advice
+    assert "no barrier between the read of one trip of the loop and the store of the next" \
+        in d.advice
     assert race_diagnosis([race("s", (11, 15), ("write", "write"))]).cause == OVERLAP
     with pytest.raises(ValueError):
         classify([])
@@ -150,6 +154,8 @@ def test_describe_says_which_access_came_first_against_the_source_order():
     assert "the read on line 18 came first and the write on line 15 after it" in r.describe()
     assert race(order=3).earlier is None and "came first" not in race(order=3).describe()
     assert race(order=1).earlier == 0 and "came first" not in race(order=1).describe()
+    unmapped = race(lines=(0, 5)).describe()
+    assert "line 0" not in unmapped and "a line the emulator could not map" in unmapped
 
 
 def test_loops_are_found_with_their_bodies():

@@ -76,20 +76,25 @@ class Race:
                 "reaches it (never inside an if that only some threads enter, such as "
                 "`if (tid < 32)`); it orders the lanes of each warp too")
 
-    def describe(self, fix: bool = True) -> str:
-        """One sentence a learner can act on (without the fix when ``fix`` is False)."""
-        (k1, k2), (l1, l2), (t1, t2) = self.kinds, self.lines, self.threads
+    def describe(self, fix: bool = True, between: str | None = None) -> str:
+        """One sentence a learner can act on (without the fix when ``fix`` is False);
+        ``between``: what orders the two accesses, where the caller knows better (the
+        source's loops)."""
+        (k1, k2), (t1, t2) = self.kinds, self.threads
+        l1, l2 = (f"{n}" if n else "? (a line the emulator could not map)" for n in self.lines)
         if self.other_block is not None:
             return (f"{self.element}: {k1} on line {l1} by thread {t1} of block "
                     f"{self.other_block} and {k2} on line {l2} by thread {t2} of block "
                     f"{self.block} (two blocks of one launch) [{self.count} time(s)]"
                     + (f"; {self.fix}" if fix else ""))
         who = "lanes of one warp, " if self.same_warp else ""
-        between = "no barrier between them"
-        if self.earlier == 1 or (self.earlier == 0 and l1 > l2):  # time against source order
+        if between is None and (self.earlier == 1 or (self.earlier == 0
+                                                      and self.lines[0] > self.lines[1])):
+            # the order in time is against the source's
             (ka, la), (kb, lb) = ((k2, l2), (k1, l1)) if self.earlier else ((k1, l1), (k2, l2))
             between = (f"the {ka} on line {la} came first and the {kb} on line {lb} after it, "
                        "with no barrier between them")
+        between = between or "no barrier between them"
         return (f"{self.element}: {k1} on line {l1} by thread {t1} and {k2} on line {l2} by "
                 f"thread {t2} (block {self.block}; {who}{between}) "
                 f"[{self.count} time(s)]" + (f"; {self.fix}" if fix else ""))

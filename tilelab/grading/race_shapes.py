@@ -58,7 +58,10 @@ class Shape:
 
     def message(self) -> str:
         """The finding and its fix, as a diagnosis reads."""
-        return f"the emulator's analysis found {self.race.describe(fix=False)}; {self.fix}"
+        between = ("no barrier between the read of one trip of the loop and the store of "
+                   "the next" if self.kind == "across trips" else None)
+        return (f"the emulator's analysis found {self.race.describe(False, between)}; "
+                f"{self.fix}")
 
 
 # ---------------------------------------------------------------- the source's structure
