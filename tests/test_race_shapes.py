@@ -63,9 +63,19 @@ def test_a_barrier_between_write_and_read_in_the_source_means_across_trips():
     assert shape.kind == "across trips"
     assert "the barrier on line 7 orders the store on line 6 before the read on line 9" in \
         shape.fix
-    assert "put __syncthreads() as the last statement of the body of the loop on line 5 " \
-        "(before its closing brace on line 10), after line 9" in shape.fix
+    assert "put __syncthreads() as the last statement of the body of the loop on line 5, " \
+        "after line 9, before the loop's closing brace on line 10" in shape.fix
     assert "between line" not in shape.fix
+    # the barrier's line left empty (deleted, or commented out): named as the place
+    emptied = TILED.replace("            acc += s[k];\n", "            acc += s[k];\n"
+                            "        // __syncthreads();\n")
+    assert "the loop on line 5 (on line 10, empty now), after line 9, before the loop's " \
+        "closing brace on line 11" in classify([race(lines=(6, 9))], emptied).fix
+    # a read in a loop of several lines: after that loop
+    inner = TILED.replace("            acc += s[k];\n", "        {\n            acc += s[k];\n"
+                          "        }\n")
+    assert "after line 10 and the loop that holds it (which ends on line 11), before the " \
+        "loop's closing brace on line 12" in classify([race(lines=(6, 10))], inner).fix
 
 
 def test_no_barrier_between_write_and_read_puts_one_there_and_at_the_loop_end():
@@ -88,8 +98,8 @@ def test_a_read_and_write_on_one_line_in_a_loop_gets_the_end_of_loop_barrier():
            "            buf[tid] += buf[tid + s];\n    }\n}\n")
     shape = classify([race("buf", (6, 6), ("read", "write"))], src)
     assert shape.kind == "across trips"
-    assert "put __syncthreads() as the last statement of the body of the loop on line 4 " \
-        "(before its closing brace on line 7), after line 6" in shape.fix
+    assert "put __syncthreads() as the last statement of the body of the loop on line 4, " \
+        "after line 6, before the loop's closing brace on line 7" in shape.fix
 
 
 def test_a_race_within_one_warp_without_source_gets_syncwarp_after_its_line():

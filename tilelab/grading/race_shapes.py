@@ -227,15 +227,25 @@ def _barrier_word(race: Race, races: Sequence[Race]) -> str:
     return "__syncwarp()" if all(r.same_warp for r in races) else "__syncthreads()"
 
 
-def _end_of_body(loop: Loop | None, after: int) -> str:
-    """Where a barrier at the end of ``loop``'s body goes, after line ``after``."""
+def _end_of_body(loop: Loop | None, after: int, kern: Kernel | None = None,
+                 source: str = "") -> str:
+    """Where a barrier at the end of ``loop``'s body goes, after line ``after`` (and after
+    the inner loop that holds it): on the first empty line there, if there is one."""
     if loop is None:
         return f"after line {after}"
-    if loop.braced:
-        return (f"as the last statement of the body of the loop on line {loop.head} (before "
-                f"its closing brace on line {loop.end}), after line {after}")
-    return (f"at the end of the body of the loop on line {loop.head} (put the body in "
-            f"braces), after line {after}")
+    inner = [lp for lp in loops(source) if lp.head > loop.head and lp.end < loop.end
+             and lp.head <= after <= lp.end] if source else []
+    last = max([after, *(lp.end for lp in inner)])
+    slot = next((n for n in range(last + 1, loop.end) if kern is not None
+                 and n <= len(kern.lines) and not kern.lines[n - 1]), None)
+    reads = f"after line {after}" if last == after else \
+        f"after line {after} and the loop that holds it (which ends on line {last})"
+    if not loop.braced:
+        return (f"at the end of the body of the loop on line {loop.head} (put the body in "
+                f"braces), {reads}")
+    place = f" (on line {slot}, empty now)" if slot else ""
+    return (f"as the last statement of the body of the loop on line {loop.head}{place}, "
+            f"{reads}, before the loop's closing brace on line {loop.end}")
 
 
 def _ordering_fix(race: Race, races: Sequence[Race], kern: Kernel, source: str
@@ -254,9 +264,8 @@ def _ordering_fix(race: Race, races: Sequence[Race], kern: Kernel, source: str
         if loop is not None:
             return "across trips", (
                 f"line {w} reads an element that another thread writes on the same line in "
-                "another trip of the loop: put "
-                f"{sync} {_end_of_body(loop, w)}, {where}, so that every trip's writes are "
-                "done before the next trip reads")
+                f"another trip of the loop: put {sync} {_end_of_body(loop, w, kern, source)}, "
+                f"{where}, so that every trip's writes are done before the next trip reads")
         if source:
             return "missing barrier", (
                 f"line {w} reads an element that another thread writes on the same line: read "
@@ -273,12 +282,12 @@ def _ordering_fix(race: Race, races: Sequence[Race], kern: Kernel, source: str
                 f"line {r} within one trip of the loop; the race is across trips: the read on "
                 f"line {r} of one trip against the store on line {w} of the next, which "
                 "overwrites what slower threads still read. The loop needs a second barrier: "
-                f"put {sync} {_end_of_body(loop, r)}, {where}")
+                f"put {sync} {_end_of_body(loop, r, kern, source)}, {where}")
         return "across trips", (
             f"the barrier on line {b} orders the read on line {r} before the store on line "
             f"{w} within one trip of the loop; the race is across trips: the store on line "
             f"{w} of one trip against the read on line {r} of the next. The loop needs a "
-            f"second barrier: put {sync} {_end_of_body(loop, w)}, {where}")
+            f"second barrier: put {sync} {_end_of_body(loop, w, kern, source)}, {where}")
     fix = (f"put {sync} between line {lo} and line {hi} (after the "
            f"{'store' if w == lo else 'read'} on line {lo}, before the "
            f"{'read' if w == lo else 'store'} on line {hi}), {where}")
