@@ -45,8 +45,8 @@ def rate(case: dict[str, Any], v: Verdict) -> tuple[str, str]:
     text = "\n".join(v.messages)
     if v.correct != case["output_correct"]:  # a slow kernel's output is right
         return "wrong", f"graded {'correct' if v.correct else 'wrong'}"
-    for bad in case["forbidden"]:
-        if re.search(bad, text):
+    for bad in case["forbidden"]:  # nor in the analysis table the notebook shows
+        if re.search(bad, text) or re.search(bad, scoring.analysis_text(v)):
             return "wrong", f"says {bad!r}"
     if not re.search(case["cause"], text, re.S):
         return "vague", f"no {case['cause']!r}"

@@ -104,7 +104,8 @@ def take_analysis(run: Run, explaining: bool) -> Any | None:
     report = fn.last_report.analysis
     at = fmt_shape(ex.problem, ex.problem.analysis_shape)
     run.find(Kind.NOTE, touch=report.touch or None, **(
-        {"analysis": {"at": at, "summary": report.summary(), **report.to_dict()}} if shared
+        {"analysis": {"at": at, "summary": report.summary(
+            race_shapes.fix_text(report.races, run.text)), **report.to_dict()}} if shared
         else {}))
     if not checked.ok and not explaining:
         run.find(Kind.WRONG, "the build analysed for races and bank conflicts computed a "
