@@ -134,6 +134,10 @@ def test_an_atomic_beside_a_plain_access_names_both_lines():
     assert shape.kind == "atomic"
     assert "the atomic on line 10" in shape.fix and "plain write of sums[3] on line 8" in \
         shape.fix and "between line 8 and line 10" in shape.fix
+    # by two blocks: no barrier orders them
+    blocks = classify([race("sums", (8, 10), ("write", "atomic write"), memory="global",
+                            other_block=(1, 0, 0))])
+    assert "threads of two blocks" in blocks.fix and "__syncthreads" not in blocks.fix
 
 
 def test_a_device_array_shared_by_blocks_is_told_to_be_shared():

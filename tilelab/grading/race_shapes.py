@@ -171,10 +171,6 @@ def barriers(kern: Kernel, lo: int, hi: int) -> list[int]:
 # ---------------------------------------------------------------- the shapes
 
 
-def _name(race: Race) -> str:
-    return race.array
-
-
 def _lost_update(race: Race, races: Sequence[Race], kern: Kernel) -> bool:
     """Two threads both wrote one word at one line that also reads it (``x += v``): the
     write-write pair at one line, with a read of the array there (a race, or the code)."""
@@ -323,7 +319,11 @@ def _atomic_fix(race: Race, kern: Kernel) -> str:
     (k1, k2), (l1, l2) = race.kinds, race.lines
     plain, atomic = ((k1, l1), l2) if k2 == "atomic write" else ((k2, l2), l1)
     if race.other_block is not None:
-        return _blocks_fix(race, kern)
+        return (f"the plain {plain[0]} of {race.element} on line {plain[1]} and the atomic on "
+                f"line {atomic} are made by threads of two blocks, which run at the same time "
+                "on a GPU in no order (no barrier orders two blocks): make the plain access "
+                "an atomic too, or let the word be set before the launch (the host, or an "
+                "earlier kernel) so that the kernel only adds to it")
     return (f"the atomic on line {atomic} makes only its own read-modify-write one step: the "
             f"plain {plain[0]} of {race.element} on line {plain[1]} by another thread races "
             f"with it. Put __syncthreads() between line {min(plain[1], atomic)} and line "
@@ -366,10 +366,10 @@ def shape_of(race: Race, races: Sequence[Race], source: str = "", nan_read: bool
     kinds = set(race.kinds)
     if _lost_update(race, races, kern):
         return Shape("lost update", race, "race", _lost_update_fix(race, kern))
-    if race.other_block is not None:
-        return Shape("blocks", race, "race", _blocks_fix(race, kern))
     if "atomic write" in kinds:
         return Shape("atomic", race, "race", _atomic_fix(race, kern))
+    if race.other_block is not None:
+        return Shape("blocks", race, "race", _blocks_fix(race, kern))
     if kinds == {"write"}:
         if race.lines[0] == race.lines[1]:
             return Shape("same store", race, "race", _same_store_fix(race, kern))
