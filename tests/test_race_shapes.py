@@ -17,9 +17,9 @@ from tilelab.grading.race_shapes import OVERLAP, classify, enclosing_loop, loops
 def race(array: str = "s", lines: tuple[int, int] = (5, 8),
          kinds: tuple[str, str] = ("write", "read"), *, same_warp: bool = False,
          memory: str = "shared", other_block: tuple[int, int, int] | None = None,
-         order: int = 0, index: tuple[int, ...] = (3,)) -> Race:
+         order: int = 0, index: tuple[int, ...] = (3,), values: int = 0) -> Race:
     return Race(array, index, lines, kinds, ((1, 0, 0), (40, 0, 0)), (0, 0, 0), 7,
-                same_warp, memory, other_block, order)
+                same_warp, memory, other_block, order, values)
 
 
 TILED = """\
@@ -117,6 +117,22 @@ def test_one_line_storing_one_element_from_several_lanes_is_never_told_syncwarp(
     assert "put __syncwarp()" not in shape.fix and "put __syncthreads()" not in shape.fix
 
 
+def test_one_line_storing_one_element_is_an_index_error_where_values_differ_or_go_missing():
+    src = "\n" * 10 + "    int c = (tid % 16) * 2;\n    s[c] = v;\n"
+    differ = classify([race("s", (12, 12), ("write", "write"), same_warp=True, values=2)], src)
+    assert differ.cause == OVERLAP and "store different values to s[3] on line 12" in \
+        differ.fix
+    assert "its index is made of values set on line 11" in differ.fix
+    assert "put __syncwarp()" not in differ.fix and "put __syncthreads()" not in differ.fix
+    # the same value, but elements no thread stores (the output's NaN): the index again
+    missing = classify([race("s", (12, 12), ("write", "write"), values=1)], src, nan_read=True)
+    assert missing.cause == OVERLAP and "stored by no thread" in missing.fix
+    # the same value and nothing missing: harmless, said so, one thread to store it
+    same = classify([race("s", (12, 12), ("write", "write"), values=1)], src)
+    assert same.cause == "race" and "store the same value to s[3] on line 12" in same.fix
+    assert "harmless here" in same.fix and "let one thread store it" in same.fix
+
+
 def test_two_lines_storing_one_element_are_an_index_error():
     shape = classify([race("s", (11, 15), ("write", "write"), index=(256,))], nan_read=True)
     assert shape.kind == "two stores" and shape.cause == OVERLAP and OVERLAP in CAUSES
@@ -198,6 +214,15 @@ def test_the_emulator_records_a_lost_update_in_global_memory():
     assert any(r.kinds == ("write", "write") and r.lines == (3, 3) for r in races), races
     shape = classify(races, src)
     assert shape.kind == "lost update" and "atomicAdd(&out[0], value) on line 3" in shape.fix
+
+
+@pytest.mark.parametrize(("value", "seen"), [("1.0f", 1), ("(float)threadIdx.x", 2)])
+def test_the_emulator_tells_two_stores_of_one_value_from_two_of_different_ones(value, seen):
+    src = ("__global__ void k(const float* x, float* out)\n{\n    __shared__ float s[1];\n"
+           f"    s[0] = {value};\n    __syncthreads();\n"
+           "    if (threadIdx.x == 0)\n        out[0] = s[0];\n}\n")
+    races = _races(src, "k")
+    assert [(r.lines, r.kinds, r.values) for r in races] == [((4, 4), ("write", "write"), seen)]
 
 
 def test_the_emulator_names_an_atomics_line_and_which_access_came_first():

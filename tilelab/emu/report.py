@@ -34,6 +34,9 @@ class Race:
     #: which access came first in time: bit 0 set where (some instance of) the first listed
     #: did, bit 1 where the second did; 0: not recorded
     order: int = 0
+    #: two plain writes of a shared word: bit 0 set where (an instance of) the second
+    #: stored the value already there, bit 1 where it stored another; 0: not recorded
+    values: int = 0
 
     @property
     def earlier(self) -> int | None:
@@ -247,11 +250,13 @@ class AnalysisReport:
                         tuple(r["kinds"]), tuple(tuple(t) for t in r["threads"]),
                         block, r["count"], bool(r.get("same_warp")),
                         "global" if r["array"] >= GLOBAL_BASE else "shared",
-                        first if first != block else None, int(r.get("order", 0)))
+                        first if first != block else None, int(r.get("order", 0)),
+                        int(r.get("values", 0)))
             key = (race.array, race.lines, race.kinds)
             if key in races:  # one source line, several code addresses
                 race = replace(races[key], count=races[key].count + race.count,
-                               order=races[key].order | race.order)
+                               order=races[key].order | race.order,
+                               values=races[key].values | race.values)
             races[key] = race
         merged: dict[tuple, list[int]] = {}
         for b in data.get("banks", []):

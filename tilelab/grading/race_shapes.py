@@ -331,9 +331,43 @@ def _atomic_fix(race: Race, kern: Kernel) -> str:
             "that access an atomic too")
 
 
+def _index_sources(kern: Kernel, line: int, array: str) -> list[int]:
+    """The lines above ``line`` that set the variables ``array``'s index there is made of."""
+    code = kern.lines[line - 1] if 0 < line <= len(kern.lines) else ""
+    m = re.search(rf"\b{re.escape(array)}\s*((?:\[[^\]]*\]\s*)+)", code)
+    names = set(re.findall(r"\b[a-z_]\w*\b", m.group(1))) if m else set()
+    found = {kern.last_before(rf"\b{n}\s*=[^=]", line) for n in names}
+    return sorted(n for n in found if n)
+
+
+def _overlap_fix(race: Race, kern: Kernel, nan_read: bool) -> str:
+    """One line storing one element from several threads, told as the index error it is:
+    different values stored, or elements left unstored (the output's NaN)."""
+    line = race.lines[0]
+    t1, t2 = race.threads
+    set_on = _index_sources(kern, line, race.array)
+    made = (f" (its index is made of values set on line{'s' if len(set_on) > 1 else ''} "
+            + " and ".join(str(n) for n in set_on) + ")") if set_on else ""
+    what = "different values" if race.values == 2 else "values"
+    said = (f"threads {t1} and {t2} store {what} to {race.element} on line {line}"
+            f"{_quote(kern, line)}: the index there sends two threads to one element{made}")
+    if nan_read:
+        said += (f", while some elements of {race.array} are stored by no thread (the output "
+                 "holds NaN where no input does: the emulator fills shared memory with NaN)")
+    return (said + ". An index is wrong, not the order of the accesses (a barrier would "
+            "only choose which store comes last): each thread must store its own elements, "
+            "and every element that is read must be stored")
+
+
 def _same_store_fix(race: Race, kern: Kernel) -> str:
     line = race.lines[0]
     lanes = "lanes of one warp" if race.same_warp else "threads"
+    if race.values == 1:
+        return (f"several {lanes} store the same value to {race.element} on line {line}, "
+                "with no barrier after one another's store: harmless here, but a race all "
+                "the same, and no barrier removes it; let one thread store it (e.g. "
+                "if (threadIdx.x == 0), or if (lane == 0)) and __syncthreads() before "
+                f"others read it{_quote(kern, line)}")
     return (f"several {lanes} store to {race.element} on line {line}, each with no barrier "
             "after the other's store: two stores to one element, which no barrier makes "
             "right (a barrier of the warp or of the block would only choose which store "
@@ -371,6 +405,8 @@ def shape_of(race: Race, races: Sequence[Race], source: str = "", nan_read: bool
     if race.other_block is not None:
         return Shape("blocks", race, "race", _blocks_fix(race, kern))
     if kinds == {"write"}:
+        if race.lines[0] == race.lines[1] and (race.values == 2 or nan_read):
+            return Shape("same store", race, OVERLAP, _overlap_fix(race, kern, nan_read))
         if race.lines[0] == race.lines[1]:
             return Shape("same store", race, "race", _same_store_fix(race, kern))
         return Shape("two stores", race, OVERLAP, _two_stores_fix(race, kern, nan_read))

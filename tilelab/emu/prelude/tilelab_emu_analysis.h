@@ -113,6 +113,8 @@ struct RaceRec {
   uint3 block, block1;  // t2's block and t1's (in global memory, two blocks may race)
   bool cross_warp;  // some instance involved two warps: only a block barrier orders it
   uint8_t order;    // bit 0: an instance where the access at pc1 came first; bit 1: at pc2
+  uint8_t values;   // two plain writes: bit 0, an instance storing the value already there;
+                    // bit 1, one storing another value
 };
 TL_DEF RaceRec g_races[128];
 TL_DEF int g_nraces;
@@ -140,8 +142,8 @@ TL_NOSAN inline bool same_block(uint3 b) {
 // A race of array `arr` (its element from `elem_of` where first recorded, or where a better
 // example): thread t1 of block b1 at code address l1 (kind k1), t2 of this block at l2.
 template <class F>
-TL_NOSAN inline void race_in(int arr, F elem_of, unsigned t1, uint32_t l1, int k1, uint3 b1,
-                             unsigned t2, uint32_t l2, int k2) {
+TL_NOSAN inline int race_in(int arr, F elem_of, unsigned t1, uint32_t l1, int k1, uint3 b1,
+                            unsigned t2, uint32_t l2, int k2) {
   bool other_block = !same_block(b1);
   uint3 b2 = blockIdx;
   uint8_t order = 1;  // t1's access came first
@@ -158,20 +160,51 @@ TL_NOSAN inline void race_in(int arr, F elem_of, unsigned t1, uint32_t l1, int k
       if (cross && !r.cross_warp)  // a better example: only a block barrier orders these
         r.cross_warp = true, r.t1 = t1, r.t2 = t2, r.elem = elem_of(), r.block1 = b1,
         r.block = b2;
-      return;
+      return i;
     }
   }
   if (g_nraces == 128) {
     ++g_races_dropped;
-    return;
+    return -1;
   }
-  g_races[g_nraces++] = RaceRec{arr, l1, l2, k1, k2, 1, elem_of(), t1, t2, b2, b1, cross, order};
+  g_races[g_nraces] = RaceRec{arr, l1, l2, k1, k2, 1, elem_of(), t1, t2, b2, b1, cross, order, 0};
+  return g_nraces++;
 }
 
-TL_NOSAN inline void race(uintptr_t addr, unsigned t1, uint32_t l1, int k1, unsigned t2,
-                          uint32_t l2, int k2) {
+TL_NOSAN inline int race(uintptr_t addr, unsigned t1, uint32_t l1, int k1, unsigned t2,
+                         uint32_t l2, int k2) {
   int arr = array_at(addr);
-  race_in(arr, [&] { return element_of(addr, arr); }, t1, l1, k1, blockIdx, t2, l2, k2);
+  return race_in(arr, [&] { return element_of(addr, arr); }, t1, l1, k1, blockIdx, t2, l2, k2);
+}
+
+// Two plain writes of one shared word: whether the second stores the value already there
+// (several lanes storing one value) or another (an index sending two threads to one
+// element). The hook runs before its store, so the word is compared at the next access of
+// any thread, or when the fiber yields (fibers never preempt one another).
+struct Pending {
+  int race;
+  uintptr_t word;
+  uint32_t old, mask;
+};
+TL_DEF Pending g_pending[8];
+TL_DEF int g_npending;
+
+TL_NOSAN inline void settle_values() {
+  for (int i = 0; i < g_npending; ++i) {
+    const Pending& p = g_pending[i];
+    uint32_t now = *(const uint32_t*)p.word;  // -fno-strict-aliasing
+    g_races[p.race].values |= (uint8_t)((now & p.mask) == (p.old & p.mask) ? 1 : 2);
+  }
+  g_npending = 0;
+}
+
+TL_NOSAN inline void compare_later(int race, uintptr_t w, uint8_t m) {
+  if (race < 0 || g_npending == 8) return;
+  uint32_t mask = 0;
+  for (int b = 0; b < 4; ++b)
+    if (m >> b & 1) mask |= 0xffu << (8 * b);
+  uint32_t old = *(const uint32_t*)w;
+  g_pending[g_npending++] = Pending{race, w, old, mask};
 }
 
 // Whether `a` lies in this block's shared memory (the static section or the dynamic buffer).
@@ -217,8 +250,11 @@ TL_NOSAN inline void check_race(uintptr_t addr, uintptr_t w, unsigned t, uint32_
     bool found = false;
     for (int i = 0; i < s->nw && !found; ++i)  // two atomics: no race
       if (s->wt[i] != t && (s->wm[i] & m) && !(wk && s->wa[i]) &&
-          !warp_ordered(s->wt[i], s->wg[i], t))
-        race(addr, s->wt[i], s->wl[i], s->wa[i] ? K_A : K_W, t, pc, shown), found = true;
+          !warp_ordered(s->wt[i], s->wg[i], t)) {
+        int r = race(addr, s->wt[i], s->wl[i], s->wa[i] ? K_A : K_W, t, pc, shown);
+        if (!wk && !s->wa[i] && (kind & K_W) && !(kind & K_R)) compare_later(r, w, m & s->wm[i]);
+        found = true;
+      }
     for (int i = 0; i < s->nr && !found; ++i)
       if (s->rt[i] != t && (s->rm[i] & m) && wk != W_CAS && !warp_ordered(s->rt[i], s->rg[i], t))
         race(addr, s->rt[i], s->rl[i], K_R, t, pc, shown), found = true;
@@ -474,6 +510,7 @@ TL_NOSAN inline void bank_add(uintptr_t a, unsigned size, uint32_t pc, int arr, 
 TL_NOINLINE TL_NOSAN void record(uintptr_t a, unsigned size, uint32_t pc, int kind);
 #ifndef TILELAB_SPLIT
 TL_NOINLINE TL_NOSAN void record(uintptr_t a, unsigned size, uint32_t pc, int kind) {
+  if (g_npending) settle_values();
   unsigned t = g_cur->linear;
   for (uintptr_t w = a & ~(uintptr_t)3; w < a + size; w += 4)
     check_race(a, w, t, pc, kind, bytes_of(a, size, w));
@@ -572,18 +609,21 @@ TL_NOSAN void an_block_begin() {
   memset(g_lane_gen, 0, sizeof g_lane_gen);
 }
 TL_NOSAN void an_fiber_begin(Fiber* f) {
+  settle_values();
   int warp = (int)(f->linear / 32);
   if (warp != g_warp) finish_warp(), g_warp = warp;
   g_lane = (int)(f->linear % 32);
   g_counts->clear();
 }
 TL_NOSAN void an_epoch_end() {
+  settle_values();
   finish_warp();
   touch_epoch_end();
   g_warp = -1;
   ++g_epoch;
 }
 TL_NOSAN void an_pass_end() {  // lanes meet again at the next pass: group accesses afresh
+  settle_values();
   finish_warp();
   g_warp = -1;
 }
@@ -603,6 +643,7 @@ inline const char* kind_name(int k) {
 
 #ifndef TILELAB_SPLIT
 TL_NOSAN void an_write(Out& o) {
+  settle_values();
   o.s(",\"analysis\":{\"arrays\":[");
   for (int i = 0; i < g_narr; ++i) {
     const ShArray& A = g_arr[i];
@@ -617,9 +658,9 @@ TL_NOSAN void an_write(Out& o) {
   for (int i = 0; i < g_nraces; ++i) {
     const RaceRec& r = g_races[i];
     o.f("%s{\"array\":%d,\"element\":%lld,\"pcs\":[%u,%u],\"kinds\":[\"%s\",\"%s\"],"
-        "\"count\":%lld,\"same_warp\":%s,\"order\":%d,\"threads\":[",
+        "\"count\":%lld,\"same_warp\":%s,\"order\":%d,\"values\":%d,\"threads\":[",
         i ? "," : "", r.arr, r.elem, r.pc1, r.pc2, kind_name(r.kind1), kind_name(r.kind2),
-        r.count, r.cross_warp ? "false" : "true", (int)r.order);
+        r.count, r.cross_warp ? "false" : "true", (int)r.order, (int)r.values);
     o.xyz(thread_of(r.t1));
     o.s(",");
     o.xyz(thread_of(r.t2));
