@@ -50,7 +50,9 @@ def _one(m: mutants.Mutant) -> dict[str, Any]:
     v = mutant_rating.grade(m)
     r = mutant_rating.rate(m, v)
     return {**m.to_dict(), "rating": r.rating, "why": r.why, "cause": r.cause,
-            "named": list(r.named), "seconds": v["seconds"], "messages": v.get("messages")}
+            "named": list(r.named), "seconds": v["seconds"], "compiled": v.get("compiled"),
+            "correct": v.get("correct"), "error": v.get("error"),
+            "messages": v.get("messages")}
 
 
 def run(chosen: list[mutants.Mutant], jobs: int, progress: bool = True) -> list[dict[str, Any]]:
@@ -107,6 +109,40 @@ def table(title: str, rows: dict[str, Counter[str]]) -> str:
     return "\n".join(lines)
 
 
+def report(results: list[dict[str, Any]]) -> tuple[dict, dict]:
+    """Print the tables and the totals; the tallies by exercise and by class."""
+    by_ex, by_class = tally(results, "exercise"), tally(results, "class")
+    print(table("exercise", by_ex))
+    print()
+    print(table("mutation class", by_class))
+    total = by_ex["total"]
+    ran = sum(total[k] for k in SHOWN)
+    print(f"\ntotals: {ran} non-equivalent mutants ran ({total['equivalent']} equivalent, "
+          f"{total['compile']} refused at compile, {total['compile, line named']} of them "
+          f"naming the line, {total['error']} grader errors): right {total['right']} "
+          f"({share(total, 'right')}%), vague {total['vague']} ({share(total, 'vague')}%), "
+          f"wrong {total['wrong']} ({share(total, 'wrong')}%)")
+    return by_ex, by_class
+
+
+def rerate(path: Path) -> int:
+    """Rate again the verdicts of a --json run (the rules changed; nothing is graded)."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    results = []
+    known = {m.id: m for m in mutants.all_mutants(sorted({r["exercise"] for r in doc["mutants"]}))}
+    for r in doc["mutants"]:
+        m = known.get(r["id"]) or mutants.Mutant(r["exercise"], r["class"], r["line"],
+                                                 r["before"], r["after"], "", tuple(r["lines"]))
+        v = {"compiled": r["compiled"], "correct": r["correct"], "messages": r["messages"],
+             "error": r["error"]}
+        new = mutant_rating.rate(m, v)
+        results.append({**r, "rating": new.rating, "why": new.why, "cause": new.cause,
+                        "named": list(new.named)})
+    print(f"{len(results)} verdicts of {doc['command']!r} rated again")
+    report(results)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sample", type=int, default=None, help="mutants drawn (default: all)")
@@ -117,7 +153,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="only this mutation class")
     p.add_argument("--json", default=None, help="write every mutant's result here")
     p.add_argument("--list", action="store_true", help="count the mutants; grade none")
+    p.add_argument("--rerate", default=None, metavar="JSON",
+                   help="rate again the verdicts a --json run kept (no grading)")
     a = p.parse_args(argv)
+    if a.rerate:
+        return rerate(Path(a.rerate))
     pool = mutants.all_mutants(a.exercise)
     if a.classes:
         unknown = set(a.classes) - set(mutants.CLASSES)
@@ -135,17 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     results = run(chosen, a.jobs)
     elapsed = time.monotonic() - t0
-    by_ex, by_class = tally(results, "exercise"), tally(results, "class")
-    print(table("exercise", by_ex))
-    print()
-    print(table("mutation class", by_class))
-    total = by_ex["total"]
-    ran = sum(total[k] for k in SHOWN)
-    print(f"\ntotals: {ran} non-equivalent mutants graded ({total['equivalent']} equivalent, "
-          f"{total['compile']} refused at compile, {total['compile, line named']} of them "
-          f"naming the line, {total['error']} grader errors): right {total['right']} "
-          f"({share(total, 'right')}%), vague {total['vague']} ({share(total, 'vague')}%), "
-          f"wrong {total['wrong']} ({share(total, 'wrong')}%)")
+    by_ex, by_class = report(results)
     print(f"time: {elapsed:.0f} s for {len(results)} mutants "
           f"({elapsed / max(1, len(results)):.2f} s each, {a.jobs} job(s))")
     if a.json:

@@ -21,9 +21,11 @@ tests/test_mistakes.py does), and its verdict is rated (:func:`rate`):
   warps a block); a barrier to add (``put __syncthreads()``, ``check both __syncthreads()``)
   for a mutation that is no missing or misplaced barrier; a cause from :data:`CAUSES`
   that :data:`ACCEPTABLE` does not allow for the class, asserted; an allowed cause whose
-  diagnosis (``Likely cause: ...``) names one line, not the mutated one (a race's two
-  accesses and a failed launch's line are facts, not a cause: vague); or a wrong mutant
-  graded correct (above).
+  diagnosis (``Likely cause: ...``) names one line, not the mutated one, nor one that reads
+  a name the mutated line sets (a race's two accesses, a failed launch's line and a line
+  using the wrong value are facts, not a wrong cause: vague); or a wrong mutant graded
+  correct (above). A failed launch's own report (no "Likely cause") is a fact: with a cause
+  the class does not allow, it is vague, not wrong.
 
 The cause is the message's ``Likely cause: <cause>:``; a launch that failed with no such
 sentence has the cause of its error (:data:`LAUNCH_ERRORS`: an access out of bounds, a
@@ -34,12 +36,12 @@ misaligned one, a divergent barrier, a timeout). The class -> acceptable causes 
 class                       acceptable causes
 ==========================  ===================================================================
 index swap                  swapped row/column, tile index, misplaced rows, out of bounds,
-                            never written, boundary
+                            never written, boundary, stale shared data
 off by one                  off-by-one, boundary, out of bounds, missing term, loop stops
                             early, partial tile dropped, never written, misplaced rows,
-                            tile index, stale shared data
+                            tile index, stale shared data, misaligned
 wrong stride                swapped row/column, tile index, misplaced rows, out of bounds,
-                            never written
+                            never written, stale shared data, loop stops early
 guard changed               boundary, off-by-one, out of bounds, never written, partial tile
                             dropped, stale shared data, loop stops early, missing term
 guard removed               boundary, out of bounds, never written, stale shared data,
@@ -75,11 +77,11 @@ LAUNCH_ERRORS = {"OutOfBoundsAccess": "out of bounds", "BarrierDivergence": "div
 CATCH_ALL = frozenset({"indexing"})
 _INDEX = ("swapped row/column", "tile index", "misplaced rows", "out of bounds", "never written")
 ACCEPTABLE: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
-    "index swap": (*_INDEX, "boundary"),
+    "index swap": (*_INDEX, "boundary", "stale shared data"),
     "off by one": ("off-by-one", "boundary", "out of bounds", "missing term", "loop stops early",
                    "partial tile dropped", "never written", "misplaced rows", "tile index",
-                   "stale shared data"),
-    "wrong stride": _INDEX,
+                   "stale shared data", "misaligned"),
+    "wrong stride": (*_INDEX, "stale shared data", "loop stops early"),
     "guard changed": ("boundary", "off-by-one", "out of bounds", "never written",
                       "partial tile dropped", "stale shared data", "loop stops early",
                       "missing term"),
@@ -174,16 +176,39 @@ def rate(m: Mutant, v: dict[str, Any]) -> Rating:
         return Rating("vague", f"cause {cause or 'none'}", cause, named)
     if cause not in KNOWN:
         return Rating("vague", f"cause {cause!r} unknown to the rating", cause, named)
+    diagnosed = "Likely cause:" in text  # else a failed launch's own report: a fact
     if cause not in ACCEPTABLE[m.klass]:
+        if not diagnosed:
+            return Rating("vague", f"the launch's error ({cause}) alone", cause, named)
         return Rating("wrong", f"cause {cause!r} for a {m.klass}", cause, named)
     if _names_it(m, text, cause):
         return Rating("right", "", cause, named)
     own = set(named_lines(said))
-    if len(own) == 1 and "Likely cause:" in text and cause != "race":  # a race's lines are
-        # its accesses, and a failed launch's line is where it failed: facts, not a cause
-        return Rating("wrong", f"names line {own.pop()} as the cause, not line {m.line}",
-                      cause, named)
+    if len(own) == 1 and diagnosed and cause != "race":  # a race's lines are its accesses
+        line = own.pop()
+        if used := _uses(m, line):
+            return Rating("vague", f"names line {line}, which uses {used} (set on line "
+                          f"{m.line})", cause, named)
+        return Rating("wrong", f"names line {line} as the cause, not line {m.line}", cause,
+                      named)
     return Rating("vague", f"names none of lines {list(m.lines)}", cause, named)
+
+
+_SETS = re.compile(r"\b(\w+)\s*(?:\[[^\]]*\]\s*)*[-+*/]?=(?!=)")
+
+
+def _uses(m: Mutant, line: int) -> str | None:
+    """A name the mutated line sets (before or after the edit) that line ``line`` of the
+    mutant reads, or None: a diagnosis naming where a wrong value is used, not made."""
+    lines = m.source.splitlines()
+    if not 0 < line <= len(lines):
+        return None
+    code = re.sub(r"//.*", "", lines[line - 1])
+    for name in sorted(set(_SETS.findall(m.before)) | set(_SETS.findall(m.after))):
+        declared = re.search(rf"\b(int|float|bool)\s+{re.escape(name)}\b", code)
+        if re.search(rf"(?<![\w.]){re.escape(name)}\b", code) and not declared:
+            return name  # (a line declaring its own ``i`` reads another variable)
+    return None
 
 
 def grade(m: Mutant) -> dict[str, Any]:

@@ -120,6 +120,10 @@ _PAIRS = (("threadIdx.x", "threadIdx.y"), ("blockIdx.x", "blockIdx.y"), ("tx", "
           ("row", "col"), ("x", "y"), ("r", "c"), ("tRow", "tCol"), ("ar", "ac"),
           ("br", "bc"), ("row0", "col0"), ("i", "j"))
 
+#: the names an index is made of, in the course's kernels
+_INDEX_NAMES = frozenset({"tx", "ty", "k", "row", "col", "i", "j", "tid", "s", "r", "c", "x",
+                          "y", "t", "d", "ar", "ac", "br", "bc", "tRow", "tCol"})
+
 
 def _code(line: str) -> str:
     """The line without its // comment."""
@@ -189,10 +193,20 @@ def _index_swaps(code: str) -> Iterator[Edit]:
                 if re.match(r"\s*\(", code[m.end():]) or re.search(r"\b(int|float|bool)\s+$",
                                                                    code[:m.start()]):
                     continue  # a call, or a declaration's name
+                if re.match(r"\s*=(?!=)", code[m.end():]) and re.match(
+                        r"\s*(const\s+)?(int|float|bool)\b", code):
+                    continue  # a declarator's name (int tx = ..., ty = ...)
                 if _in(loops, m.start()):
                     continue  # a loop's own counter: the loop's bound is off by one's
                 klass = "guard changed" if _in(conds, m.start()) else "index swap"
                 yield klass, _replace(code, m.start(), m.end(), other)
+    here = {w for w in _INDEX_NAMES if _token(w).search(code)}
+    for sub in _SUBSCRIPT.finditer(code):  # another index of the same line in a subscript
+        for w in sorted(here):
+            for m in _token(w).finditer(sub.group(1)):
+                for other in sorted(here - {w}):
+                    p = sub.start(1) + m.start()
+                    yield "index swap", _replace(code, p, p + len(w), other)
     for m in re.finditer(r"(\w+)\[([^\[\]]+)\]\[([^\[\]]+)\]", code):
         if m.group(2).strip() != m.group(3).strip():
             yield "index swap", _replace(code, m.start(), m.end(),
@@ -345,12 +359,21 @@ OPERATORS = (_index_swaps, _off_by_one, _strides, _guards, _barriers, _accumulat
 # ---------------------------------------------------------------- multi-line edits
 
 
-def _statement_after(lines: list[str], n: int) -> int:
-    """The number of the first code line after line ``n`` (1-based)."""
+def _guarded(lines: list[str], n: int) -> list[int]:
+    """The lines the if on line ``n`` (1-based) guards: its block, or its one statement."""
+    if _code(lines[n - 1]).rstrip().endswith("{"):
+        depth, out = 0, []
+        for k in range(n, len(lines) + 1):
+            depth += _code(lines[k - 1]).count("{") - _code(lines[k - 1]).count("}")
+            if k > n:
+                if depth <= 0:
+                    break
+                out.append(k)
+        return out
     for k in range(n + 1, len(lines) + 1):
         if _code(lines[k - 1]).strip() not in ("", "{"):
-            return k
-    return n
+            return [k]
+    return []
 
 
 def _moved_barriers(lines: list[str], mine: frozenset[int]) -> Iterator[tuple[int, int]]:
@@ -419,7 +442,11 @@ def mutants(exercise_id: str) -> list[Mutant]:
     seen = {source}
     out: list[Mutant] = []
 
+    names = set(re.findall(r"[A-Za-z_]\w*", source))
+
     def add(klass: str, edits: dict[int, str], named: tuple[int, ...]) -> None:
+        if any(set(re.findall(r"[A-Za-z_]\w*", text)) - names for text in edits.values()):
+            return  # a name the kernel never declares: it could not compile
         new = list(lines)
         for n, text in edits.items():
             new[n - 1] = text
@@ -446,7 +473,7 @@ def mutants(exercise_id: str) -> list[Mutant]:
                     continue
                 named = (n,)
                 if klass.startswith("guard") and re.search(r"\bif\s*\(.*\)\s*\{?\s*$", code):
-                    named = (n, _statement_after(lines, n))  # and the statement it guards
+                    named = (n, *_guarded(lines, n))  # and the statements it guards
                 new = new.rstrip()
                 add(klass, {n: f"{new}  {comment}" if comment and new.strip() else new or comment},
                     named)
