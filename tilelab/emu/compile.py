@@ -178,10 +178,12 @@ def fma_flags() -> tuple[str, ...] | None:
 
 def _flags(analysis: bool, lockstep: bool = False, fmad: bool = True) -> list[str]:
     # Analysis mode records the source's accesses: no auto-vectorised loops, and a float4
-    # copied whole (no scalar replacement of aggregates), as a GPU loads it.
+    # copied whole (no scalar replacement of aggregates), as a GPU loads it; and no call
+    # made a jump, so that an atomic's return address is its caller's line.
     contract = (fmad and fma_flags()) or ("-ffp-contract=off",)
     return [*FLAGS, *contract,
-            *(["-DTILELAB_ANALYSIS", "-fno-tree-vectorize", "-fno-tree-sra"]
+            *(["-DTILELAB_ANALYSIS", "-fno-tree-vectorize", "-fno-tree-sra",
+               "-fno-optimize-sibling-calls"]
               if analysis else []),
             *(TSAN_FLAGS if analysis or lockstep else ())]
 

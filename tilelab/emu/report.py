@@ -31,6 +31,20 @@ class Race:
     same_warp: bool = False  # both threads are lanes of one warp
     memory: str = "shared"  # or "global": a kernel's buffer or __device__ variable
     other_block: XYZ | None = None  # the first thread's block, where it is not ``block``
+    #: which access came first in time: bit 0 set where (some instance of) the first listed
+    #: did, bit 1 where the second did; 0: not recorded
+    order: int = 0
+    #: two plain writes of a shared word: bit 0 set where (an instance of) the second
+    #: stored the value already there, bit 1 where it stored another; 0: not recorded
+    values: int = 0
+
+    @property
+    def earlier(self) -> int | None:
+        """The index (0 or 1) of the access that came first in every instance, where the
+        two differ in line or kind; None where both orders were seen or none recorded."""
+        if self.lines[0] == self.lines[1] and self.kinds[0] == self.kinds[1]:
+            return None
+        return {1: 0, 2: 1}.get(self.order)
 
     @property
     def element(self) -> str:
@@ -65,17 +79,27 @@ class Race:
                 "reaches it (never inside an if that only some threads enter, such as "
                 "`if (tid < 32)`); it orders the lanes of each warp too")
 
-    def describe(self, fix: bool = True) -> str:
-        """One sentence a learner can act on (without the fix when ``fix`` is False)."""
-        (k1, k2), (l1, l2), (t1, t2) = self.kinds, self.lines, self.threads
+    def describe(self, fix: bool = True, between: str | None = None) -> str:
+        """One sentence a learner can act on (without the fix when ``fix`` is False);
+        ``between``: what orders the two accesses, where the caller knows better (the
+        source's loops)."""
+        (k1, k2), (t1, t2) = self.kinds, self.threads
+        l1, l2 = (f"{n}" if n else "? (a line the emulator could not map)" for n in self.lines)
         if self.other_block is not None:
             return (f"{self.element}: {k1} on line {l1} by thread {t1} of block "
                     f"{self.other_block} and {k2} on line {l2} by thread {t2} of block "
                     f"{self.block} (two blocks of one launch) [{self.count} time(s)]"
                     + (f"; {self.fix}" if fix else ""))
         who = "lanes of one warp, " if self.same_warp else ""
+        if between is None and (self.earlier == 1 or (self.earlier == 0
+                                                      and self.lines[0] > self.lines[1])):
+            # the order in time is against the source's
+            (ka, la), (kb, lb) = ((k2, l2), (k1, l1)) if self.earlier else ((k1, l1), (k2, l2))
+            between = (f"the {ka} on line {la} came first and the {kb} on line {lb} after it, "
+                       "with no barrier between them")
+        between = between or "no barrier between them"
         return (f"{self.element}: {k1} on line {l1} by thread {t1} and {k2} on line {l2} by "
-                f"thread {t2} (block {self.block}; {who}no barrier between them) "
+                f"thread {t2} (block {self.block}; {who}{between}) "
                 f"[{self.count} time(s)]" + (f"; {self.fix}" if fix else ""))
 
 
@@ -151,15 +175,16 @@ class AnalysisReport:
                 "average_degree": self.average_degree, "worst_degree": self.worst_degree,
                 "traffic": [asdict(t) for t in self.traffic], "touch": self.touch}
 
-    def summary(self) -> str:
-        """A readable table of the races and bank conflicts."""
+    def summary(self, fix: str | None = None) -> str:
+        """A readable table of the races and bank conflicts; ``fix``: what to do about the
+        races, where the caller knows better than :attr:`fix` (from the kernel's source)."""
         out = [f"Emulator analysis of kernel '{self.kernel}' (shared and global memory)"]
         if self.races:
             out.append(f"RACES ({len(self.races)} kind(s)) — accesses no barrier orders:")
             out += [f"  {r.describe(fix=False)}" for r in self.races]
             if self.races_dropped:
                 out.append(f"  ... and {self.races_dropped} more")
-            out.append(f"  Fix: {self.fix}.")
+            out.append(f"  Fix: {fix or self.fix}.")
         else:
             out.append("Races: none found.")
         if not self.bank_lines:
@@ -225,10 +250,13 @@ class AnalysisReport:
                         tuple(r["kinds"]), tuple(tuple(t) for t in r["threads"]),
                         block, r["count"], bool(r.get("same_warp")),
                         "global" if r["array"] >= GLOBAL_BASE else "shared",
-                        first if first != block else None)
+                        first if first != block else None, int(r.get("order", 0)),
+                        int(r.get("values", 0)))
             key = (race.array, race.lines, race.kinds)
             if key in races:  # one source line, several code addresses
-                race = replace(races[key], count=races[key].count + race.count)
+                race = replace(races[key], count=races[key].count + race.count,
+                               order=races[key].order | race.order,
+                               values=races[key].values | race.values)
             races[key] = race
         merged: dict[tuple, list[int]] = {}
         for b in data.get("banks", []):

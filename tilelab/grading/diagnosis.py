@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilelab.catalog.problems import Launch, Problem, Shape
-from tilelab.emu.report import Race, representative
+from tilelab.emu.report import Race
+from tilelab.grading import race_shapes
 from tilelab.grading.budget import emu_launch_seconds
 from tilelab.grading.kernel_lines import Kernel
 
@@ -30,6 +31,7 @@ CAUSES = ("never written", "never initialised", "swapped row/column", "partial t
           "boundary", "out of bounds", "race", "stale shared data", "off-by-one", "missing term",
           "one term only", "accumulator reset", "start value", "int truncation", "zeros stored",
           "tile index", "misplaced rows", "loop stops early", "timed out", "indexing")
+CAUSES += race_shapes.CAUSES
 
 
 @dataclass
@@ -290,7 +292,7 @@ def diagnose(problem: Problem, launch: Launch, a: Attempt, *, tiled: bool = Fals
                          "thread reads shared memory another thread has not finished writing "
                          "(or overwrites it too early); check both __syncthreads() calls.")
     if races:
-        return race_diagnosis(races)
+        return race_diagnosis(races, source, bool((np.isnan(a.got) & ~unwritten).any()))
     if unwritten[bad].all():
         adds = kern.find(rf"\b{what}\s*\[[^;=]*\]\s*\+=")
         if adds:
@@ -568,13 +570,12 @@ def out_of_bounds(problem: Problem, launch: Launch, shape: Shape, exc: BaseExcep
                      + kern.at(line) + ".")
 
 
-def race_diagnosis(races: Sequence[Race]) -> Diagnosis:
-    """One race and the one barrier that orders them all: ``__syncthreads()`` when any race
-    is between threads of different warps (it orders the lanes of a warp too),
-    ``__syncwarp()`` only when every race is confined to one warp."""
-    shown = representative(races) or races[0]  # no race at all: an IndexError, as before
-    return Diagnosis("race", f"the emulator's analysis found {shown.describe(fix=False)}; "
-                     f"{shown.fix}.")
+def race_diagnosis(races: Sequence[Race], source: str = "", nan_read: bool = False
+                   ) -> Diagnosis:
+    """The race that tells the mistake and the fix its shape needs (:mod:`race_shapes`):
+    ``nan_read``, the output holds NaN computed from a value nobody wrote."""
+    shape = race_shapes.classify(races, source, nan_read)
+    return Diagnosis(shape.cause, shape.message() + ".")
 
 
 def _tiles(problem: Problem, launch: Launch) -> tuple[int, ...]:

@@ -17,7 +17,7 @@ import numpy as np
 from tilelab.catalog.exercises import Exercise
 from tilelab.device.backend import Backend
 from tilelab.device.runtime import get_runtime
-from tilelab.grading import scoring, traffic
+from tilelab.grading import race_shapes, scoring, traffic
 from tilelab.grading.correctness import check_function, fmt_shape, lanes
 from tilelab.grading.judge import Kind
 from tilelab.grading.steps import (
@@ -104,7 +104,8 @@ def take_analysis(run: Run, explaining: bool) -> Any | None:
     report = fn.last_report.analysis
     at = fmt_shape(ex.problem, ex.problem.analysis_shape)
     run.find(Kind.NOTE, touch=report.touch or None, **(
-        {"analysis": {"at": at, "summary": report.summary(), **report.to_dict()}} if shared
+        {"analysis": {"at": at, "summary": report.summary(
+            race_shapes.fix_text(report.races, run.text)), **report.to_dict()}} if shared
         else {}))
     if not checked.ok and not explaining:
         run.find(Kind.WRONG, "the build analysed for races and bank conflicts computed a "
@@ -126,7 +127,8 @@ def analyse(run: Run) -> None:
     for remark in traffic.remarks(report, problem, shape, run.ex.reuses_tiles):
         run.find(Kind.NOTE, remark)
     if report.has_races:
-        run.find(Kind.WRONG, f"{RACE}:\n{report.summary()}")
+        fix = race_shapes.fix_text(report.races, run.text)
+        run.find(Kind.WRONG, f"{RACE}:\n{report.summary(fix)}")
     elif blocks(run.ex, problem.analysis_shape) < 2:  # where blocks can race, too
         found = emulated_finding(run.ex, run.text, run.rng.spawn(1)[0])
         if found is not None:
@@ -200,7 +202,8 @@ def emulated_finding(ex: Exercise, text: str, rng: np.random.Generator
             return False, r.message
         report = built.fn.last_report.analysis
         if report.has_races:
-            return True, f"{RACE} at {fmt_shape(ex.problem, shape)}:\n{report.summary()}"
+            fix = race_shapes.fix_text(report.races, text)
+            return True, f"{RACE} at {fmt_shape(ex.problem, shape)}:\n{report.summary(fix)}"
     return None
 
 

@@ -112,6 +112,9 @@ struct RaceRec {
   unsigned t1, t2;
   uint3 block, block1;  // t2's block and t1's (in global memory, two blocks may race)
   bool cross_warp;  // some instance involved two warps: only a block barrier orders it
+  uint8_t order;    // bit 0: an instance where the access at pc1 came first; bit 1: at pc2
+  uint8_t values;   // two plain writes: bit 0, an instance storing the value already there;
+                    // bit 1, one storing another value
 };
 TL_DEF RaceRec g_races[128];
 TL_DEF int g_nraces;
@@ -139,35 +142,69 @@ TL_NOSAN inline bool same_block(uint3 b) {
 // A race of array `arr` (its element from `elem_of` where first recorded, or where a better
 // example): thread t1 of block b1 at code address l1 (kind k1), t2 of this block at l2.
 template <class F>
-TL_NOSAN inline void race_in(int arr, F elem_of, unsigned t1, uint32_t l1, int k1, uint3 b1,
-                             unsigned t2, uint32_t l2, int k2) {
+TL_NOSAN inline int race_in(int arr, F elem_of, unsigned t1, uint32_t l1, int k1, uint3 b1,
+                            unsigned t2, uint32_t l2, int k2) {
   bool other_block = !same_block(b1);
   uint3 b2 = blockIdx;
+  uint8_t order = 1;  // t1's access came first
   if (l2 < l1 || (l2 == l1 && k2 < k1)) {
     std::swap(t1, t2), std::swap(l1, l2), std::swap(k1, k2), std::swap(b1, b2);
+    order = 2;
   }
   bool cross = other_block || t1 / 32 != t2 / 32;
   for (int i = 0; i < g_nraces; ++i) {
     RaceRec& r = g_races[i];
     if (r.arr == arr && r.pc1 == l1 && r.kind1 == k1 && r.pc2 == l2 && r.kind2 == k2) {
       ++r.count;
+      r.order |= order;
       if (cross && !r.cross_warp)  // a better example: only a block barrier orders these
         r.cross_warp = true, r.t1 = t1, r.t2 = t2, r.elem = elem_of(), r.block1 = b1,
         r.block = b2;
-      return;
+      return i;
     }
   }
   if (g_nraces == 128) {
     ++g_races_dropped;
-    return;
+    return -1;
   }
-  g_races[g_nraces++] = RaceRec{arr, l1, l2, k1, k2, 1, elem_of(), t1, t2, b2, b1, cross};
+  g_races[g_nraces] = RaceRec{arr, l1, l2, k1, k2, 1, elem_of(), t1, t2, b2, b1, cross, order, 0};
+  return g_nraces++;
 }
 
-TL_NOSAN inline void race(uintptr_t addr, unsigned t1, uint32_t l1, int k1, unsigned t2,
-                          uint32_t l2, int k2) {
+TL_NOSAN inline int race(uintptr_t addr, unsigned t1, uint32_t l1, int k1, unsigned t2,
+                         uint32_t l2, int k2) {
   int arr = array_at(addr);
-  race_in(arr, [&] { return element_of(addr, arr); }, t1, l1, k1, blockIdx, t2, l2, k2);
+  return race_in(arr, [&] { return element_of(addr, arr); }, t1, l1, k1, blockIdx, t2, l2, k2);
+}
+
+// Two plain writes of one shared word: whether the second stores the value already there
+// (several lanes storing one value) or another (an index sending two threads to one
+// element). The hook runs before its store, so the word is compared at the next access of
+// any thread, or when the fiber yields (fibers never preempt one another).
+struct Pending {
+  int race;
+  uintptr_t word;
+  uint32_t old, mask;
+};
+TL_DEF Pending g_pending[8];
+TL_DEF int g_npending;
+
+TL_NOSAN inline void settle_values() {
+  for (int i = 0; i < g_npending; ++i) {
+    const Pending& p = g_pending[i];
+    uint32_t now = *(const uint32_t*)p.word;  // -fno-strict-aliasing
+    g_races[p.race].values |= (uint8_t)((now & p.mask) == (p.old & p.mask) ? 1 : 2);
+  }
+  g_npending = 0;
+}
+
+TL_NOSAN inline void compare_later(int race, uintptr_t w, uint8_t m) {
+  if (race < 0 || g_npending == 8) return;
+  uint32_t mask = 0;
+  for (int b = 0; b < 4; ++b)
+    if (m >> b & 1) mask |= 0xffu << (8 * b);
+  uint32_t old = *(const uint32_t*)w;
+  g_pending[g_npending++] = Pending{race, w, old, mask};
 }
 
 // Whether `a` lies in this block's shared memory (the static section or the dynamic buffer).
@@ -213,8 +250,11 @@ TL_NOSAN inline void check_race(uintptr_t addr, uintptr_t w, unsigned t, uint32_
     bool found = false;
     for (int i = 0; i < s->nw && !found; ++i)  // two atomics: no race
       if (s->wt[i] != t && (s->wm[i] & m) && !(wk && s->wa[i]) &&
-          !warp_ordered(s->wt[i], s->wg[i], t))
-        race(addr, s->wt[i], s->wl[i], s->wa[i] ? K_A : K_W, t, pc, shown), found = true;
+          !warp_ordered(s->wt[i], s->wg[i], t)) {
+        int r = race(addr, s->wt[i], s->wl[i], s->wa[i] ? K_A : K_W, t, pc, shown);
+        if (!wk && !s->wa[i] && (kind & K_W) && !(kind & K_R)) compare_later(r, w, m & s->wm[i]);
+        found = true;
+      }
     for (int i = 0; i < s->nr && !found; ++i)
       if (s->rt[i] != t && (s->rm[i] & m) && wk != W_CAS && !warp_ordered(s->rt[i], s->rg[i], t))
         race(addr, s->rt[i], s->rl[i], K_R, t, pc, shown), found = true;
@@ -292,12 +332,24 @@ TL_NOSAN inline void check_global(uintptr_t w, uint8_t m, unsigned t, uint32_t p
         race_in(arr, elem_of, g->r_t[i], g->r_pc[i], K_R, g->r_block[i], t, pc, shown);
         break;
       }
+    // a lost update: this thread read the word, and another's plain write of it since is
+    // unordered with this one (x += v by many threads): two plain writes, reported here only
+    if (!wk && g->w_set && !g->w_atomic && (g->w_mask & m) &&
+        g_unordered(g->w_block, g->w_epoch, g->w_t, g->w_gen, t))
+      for (int i = 0; i < g->nr; ++i)
+        if (g->r_t[i] == t && same_block(g->r_block[i]) && g->r_epoch[i] == g_epoch &&
+            (g->r_mask[i] & m)) {
+          race_in(arr, elem_of, g->w_t, g->w_pc, K_W, g->w_block, t, pc, K_W);
+          break;
+        }
   }
   if (writes) {
     bool same = g->w_set && g->w_t == t && same_block(g->w_block) && g->w_epoch == g_epoch;
-    g->w_atomic = same && !(g->w_atomic && wk) ? W_PLAIN : wk;  // a plain write stays plain
+    bool keep = same && !g->w_atomic && wk;  // a plain write stays plain, and keeps its line
+    g->w_atomic = same && !(g->w_atomic && wk) ? W_PLAIN : wk;
     g->w_mask = same ? (uint8_t)(g->w_mask | m) : m;
-    g->w_set = 1, g->w_epoch = g_epoch, g->w_pc = pc, g->w_gen = gen, g->w_t = (uint16_t)t;
+    if (!keep) g->w_pc = pc;
+    g->w_set = 1, g->w_epoch = g_epoch, g->w_gen = gen, g->w_t = (uint16_t)t;
     g->w_block = blockIdx;
   }
   if (kind & K_R) {
@@ -458,6 +510,7 @@ TL_NOSAN inline void bank_add(uintptr_t a, unsigned size, uint32_t pc, int arr, 
 TL_NOINLINE TL_NOSAN void record(uintptr_t a, unsigned size, uint32_t pc, int kind);
 #ifndef TILELAB_SPLIT
 TL_NOINLINE TL_NOSAN void record(uintptr_t a, unsigned size, uint32_t pc, int kind) {
+  if (g_npending) settle_values();
   unsigned t = g_cur->linear;
   for (uintptr_t w = a & ~(uintptr_t)3; w < a + size; w += 4)
     check_race(a, w, t, pc, kind, bytes_of(a, size, w));
@@ -556,18 +609,21 @@ TL_NOSAN void an_block_begin() {
   memset(g_lane_gen, 0, sizeof g_lane_gen);
 }
 TL_NOSAN void an_fiber_begin(Fiber* f) {
+  settle_values();
   int warp = (int)(f->linear / 32);
   if (warp != g_warp) finish_warp(), g_warp = warp;
   g_lane = (int)(f->linear % 32);
   g_counts->clear();
 }
 TL_NOSAN void an_epoch_end() {
+  settle_values();
   finish_warp();
   touch_epoch_end();
   g_warp = -1;
   ++g_epoch;
 }
 TL_NOSAN void an_pass_end() {  // lanes meet again at the next pass: group accesses afresh
+  settle_values();
   finish_warp();
   g_warp = -1;
 }
@@ -587,6 +643,7 @@ inline const char* kind_name(int k) {
 
 #ifndef TILELAB_SPLIT
 TL_NOSAN void an_write(Out& o) {
+  settle_values();
   o.s(",\"analysis\":{\"arrays\":[");
   for (int i = 0; i < g_narr; ++i) {
     const ShArray& A = g_arr[i];
@@ -601,9 +658,9 @@ TL_NOSAN void an_write(Out& o) {
   for (int i = 0; i < g_nraces; ++i) {
     const RaceRec& r = g_races[i];
     o.f("%s{\"array\":%d,\"element\":%lld,\"pcs\":[%u,%u],\"kinds\":[\"%s\",\"%s\"],"
-        "\"count\":%lld,\"same_warp\":%s,\"threads\":[",
+        "\"count\":%lld,\"same_warp\":%s,\"order\":%d,\"values\":%d,\"threads\":[",
         i ? "," : "", r.arr, r.elem, r.pc1, r.pc2, kind_name(r.kind1), kind_name(r.kind2),
-        r.count, r.cross_warp ? "false" : "true");
+        r.count, r.cross_warp ? "false" : "true", (int)r.order, (int)r.values);
     o.xyz(thread_of(r.t1));
     o.s(",");
     o.xyz(thread_of(r.t2));
