@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .errors import CompileError
 from .lexer import Scope, enclosing, line_of, split_top
 
 Edit = tuple[int, int, str]
@@ -55,6 +56,25 @@ def _declarators(body: str) -> tuple[str, list[tuple[str, tuple[str, ...], str]]
     return type_, decls
 
 
+def check_initializers(body: str, line: int) -> None:
+    """nvcc's refusal of an initializer on a ``__shared__`` variable (``body``: the text of
+    the declaration after ``__shared__``), which g++ would take and run only once."""
+    for part in split_top(_ATTRS.sub(" ", body)):
+        text = re.sub(r"\[[^\]]*\]", "[]", part)  # extents hold no initializer
+        init = re.search(r"[={(]", text)
+        if init is None:
+            continue
+        names = re.findall(r"[A-Za-z_]\w*", text[:init.start()])
+        name = names[-1] if names else "?"
+        index = "[0]" if text[:init.start()].rstrip().endswith("]") else ""
+        raise CompileError(
+            f"kernel.cu({line}): error: initializer not allowed for __shared__ variable "
+            f"\"{name}\" (nvcc refuses it: shared memory starts each block uninitialised, "
+            "and no initializer runs). Declare it without one and let the block's threads "
+            f"write it, then wait for them: if (threadIdx.x == 0) {name}{index} = ...; "
+            "__syncthreads();", lines=(line,))
+
+
 def rewrite_declarations(masked: str, all_scopes: list[Scope], analysis: bool
                          ) -> tuple[list[Edit], list[SharedDecl]]:
     """Edits replacing every ``__shared__`` declaration, and the declarators found."""
@@ -74,6 +94,7 @@ def rewrite_declarations(masked: str, all_scopes: list[Scope], analysis: bool
         type_, names = _declarators(body)
         keep = " ".join(x for x in quals if x in ("volatile", "const"))
         line = line_of(masked, m.start())
+        check_initializers(body, line)
         extern = "extern" in quals
         out = []
         if extern:
