@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import CompileError
-from .lexer import Scope, enclosing, line_of, split_top
+from .lexer import Scope, enclosing, line_of, matching, split_top
 
 Edit = tuple[int, int, str]
 
@@ -131,5 +131,21 @@ def rewrite_uses(masked: str, decls: list[SharedDecl]) -> list[Edit]:
             if before.endswith((".", "->", "::")) or re.search(r"\bsizeof\s*\(?$", before):
                 continue
             fn = "shp" if d.dynamic else "sh"
+            if not d.dynamic and (n := _subscripts(masked, m.end() - 1)) < len(d.dims):
+                fn = f"shr<{n}>"  # a row (buf[i] of buf[4][32]): the array itself, checked
             edits.append((m.start(), m.end(), f'tl_emu::{fn}({d.name}, "{d.name}", __LINE__)['))
     return edits
+
+
+def _subscripts(masked: str, open_pos: int) -> int:
+    """How many ``[...]`` follow one another from the ``[`` at ``open_pos``."""
+    n, pos = 0, open_pos
+    while pos < len(masked) and masked[pos] == "[":
+        close = matching(masked, pos)
+        if close < 0:
+            break
+        n += 1
+        pos = close + 1
+        while pos < len(masked) and masked[pos] in " \t\n":
+            pos += 1
+    return max(n, 1)
