@@ -62,6 +62,32 @@ def fmad_option(options: Sequence[str]) -> bool:
     return fmad
 
 
+#: nvcc options that choose what is built, not how: ptxas's report is of one cubin for the
+#: emulator's arch (each with the number of words that follow it when written apart)
+_NOT_CODEGEN = {"-arch": 1, "--gpu-architecture": 1, "-code": 1, "--gpu-code": 1,
+                "-gencode": 1, "--generate-code": 1, "-o": 1, "--output-file": 1, "-cubin": 0,
+                "--cubin": 0, "-ptx": 0, "--ptx": 0, "-fatbin": 0, "--fatbin": 0, "-c": 0,
+                "-keep": 0, "--keep": 0, "-keep-dir": 1, "--keep-dir": 1,
+                "--resource-usage": 0, "-res-usage": 0}
+
+
+def codegen_options(options: Sequence[str]) -> tuple[str, ...]:
+    """The nvcc options of ``options`` that change the code ptxas makes, registers
+    included (``-maxrregcount=32``, ``--use_fast_math``, ``-Xptxas ...``, ``-DN=4``), for the
+    resource report; the ones that choose the output or the architecture left out."""
+    out, skip = [], 0
+    for o in options:
+        if skip:
+            skip -= 1
+            continue
+        name = o.split("=", 1)[0]
+        if name in _NOT_CODEGEN:
+            skip = _NOT_CODEGEN[name] if "=" not in o else 0
+            continue
+        out.append(o)
+    return tuple(out)
+
+
 #: an include of cooperative_groups (nvcc refuses its headers inside extern "C")
 _CG_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]cooperative_groups", re.M)
 
@@ -84,7 +110,8 @@ class SourceModule:
         defines = tuple(o for o in (options or ()) if _DEFINE.fullmatch(o))
         self.translation = translate(source, analysis=analysis, no_extern_c=no_extern_c,
                                      defines=defines)
-        self.resources = ResourceReport(source, defines, no_extern_c, arch, cache_dir_())
+        self.resources = ResourceReport(source, codegen_options(options or ()), no_extern_c,
+                                        arch, cache_dir_())
         if not no_extern_c and (m := _CG_INCLUDE.search(source)):
             raise CompileError(
                 f'line {source.count(chr(10), 0, m.start()) + 1}: cooperative_groups\' headers '
