@@ -17,13 +17,14 @@ from .attributes import function_attribute as _FA
 from .compile import build
 from .compile import cache_dir as cache_dir_
 from .errors import CompileError, LogicError, UnsupportedConstruct
+from .fastmath import float_options, warn_differences
 from .faults import LaunchContext, raise_for, source_lines
 from .function_api import FunctionAPI, check_registers
 from .geometry import check_launch, timeout_seconds
 from .kernels import launch_bound, param_name
 from .lexer import mask
 from .memory import DeviceAllocation
-from .report import AnalysisReport, LaunchReport
+from .report import PRINTF_CUT, AnalysisReport, LaunchReport
 from .resources import MAX_STATIC_SHARED, KernelResources, ResourceReport
 from .translate import translate
 
@@ -95,9 +96,11 @@ class SourceModule:
     """Compile CUDA C ``source`` for the CPU emulator (PyCUDA's signature, plus ``analysis``).
 
     Like PyCUDA the source is wrapped in ``extern "C" { ... }`` unless ``no_extern_c``.
-    ``-DNAME[=VALUE]`` and ``--fmad=true|false`` entries of ``options`` are honoured; the
-    other arguments are accepted and ignored. ``analysis=True`` instruments shared arrays
-    for races and bank conflicts.
+    ``-DNAME[=VALUE]``, ``--fmad``, ``-ftz``, ``--prec-div``, ``--prec-sqrt`` and
+    ``--use_fast_math`` entries of ``options`` are honoured (``differences`` says where a
+    GPU's results may still differ), and all of them reach ptxas's report of registers
+    (``-maxrregcount``); the other arguments are accepted and ignored. ``analysis=True``
+    instruments shared arrays for races and bank conflicts.
     """
 
     def __init__(self, source: str, options: Sequence[str] | None = None, nvcc: str = "nvcc",
@@ -118,8 +121,14 @@ class SourceModule:
                 'are C++ and cannot be compiled inside the extern "C" { } PyCUDA wraps the '
                 "source in (nvcc refuses them there too): pass no_extern_c=True to "
                 'SourceModule and declare each kernel extern "C" __global__.')
+        floats = float_options(options or ())
+        #: where a GPU built with these options may still give other results, and how much
+        self.differences = floats.differences(source)
+        warn_differences(floats.differences())  # of the options (the intrinsics: documented)
+        head, _, rest = self.translation.code.partition("\n")
         try:
-            self.library = build(self.translation.code, analysis=analysis, defines=defines,
+            self.library = build(f"{head}\n{floats.prelude_lines()}{rest}", analysis=analysis,
+                                 defines=defines,
                                  source=source, lockstep=self.translation.lockstep,
                                  fmad=fmad_option(options or ()))
         except CompileError as exc:
@@ -278,7 +287,7 @@ class Function(FunctionAPI):
         if report.stdout:
             sys.stdout.write(report.stdout)
             if report.stdout_truncated:
-                sys.stdout.write("\n[printf output truncated]\n")
+                sys.stdout.write(f"\n{PRINTF_CUT}\n")
             sys.stdout.flush()
         ctx = LaunchContext(self._desc, plan, lib.path, g, b, shared, limit)
         raise_for(outcome.report, outcome.child, ctx)

@@ -113,17 +113,18 @@ constexpr int warpSize = 32;
 // ---- math and intrinsics ---------------------------------------------------------------
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
-// glibc already declares these names (as its own internals), so they are macros here.
-#define __expf(x) expf(x)
-#define __exp10f(x) powf(10.0f, (x))
-#define __logf(x) logf(x)
-#define __log2f(x) log2f(x)
-#define __log10f(x) log10f(x)
-#define __powf(x, y) powf((x), (y))
-#define __sinf(x) sinf(x)
-#define __cosf(x) cosf(x)
-#define __tanf(x) tanf(x)
-#define __sincosf(x, s, c) sincosf((x), (s), (c))
+// glibc already declares these names (as its own internals), so they are macros here, for
+// the functions of tilelab_emu_fast.h.
+#define __expf(x) tl_emu::fast_expf(x)
+#define __exp10f(x) tl_emu::fast_exp10f(x)
+#define __logf(x) tl_emu::fast_logf(x)
+#define __log2f(x) tl_emu::fast_log2f(x)
+#define __log10f(x) tl_emu::fast_log10f(x)
+#define __powf(x, y) tl_emu::fast_powf((x), (y))
+#define __sinf(x) tl_emu::fast_sinf(x)
+#define __cosf(x) tl_emu::fast_cosf(x)
+#define __tanf(x) tl_emu::fast_tanf(x)
+#define __sincosf(x, s, c) tl_emu::fast_sincosf((x), (s), (c))
 static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
 template <class To, class From> static inline To tl_bits(From v) {
   static_assert(sizeof(To) == sizeof(From), "size mismatch");
@@ -215,6 +216,7 @@ template <class T> inline auto value(const T& v) { return (typename Value<T>::ty
 }  // namespace tl_emu
 
 #include "tilelab_emu_math.h"
+#include "tilelab_emu_fast.h"
 #include "tilelab_emu_rt.h"
 #include "tilelab_emu_bounds.h"
 #ifdef TILELAB_ANALYSIS
