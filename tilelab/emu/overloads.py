@@ -37,9 +37,21 @@ _CALL = re.compile(r"error: (?:(no match for call to)|call of) '\(tl_emu::ov::(\
 _WHERE = re.compile(r"^kernel\.cu:(\d+):(?:\d+:)? note: in expansion of macro '(\w+)'")
 
 
+#: g++'s spellings of the integer types, as nvcc writes them
+_SPELLED = {"long long unsigned int": "unsigned long long", "long long int": "long long",
+            "long unsigned int": "unsigned long", "long int": "long", "short int": "short",
+            "short unsigned int": "unsigned short"}
+
+
 def _types(args: str) -> str:
     """g++'s argument types as nvcc writes them (no reference marks)."""
-    return ", ".join(a.strip().rstrip("&").strip() for a in args.split(","))
+    out = []
+    for a in args.split(","):
+        t = a.strip().rstrip("&").strip()
+        for gxx, nvcc in _SPELLED.items():
+            t = re.sub(rf"\b{gxx}\b", nvcc, t)
+        out.append(t)
+    return ", ".join(out)
 
 
 def nvcc_refusal(stderr: str, source: str = "") -> CompileError | None:
