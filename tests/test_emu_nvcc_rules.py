@@ -243,3 +243,19 @@ def test_printf_output_cut_at_one_mebibyte_says_so(capsys):
     assert capsys.readouterr().out.rstrip().endswith(PRINTF_CUT)
     f(emu.Out(np.zeros(1, np.int32)), block=(4, 1, 1))
     assert f.last_report.printf_note == ""
+
+
+# ---- the graded subset ------------------------------------------------------------------------
+def test_the_graded_subset_takes_what_the_emulator_now_takes():
+    """``tilelab check`` and a class grade read the source with the same allow-list: the
+    forms above are in it (the intrinsics are CUDA's device API)."""
+    from tilelab.grading.subset import check_subset
+
+    templated = ("template <typename T, int N>\n__global__ void __launch_bounds__(N) k(const T* x, "
+                 "T* out)\n{ out[threadIdx.x] = x[threadIdx.x] * (T)N; }\n"
+                 "template __global__ void k<float, 64>(const float*, float*);\n")
+    fast = ("__global__ void k(const float* x, float* out)\n{\n  int i = threadIdx.x;\n"
+            "  out[i] = __sinf(x[i]) + __expf(x[i]) + __fdividef(x[i], 3.0f) + __powf(x[i], 2.0f)"
+            f"\n    + __shfl_sync({FULL}, x[i], 1) + __reduce_add_sync({FULL}, i);\n}}\n")
+    for src in (templated, _ROWS, fast):
+        check_subset(src)
