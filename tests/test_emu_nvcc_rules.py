@@ -141,6 +141,14 @@ def test_a_templated_kernel_with_launch_bounds_is_found_and_bounded(head, bound)
         f(emu.In(x), emu.Out(out), block=(bound * 2, 1, 1))
 
 
+def test_a_launch_bound_written_with_macros_is_read_with_their_values():
+    src = "#define BS2 (BS * 2)\n__global__ void __launch_bounds__(BS2) k(float* o) { o[0] = 1; }"
+    f = emu.SourceModule(src, options=["-DBS=64"]).get_function("k")
+    assert f.launch_bound() == 128
+    with pytest.raises(emu.LaunchError, match=r"__launch_bounds__\(128\)"):
+        f(emu.Out(np.zeros(1, np.float32)), block=(256, 1, 1))
+
+
 _ROWS = """template <class T>
 __device__ T rsum(const T* row, int n)
 { T s = 0; for (int k = 0; k < n; ++k) s += row[k]; return s; }

@@ -122,13 +122,16 @@ def find_kernels(masked: str) -> list[KernelSource]:
     return list(found.values())
 
 
-def launch_bound(masked: str, kernel: KernelSource) -> int | None:
+def launch_bound(masked: str, kernel: KernelSource, defines: tuple[str, ...] = ()
+                 ) -> int | None:
     """The first argument of the kernel's ``__launch_bounds__(...)``, if it is a number
-    once the source's own ``#define``\\ s and, for an instantiation of a templated kernel,
-    its template arguments are put in (``__launch_bounds__(N)`` of ``k<float, 256>``)."""
+    once the macros (the source's ``#define``\\ s, the options' ``-DNAME=VALUE``) and, for
+    an instantiation of a templated kernel, its template arguments are put in
+    (``__launch_bounds__(N)`` of ``k<float, 256>``)."""
     base = kernel.name.split("<")[0]
     values = {m.group(1): m.group(2).strip() for m in re.finditer(
         r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n]+)$", masked, re.M)}
+    values.update(d[2:].split("=", 1) for d in defines if "=" in d)
     if "<" in kernel.name:
         definition = next((m for m in _TEMPLATE_KERNEL.finditer(masked)
                            if m.group(2) == base), None)
@@ -158,7 +161,8 @@ def _integer(expr: str, values: dict[str, str]) -> int | None:
         expr = re.sub(r"[A-Za-z_]\w*", lambda w: f"({values[w.group()]})"
                       if w.group() in values else w.group(), expr)
     expr = re.sub(r"(?<=\d)[uUlL]+\b", "", expr)
-    if not re.fullmatch(r"[\d\s+\-*/%()]+", expr) or len(expr) > 200:
+    if not re.fullmatch(r"[\d\s+\-*/%()]+", expr) or len(expr) > 200 or \
+            "**" in expr.replace(" ", ""):  # C has no power operator
         return None
     try:
         value = eval(expr.replace("/", "//"), {"__builtins__": {}})  # digits and operators

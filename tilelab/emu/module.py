@@ -110,7 +110,7 @@ class SourceModule:
         self.source = source
         self.analysis = analysis
         self.no_extern_c = no_extern_c
-        defines = tuple(o for o in (options or ()) if _DEFINE.fullmatch(o))
+        self.defines = defines = tuple(o for o in (options or ()) if _DEFINE.fullmatch(o))
         self.translation = translate(source, analysis=analysis, no_extern_c=no_extern_c,
                                      defines=defines)
         self.resources = ResourceReport(source, codegen_options(options or ()), no_extern_c,
@@ -226,7 +226,7 @@ class Function(FunctionAPI):
     def _launch_bound(self) -> int | None:
         for k in self.module.translation.kernels:
             if k.name == self._desc["name"]:
-                return launch_bound(mask(self.module.source), k)
+                return launch_bound(mask(self.module.source), k, self.module.defines)
         return None
 
     def launch_bound(self) -> int | None:
