@@ -250,8 +250,15 @@ template <class T> inline auto vararg(const T& v) {
   if constexpr (std::is_class_v<T>) return tl_emu::value(v);
   else return v;
 }
+// Bytes printed by the launch: past what the parent keeps (1 MiB) and a margin that tells it
+// the output was cut, nothing more is formatted (a GPU's printf buffer drops the rest too).
+TL_DEF unsigned long long g_printed TL_INIT(0);
+constexpr unsigned long long kPrintfKept = (1ull << 20) + (1ull << 16);
 template <class... A> inline int kprintf(const char* fmt, A... a) {
-  return ::printf(fmt, vararg(a)...);
+  if (g_printed > kPrintfKept) return 0;
+  const int k = ::printf(fmt, vararg(a)...);
+  if (k > 0) g_printed += (unsigned long long)k;
+  return k;
 }
 }  // namespace tl_emu
 
