@@ -45,10 +45,11 @@ def test_shared_declarations_without_an_initializer_compile_and_run():
     src = """__global__ void k(float* out)
 {
   __shared__ float s; static __shared__ int t; __shared__ volatile int v;
-  __shared__ __align__(16) float2 p; __shared__ float buf[4 * (2 + 1)] __attribute__((aligned(16)));
-  if (threadIdx.x == 0) { s = 5; t = 2; v = 3; p.x = 1; buf[11] = 4; }
+  __shared__ __align__(16) float2 p; __shared__ alignas(16) float q[4];
+  __shared__ float buf[4 * (2 + 1)] __attribute__((aligned(16)));
+  if (threadIdx.x == 0) { s = 5; t = 2; v = 3; p.x = 1; buf[11] = 4; q[1] = 0; }
   __syncthreads();
-  out[threadIdx.x] = s + t + v + p.x + buf[11];
+  out[threadIdx.x] = s + t + v + p.x + buf[11] + q[1];
 }
 """
     out = np.zeros(32, np.float32)

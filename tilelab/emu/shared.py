@@ -38,6 +38,9 @@ _QUALS = re.compile(r"((?:\b(?:extern|static|volatile|const)\b\s*)*)$")
 _ATTRS = re.compile(r"\b__align__\s*\([^()]*\)|\b__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)")
 
 
+_ALIGNAS = re.compile(r"\s*\balignas\s*\([^()]*\)\s*")
+
+
 def _declarators(body: str) -> tuple[str, list[tuple[str, tuple[str, ...], str]]]:
     """Split ``float a[2][3], *p`` into the type and (name, dims, pointer stars)."""
     parts = split_top(body)
@@ -59,7 +62,7 @@ def _declarators(body: str) -> tuple[str, list[tuple[str, tuple[str, ...], str]]
 def check_initializers(body: str, line: int) -> None:
     """nvcc's refusal of an initializer on a ``__shared__`` variable (``body``: the text of
     the declaration after ``__shared__``), which g++ would take and run only once."""
-    for part in split_top(_ATTRS.sub(" ", body)):
+    for part in split_top(_ALIGNAS.sub(" ", _ATTRS.sub(" ", body))):
         text = re.sub(r"\[[^\]]*\]", "[]", part)  # extents hold no initializer
         init = re.search(r"[={(]", text)
         if init is None:
@@ -98,7 +101,7 @@ def rewrite_declarations(masked: str, all_scopes: list[Scope], analysis: bool
         extern = "extern" in quals
         out = []
         if extern:
-            ptr_type = " ".join(_ATTRS.sub(" ", f"{keep} {type_}").split())
+            ptr_type = " ".join(_ALIGNAS.sub(" ", _ATTRS.sub(" ", f"{keep} {type_}")).split())
             for name, _dims, stars in names:
                 t = f"{ptr_type}{stars}"
                 if function_scope and not analysis:
@@ -107,7 +110,10 @@ def rewrite_declarations(masked: str, all_scopes: list[Scope], analysis: bool
                     out.append(f'static {t}* {name}; static tl_emu::DynReg tl_reg_{name}'
                                f'({name}, "{name}");')
         else:
-            out.append(" ".join(f"static TL_SHARED {keep} {body};".split()))
+            # alignas(n) leads the declaration (g++ takes no standard attribute after static)
+            lead = _ALIGNAS.match(body)
+            head, rest = (lead.group(0), body[lead.end():]) if lead else ("", body)
+            out.append(" ".join(f"{head} static TL_SHARED {keep} {rest};".split()))
             if analysis:
                 out += [f'static tl_emu::ShReg tl_reg_{n}({n}, "{n}");'
                         for n, dims, stars in names if not stars]
