@@ -52,7 +52,9 @@ class FloatOptions:
         out = []
         if self.ftz:
             out.append("-ftz=true: the CPU's flush to zero also flushes double-precision "
-                       "subnormals (below 2.3e-308) to zero, which a GPU keeps")
+                       "subnormals (below 2.3e-308) to zero, which a GPU keeps; and -x or "
+                       "fabsf(x) of a float subnormal, stored as it is, keeps its value here "
+                       "where a GPU's flushes it to zero (below 1.2e-38)")
         if self.fast:
             out.append("--use_fast_math: a float division x / y is exact here; a GPU "
                        "computes x * (1/y), up to 2 ulp off, and 0 for 2^126 < |y| < 2^128 "
