@@ -20,7 +20,7 @@ the disagreement stays, the GPU's answer re-measured each round where a GPU is a
 written as regression cases with the GPU's answer (``regressions.json``), for
 ``tests/fidelity/regressions.json``. A tally per family and class is printed last.
 
-    python benchmarks/fidelity_diff.py --out OUT [--count 2400] [--nvcc | --gpu] [--minimize]
+    python benchmarks/fidelity_diff.py --out OUT [--count 3000] [--nvcc | --gpu] [--minimize]
     python benchmarks/fidelity_diff.py --out OUT --truth OUT/gpu_outcomes.json
 """
 
@@ -397,7 +397,8 @@ def read_truth(path: Path) -> dict[str, dict]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("fidelity-out"))
-    ap.add_argument("--count", type=int, default=2400)
+    ap.add_argument("--count", type=int, default=3000,
+                    help="cases (the later families are in those past generate.FIRST_ROUND)")
     ap.add_argument("--seed", type=int, default=generate.SEED)
     ap.add_argument("--families", default="", help="comma-separated families only")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)

@@ -43,11 +43,33 @@ def test_the_corpus_is_the_same_every_time_and_covers_every_family():
     a, b = generate.corpus(400), generate.corpus(400)
     assert [c.digest() for c in a] == [c.digest() for c in b]
     assert len({c.id for c in a}) == len(a) == 400
-    assert {c.family for c in a} == set(generate.FAMILIES)
+    assert {c.family for c in a} == set(generate.FIRST_FAMILIES)
     expects = Counter(c.expect for c in a)
     assert expects["ok"] and expects["fault:misaligned"] and expects["refuse"]
     # a case depends on its index alone: a shorter corpus is a prefix of a longer one
     assert [c.digest() for c in generate.corpus(50)] == [c.digest() for c in a[:50]]
+
+
+def test_later_families_take_only_the_cases_past_the_first_round():
+    """A family added later leaves the first round's cases as they were (a truth file of
+    the GPU's answers is keyed by their sources) and shares the cases past it."""
+    first = generate.corpus(generate.FIRST_ROUND)
+    more = generate.corpus(generate.FIRST_ROUND + 600)
+    assert [c.digest() for c in more[:len(first)]] == [c.digest() for c in first]
+    assert not {c.family for c in first} & set(generate.LATER_FAMILIES)
+    assert {c.family for c in more} == set(generate.FAMILIES)
+    assert len({c.id for c in more}) == len(more)
+
+
+def test_the_warp_operand_family_expects_what_the_signatures_say():
+    """The generator's own table (not the emulator's) is what nvcc 13.0 does: narrow types
+    promote, a float or a 64-bit value is ambiguous for __reduce_add_sync, vectors match
+    nothing."""
+    ok = generate.warp_accepts
+    assert ok("__reduce_add_sync", "short") and ok("__reduce_and_sync", "float")
+    assert not ok("__reduce_add_sync", "float") and not ok("__reduce_max_sync", "long")
+    assert ok("__shfl_sync", "bool") and ok("__match_any_sync", "double")
+    assert not ok("__shfl_sync", "float2") and not ok("__reduce_or_sync", "struct")
 
 
 def test_cases_round_trip_through_json():

@@ -13,6 +13,11 @@ integer and floating edge values; math functions and intrinsics within their doc
 error bounds, under -use_fast_math, -ftz, -prec-div, -prec-sqrt; templates and
 __launch_bounds__; register limits (-maxrregcount); initialisers on __shared__ variables;
 printf's volume and argument limit; barriers with predicates; launch limits; memcpy_async.
+Later families (``LATER_FAMILIES``, only in the cases past ``FIRST_ROUND``): the flush to
+zero of -ftz and --use_fast_math, fast intrinsics at wide arguments within the special
+function unit's own error, every warp intrinsic with every kind of operand type, templated
+kernels with __launch_bounds__ where it may be written, rows of shared arrays passed to
+templates and filled by memcpy_async.
 """
 
 from __future__ import annotations
@@ -1058,6 +1063,212 @@ def memcpy_async(rng: np.random.Generator, name: str) -> Case:
     return b.case((64,), source=src, no_extern_c=True, alone=True, note=f"memcpy_async {form}")
 
 
+# ---- later families (cases past FIRST_ROUND; see schedule) ------------------------------------
+FTZ_OPTIONS = ((), ("-ftz=true",), ("--use_fast_math",), ("-ftz=true", "-ftz=false"),
+               ("-ftz=false", "--use_fast_math"))
+#: single-precision operations a flush to zero changes (PTX .ftz: subnormal inputs and
+#: results become sign-preserving zeros), with whether --use_fast_math makes them approximate
+FTZ_EXPRS = {"a * b": False, "a + b": False, "a - b": False, "fmaf(a, b, c)": False,
+             "__fmul_rn(a, b)": False, "(a == 0.0f) ? 1.0f : 2.0f": False,
+             "(a < b) ? a : b": False, "(float)((double)a * 2.0)": False, "a * 1e30f": False,
+             "sqrtf(a)": True, "__fdividef(a, b)": True, "c * c * c": False}
+SUBNORMALS = np.array([1e-40, -1e-40, 1e-45, -3e-39, 1.1754942e-38, 5.877472e-39, 1e-38,
+                       1.17549435e-38, 0.0, -0.0, 1e-20, -1e-20, 3e-20, 1.0, -2.5, 1e30],
+                      np.float32)
+
+
+def ftz_flush(rng: np.random.Generator, name: str) -> Case:
+    """Single-precision arithmetic on subnormal inputs and with subnormal results, built
+    with and without -ftz=true and --use_fast_math (a GPU flushes both to signed zero)."""
+    expr = pick(rng, list(FTZ_EXPRS))
+    options = pick(rng, FTZ_OPTIONS)
+    fast = "--use_fast_math" in options
+    n = 64
+    b = Builder(name, "ftz_flush")
+    vals = [rng.choice(SUBNORMALS, n) for _ in range(3)]
+    xa, xb, xc = (b.buf("float", v, vals[k].astype(F32)) for k, v in enumerate("xyz"))
+    approx = FTZ_EXPRS[expr] and fast
+    out = b.out("float", "out", n, compare="ulp" if approx else "exact", tol=3 if approx else 0)
+    b.body += ["int i = threadIdx.x;", f"float a = {xa}[i], b = {xb}[i], c = {xc}[i];",
+               f"{out}[i] = {expr};", "(void)b; (void)c;"]
+    return b.case((n,), options=options, note=f"{expr} {' '.join(options)}")
+
+
+#: fast intrinsics, their arguments' domain and the special function unit's own documented
+#: error (the emulator does the GPU's argument step; this is all that may be left)
+FAST_INTRINSICS = {
+    "__sinf(a)": ("turns", "abs", 2.0**-21.41 + 2.0**-24), "__cosf(a)": ("turns", "abs",
+                                                                         2.0**-21.19 + 2.0**-24),
+    "__expf(a)": ("exp", "ulp", 3), "__exp10f(a)": ("exp10", "ulp", 3),
+    "__logf(a)": ("pos", "abs_rel", 3), "__log2f(a)": ("pos", "abs_rel", 3),
+    "__log10f(a)": ("pos", "abs_rel", 3), "__powf(a, b)": ("pow", "ulp", 8),
+    "__fdividef(a, b)": ("div", "ulp", 3),
+}
+
+
+def fast_intrinsics(rng: np.random.Generator, name: str) -> Case:
+    """__sinf, __expf, ... over wide arguments (|x| to 1e4 for sine and cosine), compared
+    within the special function unit's own error only: the argument's rounding (to turns,
+    by log2(e)), which makes most of a GPU's error at large |x|, must be the GPU's."""
+    expr = pick(rng, list(FAST_INTRINSICS))
+    dom, mode, tol = FAST_INTRINSICS[expr]
+    options = pick(rng, ((), ("-ftz=true",), ("--use_fast_math",)))
+    n = 128
+    if dom == "turns":
+        x = np.where(rng.random(n) < 0.5, rng.uniform(-3.2, 3.2, n),
+                     rng.uniform(-1e4, 1e4, n))
+    elif dom == "exp":
+        x = rng.uniform(-87, 88, n)
+    elif dom == "exp10":
+        x = rng.uniform(-37, 38, n)
+    elif dom == "pos":
+        x = np.where(rng.random(n) < 0.5, rng.uniform(0.5, 2, n), np.exp(rng.uniform(-80, 80, n)))
+    elif dom == "pow":
+        x = np.exp(rng.uniform(-4, 4, n))
+    else:
+        x = rng.standard_normal(n) * 1e3
+    y = rng.uniform(-4, 4, n) if dom == "pow" else np.where(
+        rng.random(n) < 0.2, rng.uniform(1.01, 1.99, n) * 2.0**126,
+        rng.standard_normal(n) * 10.0 ** rng.integers(-5, 5, n))
+    b = Builder(name, "fast_intrinsics")
+    xa = b.buf("float", "x", x.astype(F32))
+    xb = b.buf("float", "y", y.astype(F32))
+    if mode == "abs_rel":  # documented: absolute on [0.5, 2], in ulps elsewhere
+        mode, tol = ("abs", 2.0**-21.41 * 2) if dom == "pos" and (x < 2).all() else ("ulp", tol)
+    out = b.out("float", "out", n, compare=mode, tol=tol)
+    b.body += ["int i = blockIdx.x * blockDim.x + threadIdx.x;",
+               f"float a = {xa}[i], b = {xb}[i];", f"{out}[i] = {expr};", "(void)b;"]
+    return b.case((64,), (2,), options=options, note=f"{expr} {' '.join(options)}")
+
+
+#: operand types for the warp intrinsics, and what C++ makes of each against CUDA's
+#: declarations: "promote" (to int), "exact" (one of the shuffle types), "convert" (an
+#: arithmetic conversion), "none" (no conversion: a vector, a struct, a pointer)
+WARP_TYPES = {"bool": "promote", "char": "promote", "signed char": "promote",
+              "unsigned char": "promote", "short": "promote", "unsigned short": "promote",
+              "int": "exact", "unsigned int": "exact", "long": "exact", "unsigned long": "exact",
+              "long long": "exact", "unsigned long long": "exact", "size_t": "exact",
+              "float": "exact", "double": "exact", "enum": "promote", "float2": "none",
+              "int2": "none", "uint4": "none", "struct": "none", "int*": "none"}
+WARP_FUNCS = ("__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
+              "__match_any_sync", "__match_all_sync", "__reduce_add_sync", "__reduce_min_sync",
+              "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync")
+
+
+def warp_accepts(fn: str, t: str) -> bool:
+    """Whether nvcc takes ``t`` for ``fn`` (the Programming Guide's declarations and C++'s
+    overload resolution): shuffles and matches take any arithmetic type, __reduce_add/min/
+    max_sync (int and unsigned) only what promotes to int or is one of the two (a float or
+    a 64-bit value converts to both: ambiguous), __reduce_and/or/xor_sync (unsigned) any
+    arithmetic type."""
+    kind = WARP_TYPES[t]
+    if kind == "none":
+        return False
+    if fn in ("__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync"):
+        return kind == "promote" or t in ("int", "unsigned int")
+    return True
+
+
+def warp_operands(rng: np.random.Generator, name: str) -> Case:
+    """Every warp intrinsic with every kind of operand type: what nvcc takes (results
+    compared) and what it refuses (no overload, or two that fit)."""
+    fn, t = pick(rng, WARP_FUNCS), pick(rng, list(WARP_TYPES))
+    b = Builder(name, "warp_operands")
+    x = b.buf("int", "x", rng.integers(-100, 100, 32).astype(I32))
+    out = b.out("long long", "out", 32, fill=9)
+    ctype = {"enum": f"{name}_e", "struct": f"{name}_s", "size_t": "size_t"}.get(t, t)
+    if t == "enum":
+        b.pre.append(f"enum {name}_e {{ {name}_A = 1, {name}_B = 7 }};")
+    if t == "struct":
+        b.pre.append(f"struct {name}_s {{ int a; float f; }};")
+    make = {"float2": f"make_float2((float){x}[i], 1.0f)", "int2": f"make_int2({x}[i], 2)",
+            "uint4": f"make_uint4({x}[i], 1u, 2u, 3u)", "struct": f"{{{x}[i], 1.0f}}",
+            "int*": f"(int*)({x} + (i & 3))", "enum": f"({ctype})({x}[i] & 7)",
+            "bool": f"({x}[i] > 0)"}.get(t, f"({ctype}){x}[i]")
+    m = f"{FULL:#x}u"
+    call = {"__shfl_sync": f"{fn}({m}, v, (i + 3) & 31)", "__shfl_up_sync": f"{fn}({m}, v, 2)",
+            "__shfl_down_sync": f"{fn}({m}, v, 5)", "__shfl_xor_sync": f"{fn}({m}, v, 6)",
+            "__match_all_sync": f"{fn}({m}, v, &p)"}.get(fn, f"{fn}({m}, v)")
+    ok = warp_accepts(fn, t)
+    use = "(long long)r" if ok else "0"
+    b.body += ["int i = threadIdx.x;", f"{ctype} v = {make};", "int p = 0;",
+               f"auto r = {call};", f"{out}[i] = {use} + p * 1000;", "(void)r;"]
+    return b.case((32,), expect="ok" if ok else "refuse", note=f"{fn} {t}")
+
+
+def template_bounds(rng: np.random.Generator, name: str) -> Case:
+    """Templated kernels with __launch_bounds__ where CUDA lets it be written (after void,
+    before __global__, between them), a bound of the template's value, an expression of it
+    or a number, with or without a minimum of blocks; launched at the bound or past it."""
+    where = pick(rng, ("after_void", "before_global", "between"))
+    n = int(pick(rng, (32, 64, 128)))
+    expr, bound = pick(rng, (("N", n), ("N * 2", n * 2), ("256", 256)))
+    minb = pick(rng, ("", ", 2"))
+    lb = f"__launch_bounds__({expr}{minb})"
+    head = {"after_void": f"__global__ void {lb} {name}",
+            "before_global": f"{lb} __global__ void {name}",
+            "between": f"__global__ {lb} void {name}"}[where]
+    block = int(pick(rng, (bound, bound // 2, bound * 2 if bound * 2 <= 1024 else bound)))
+    t = pick(rng, ("float", "int"))
+    b = Builder(name, "template_bounds")
+    b.buf(t, "x", (rng.integers(-99, 99, 1024)).astype(DTYPE[t]))
+    b.out(t, "out", 1024)
+    src = (f"template <typename T, int N>\n{head}(const T* x, T* out)\n{{\n"
+           "  int i = threadIdx.x;\n  out[i] = x[i] * (T)2 + (T)N;\n}\n"
+           f"template __global__ void {name}<{t}, {n}>(const {t}*, {t}*);\n")
+    code = {"float": "f", "int": "i"}[t]
+    sym = _mangle(name, f"{code}Li{n}", "PKT_PS0_")
+    return b.case((block,), source=src, symbol=sym, no_extern_c=True,
+                  expect="launch" if block > bound else "ok",
+                  note=f"{where} {lb} block {block}")
+
+
+def shared_rows(rng: np.random.Generator, name: str) -> Case:
+    """Rows and planes of 2-D and 3-D shared arrays (buf[i], cube[i][j]) passed to templates
+    (by pointer and by reference to an array) and filled by both forms of
+    cooperative_groups::memcpy_async."""
+    dims = pick(rng, ((4, 32), (2, 4, 16), (8, 8)))
+    fill = pick(rng, ("loop", "bytes", "counts"))
+    total = int(np.prod(dims))
+    b = Builder(name, "shared_rows")
+    b.buf("float", "x", rng.integers(-9, 9, total).astype(F32))
+    b.out("float", "out", dims[0])
+    ext = "".join(f"[{d}]" for d in dims)
+    inner = int(np.prod(dims[1:]))
+    last = dims[-1]
+    row = "buf[t]" if len(dims) == 2 else "buf[t][1]"
+    by_ref = rng.random() < 0.5
+    helper = (f"template <class T, int M>\n__device__ T {name}_sum(const T (&row)[M])\n"
+              f"{{ T s = 0; for (int k = 0; k < M; ++k) s += row[k] * (k + 1); return s; }}\n"
+              if by_ref else
+              f"template <class T>\n__device__ T {name}_sum(const T* row)\n"
+              f"{{ T s = 0; for (int k = 0; k < {last}; ++k) s += row[k] * (k + 1); return s; }}\n")
+    call = f"{name}_sum({row})"
+    if fill == "loop":
+        flat = " ".join(f"[(j / {int(np.prod(dims[k + 1:]))}) % {dims[k]}]"
+                        for k in range(len(dims)))
+        copy = (f"  for (int j = threadIdx.x; j < {total}; j += blockDim.x) buf{flat} = x[j];\n"
+                "  __syncthreads();\n")
+    else:
+        first = "buf[s]" if len(dims) == 2 else "buf[s][0]"
+        count = last if len(dims) > 2 else inner
+        per = (f"cg::memcpy_async(block, {first}, x + s * {inner}, sizeof(float) * {count});"
+               if fill == "bytes" else
+               f"cg::memcpy_async(block, {first}, {count}, x + s * {inner}, {count});")
+        if len(dims) > 2:
+            per = (f"for (int q = 0; q < {dims[1]}; ++q) " + per.replace("[0]", "[q]")
+                   .replace(f"x + s * {inner}", f"x + s * {inner} + q * {last}"))
+        copy = (f"  cg::thread_block block = cg::this_thread_block();\n"
+                f"  for (int s = 0; s < {dims[0]}; ++s) {per}\n  cg::wait(block);\n")
+    src = ("#include <cooperative_groups.h>\n#include <cooperative_groups/memcpy_async.h>\n"
+           "namespace cg = cooperative_groups;\n" + helper +
+           f"extern \"C\" __global__ void {name}(const float* x, float* out)\n{{\n"
+           f"  __shared__ __align__(16) float buf{ext};\n" + copy +
+           f"  int t = threadIdx.x;\n  if (t < {dims[0]}) out[t] = {call};\n}}\n")
+    return b.case((32,), source=src, no_extern_c=True, alone=True,
+                  note=f"rows {dims} {fill} {'ref' if by_ref else 'ptr'}")
+
+
 #: Each family with its share of the corpus.
 FAMILIES: dict[str, tuple[Callable[[np.random.Generator, str], Case], int]] = {
     "vec_global": (vec_global, 14), "vec_rows": (vec_rows, 4), "vec_shared": (vec_shared, 8),
@@ -1072,20 +1283,38 @@ FAMILIES: dict[str, tuple[Callable[[np.random.Generator, str], Case], int]] = {
     "printf": (printf_volume, 3), "barriers": (barriers, 5), "launch_limits": (launch_limits, 2),
     "memcpy_async": (memcpy_async, 1),
 }
+#: Families added after a first round of the corpus was measured on a GPU: they take the
+#: cases past FIRST_ROUND, so the first round's cases keep their sources (and a truth file
+#: recorded for them stays valid); a corpus of FIRST_ROUND cases or fewer has none of them.
+LATER_FAMILIES: dict[str, tuple[Callable[[np.random.Generator, str], Case], int]] = {
+    "ftz_flush": (ftz_flush, 24), "fast_intrinsics": (fast_intrinsics, 24),
+    "warp_operands": (warp_operands, 20), "template_bounds": (template_bounds, 12),
+    "shared_rows": (shared_rows, 12),
+}
+FIRST_ROUND = 2400
+FIRST_FAMILIES = dict(FAMILIES)
+FAMILIES.update(LATER_FAMILIES)
 SHORT = {f: "".join(w[0] for w in f.split("_")) + f[-1] for f in FAMILIES}
 
 
-def schedule(count: int) -> list[str]:
+def _interleave(families: dict, count: int) -> list[str]:
     """The family of each of ``count`` cases: the weights interleaved, in a fixed order."""
-    total = sum(w for _, w in FAMILIES.values())
-    out, credit = [], dict.fromkeys(FAMILIES, 0.0)
+    total = sum(w for _, w in families.values())
+    out, credit = [], dict.fromkeys(families, 0.0)
     for _ in range(count):
-        for f, (_, w) in FAMILIES.items():
+        for f, (_, w) in families.items():
             credit[f] += w / total
         best = max(credit, key=lambda f: credit[f])
         credit[best] -= 1
         out.append(best)
     return out
+
+
+def schedule(count: int) -> list[str]:
+    """The family of each of ``count`` cases: the first families' weights interleaved up to
+    FIRST_ROUND, then every family's."""
+    first = _interleave(FIRST_FAMILIES, min(count, FIRST_ROUND))
+    return first + _interleave(FAMILIES, max(count - FIRST_ROUND, 0))
 
 
 def case(index: int, family: str, seed: int = SEED) -> Case:

@@ -17,6 +17,18 @@ ALLOWED_INCLUDES = (
     "cooperative_groups/memcpy_async.h",
 )
 _HALF_HEADERS = ("cuda_fp16.h", "cuda_bf16.h")
+#: headers of asynchronous copies the emulator does not run, and what to write instead
+_ASYNC_HEADERS = ("cuda_pipeline.h", "cuda_pipeline_primitives.h", "cuda/pipeline",
+                  "cuda/barrier", "cuda_awbarrier.h", "cuda/annotated_ptr")
+_ASYNC_ADVICE = (
+    "the CPU emulator does not run its asynchronous copies (__pipeline_memcpy_async, "
+    "__pipeline_commit, __pipeline_wait_prior, cuda::memcpy_async, cuda::pipeline). Copy the "
+    "tile with a loop and a barrier, which every GPU and the emulator run the same: "
+    "for (int i = threadIdx.x; i < n; i += blockDim.x) tile[i] = src[i]; __syncthreads(); "
+    "(or, with SourceModule(..., no_extern_c=True) and an extern \"C\" kernel, "
+    "#include <cooperative_groups.h> and <cooperative_groups/memcpy_async.h>, then "
+    "cooperative_groups::memcpy_async(block, tile, src, bytes); "
+    "cooperative_groups::wait(block);, which the emulator runs)")
 
 # (pattern, construct, hint) — the first match in the masked source is reported.
 _UNSUPPORTED = (
@@ -73,6 +85,9 @@ def check_includes(src: str, masked: str) -> list[tuple[int, int]]:
     for d, shown, target in file_directives(src, masked):
         if target in _HALF_HEADERS:
             raise UnsupportedConstruct(f"half precision ({target})", d.line, " (or use float)")
+        if target in _ASYNC_HEADERS:
+            raise CompileError(f"kernel.cu line {d.line}: #include <{target}>: "
+                               + _ASYNC_ADVICE + ".", lines=(d.line,))
         if target not in ALLOWED_INCLUDES:
             raise CompileError(
                 f"kernel.cu line {d.line}: #{d.name} {shown[:80]} is not allowed in kernels run "

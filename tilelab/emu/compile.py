@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import casts, elf, hostcalls, seccomp
+from . import casts, elf, hostcalls, overloads, seccomp
 from .errors import DID_NOT_COMPILE, CompileError
 from .native import describe_library, run_forked, tagged
 from .translate import translate
@@ -442,6 +442,8 @@ def build(code: str, *, analysis: bool, defines: tuple[str, ...] = (), source: s
         if proc.returncode != 0:
             if found := hostcalls.poisoned_names(stderr):
                 raise hostcalls.host_call_error(found, source, found)
+            if (refusal := overloads.nvcc_refusal(stderr, source)) is not None:
+                raise refusal
             msg, lines = clean_errors(stderr, tmp, source)
             raise CompileError(msg, stderr, lines)
         _check_imports(out, needs, source)

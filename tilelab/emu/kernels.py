@@ -38,8 +38,10 @@ def param_name(text: str, index: int) -> str:
     return f"#{index}"
 
 
-_TEMPLATE_KERNEL = re.compile(r"\btemplate\s*<[^;{}]*?>\s*(?:[\w:]+\s+)*?__global__\s+"
-                              r"(?:[\w:]+\s+)*?void\s+([A-Za-z_]\w*)\s*\(")
+#: an attribute with arguments among a declaration's words (``__launch_bounds__(N, 2)``)
+_ATTR = r"(?:__launch_bounds__|__attribute__|__align__|__declspec)\s*\((?:[^()]|\([^()]*\))*\)\s*"
+_TEMPLATE_KERNEL = re.compile(rf"\btemplate\s*<([^;{{}}]*?)>\s*(?:[\w:]+\s+|{_ATTR})*?__global__\s+"
+                              rf"(?:[\w:]+\s+|{_ATTR})*?void\s+(?:{_ATTR})*([A-Za-z_]\w*)\s*\(")
 _INSTANTIATION = re.compile(r"\btemplate\s+(?!<)(?:(?:__global__|extern|void)\s+)*"
                             r"([A-Za-z_]\w*)\s*<")
 
@@ -47,7 +49,7 @@ _INSTANTIATION = re.compile(r"\btemplate\s+(?!<)(?:(?:__global__|extern|void)\s+
 def find_instantiations(masked: str) -> list[KernelSource]:
     """Explicit instantiations of templated kernels (``template __global__ void k<float>(
     float*, int);``): each is a kernel, named ``k<float>`` here and by its mangled name."""
-    templates = set(_TEMPLATE_KERNEL.findall(masked))
+    templates = {m.group(2) for m in _TEMPLATE_KERNEL.finditer(masked)}
     out = []
     for m in _INSTANTIATION.finditer(masked):
         if m.group(1) not in templates:
@@ -120,16 +122,53 @@ def find_kernels(masked: str) -> list[KernelSource]:
     return list(found.values())
 
 
-def launch_bound(masked: str, kernel: KernelSource) -> int | None:
-    """The first argument of the kernel's ``__launch_bounds__(...)`` (a number), if any."""
-    start = sum(len(ln) + 1 for ln in masked.split("\n")[:kernel.line - 1])
-    name = re.escape(kernel.name.split("<")[0])
-    head = re.compile(rf"\b{name}\s*[<(]").search(masked, start)
-    if head is None:
+def launch_bound(masked: str, kernel: KernelSource, defines: tuple[str, ...] = ()
+                 ) -> int | None:
+    """The first argument of the kernel's ``__launch_bounds__(...)``, if it is a number
+    once the macros (the source's ``#define``\\ s, the options' ``-DNAME=VALUE``) and, for
+    an instantiation of a templated kernel, its template arguments are put in
+    (``__launch_bounds__(N)`` of ``k<float, 256>``)."""
+    base = kernel.name.split("<")[0]
+    values = {m.group(1): m.group(2).strip() for m in re.finditer(
+        r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n]+)$", masked, re.M)}
+    values.update(d[2:].split("=", 1) for d in defines if "=" in d)
+    if "<" in kernel.name:
+        definition = next((m for m in _TEMPLATE_KERNEL.finditer(masked)
+                           if m.group(2) == base), None)
+        if definition is None:
+            return None
+        names = [(re.findall(r"[A-Za-z_]\w*", p.split("=")[0]) or [""])[-1]
+                 for p in split_top(definition.group(1))]
+        values.update(zip(names, split_top(kernel.name[len(base) + 1:-1]), strict=False))
+        stmt = definition.group(0)
+    else:
+        start = sum(len(ln) + 1 for ln in masked.split("\n")[:kernel.line - 1])
+        head = re.compile(rf"\b{re.escape(base)}\s*[<(]").search(masked, start)
+        if head is None:
+            return None
+        stmt = masked[max(masked.rfind(c, 0, head.start()) for c in ";{}") + 1:head.start()]
+    m = re.search(r"\b__launch_bounds__\s*\(", stmt)
+    if m is None:
         return None
-    stmt = masked[max(masked.rfind(c, 0, head.start()) for c in ";{}") + 1:head.start()]
-    m = re.search(r"\b__launch_bounds__\s*\(\s*(\d+)", stmt)
-    return int(m.group(1)) if m else None
+    close = matching(stmt, m.end() - 1)
+    arg = split_top(stmt[m.end():close] if close > 0 else "")[0]
+    return _integer(arg, values)
+
+
+def _integer(expr: str, values: dict[str, str]) -> int | None:
+    """``expr``'s value where it is integer arithmetic once ``values`` are put in."""
+    for _ in range(8):  # a macro standing for another
+        expr = re.sub(r"[A-Za-z_]\w*", lambda w: f"({values[w.group()]})"
+                      if w.group() in values else w.group(), expr)
+    expr = re.sub(r"(?<=\d)[uUlL]+\b", "", expr)
+    if not re.fullmatch(r"[\d\s+\-*/%()]+", expr) or len(expr) > 200 or \
+            "**" in expr.replace(" ", ""):  # C has no power operator
+        return None
+    try:
+        value = eval(expr.replace("/", "//"), {"__builtins__": {}})  # digits and operators
+    except (SyntaxError, ZeroDivisionError, ValueError):
+        return None
+    return int(value) if isinstance(value, int) else None
 
 
 def _cstr(text: str) -> str:

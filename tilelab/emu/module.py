@@ -17,13 +17,14 @@ from .attributes import function_attribute as _FA
 from .compile import build
 from .compile import cache_dir as cache_dir_
 from .errors import CompileError, LogicError, UnsupportedConstruct
+from .fastmath import float_options, warn_differences
 from .faults import LaunchContext, raise_for, source_lines
 from .function_api import FunctionAPI, check_registers
 from .geometry import check_launch, timeout_seconds
 from .kernels import launch_bound, param_name
 from .lexer import mask
 from .memory import DeviceAllocation
-from .report import AnalysisReport, LaunchReport
+from .report import PRINTF_CUT, AnalysisReport, LaunchReport
 from .resources import MAX_STATIC_SHARED, KernelResources, ResourceReport
 from .translate import translate
 
@@ -62,6 +63,32 @@ def fmad_option(options: Sequence[str]) -> bool:
     return fmad
 
 
+#: nvcc options that choose what is built, not how: ptxas's report is of one cubin for the
+#: emulator's arch (each with the number of words that follow it when written apart)
+_NOT_CODEGEN = {"-arch": 1, "--gpu-architecture": 1, "-code": 1, "--gpu-code": 1,
+                "-gencode": 1, "--generate-code": 1, "-o": 1, "--output-file": 1, "-cubin": 0,
+                "--cubin": 0, "-ptx": 0, "--ptx": 0, "-fatbin": 0, "--fatbin": 0, "-c": 0,
+                "-keep": 0, "--keep": 0, "-keep-dir": 1, "--keep-dir": 1,
+                "--resource-usage": 0, "-res-usage": 0}
+
+
+def codegen_options(options: Sequence[str]) -> tuple[str, ...]:
+    """The nvcc options of ``options`` that change the code ptxas makes, registers
+    included (``-maxrregcount=32``, ``--use_fast_math``, ``-Xptxas ...``, ``-DN=4``), for the
+    resource report; the ones that choose the output or the architecture left out."""
+    out, skip = [], 0
+    for o in options:
+        if skip:
+            skip -= 1
+            continue
+        name = o.split("=", 1)[0]
+        if name in _NOT_CODEGEN:
+            skip = _NOT_CODEGEN[name] if "=" not in o else 0
+            continue
+        out.append(o)
+    return tuple(out)
+
+
 #: an include of cooperative_groups (nvcc refuses its headers inside extern "C")
 _CG_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]cooperative_groups", re.M)
 
@@ -69,9 +96,11 @@ class SourceModule:
     """Compile CUDA C ``source`` for the CPU emulator (PyCUDA's signature, plus ``analysis``).
 
     Like PyCUDA the source is wrapped in ``extern "C" { ... }`` unless ``no_extern_c``.
-    ``-DNAME[=VALUE]`` and ``--fmad=true|false`` entries of ``options`` are honoured; the
-    other arguments are accepted and ignored. ``analysis=True`` instruments shared arrays
-    for races and bank conflicts.
+    ``-DNAME[=VALUE]``, ``--fmad``, ``-ftz``, ``--prec-div``, ``--prec-sqrt`` and
+    ``--use_fast_math`` entries of ``options`` are honoured (``differences`` says where a
+    GPU's results may still differ), and all of them reach ptxas's report of registers
+    (``-maxrregcount``); the other arguments are accepted and ignored. ``analysis=True``
+    instruments shared arrays for races and bank conflicts.
     """
 
     def __init__(self, source: str, options: Sequence[str] | None = None, nvcc: str = "nvcc",
@@ -81,18 +110,25 @@ class SourceModule:
         self.source = source
         self.analysis = analysis
         self.no_extern_c = no_extern_c
-        defines = tuple(o for o in (options or ()) if _DEFINE.fullmatch(o))
+        self.defines = defines = tuple(o for o in (options or ()) if _DEFINE.fullmatch(o))
         self.translation = translate(source, analysis=analysis, no_extern_c=no_extern_c,
                                      defines=defines)
-        self.resources = ResourceReport(source, defines, no_extern_c, arch, cache_dir_())
+        self.resources = ResourceReport(source, codegen_options(options or ()), no_extern_c,
+                                        arch, cache_dir_())
         if not no_extern_c and (m := _CG_INCLUDE.search(source)):
             raise CompileError(
                 f'line {source.count(chr(10), 0, m.start()) + 1}: cooperative_groups\' headers '
                 'are C++ and cannot be compiled inside the extern "C" { } PyCUDA wraps the '
                 "source in (nvcc refuses them there too): pass no_extern_c=True to "
                 'SourceModule and declare each kernel extern "C" __global__.')
+        floats = float_options(options or ())
+        #: where a GPU built with these options may still give other results, and how much
+        self.differences = floats.differences(source)
+        warn_differences(floats.differences())  # of the options (the intrinsics: documented)
+        head, _, rest = self.translation.code.partition("\n")
         try:
-            self.library = build(self.translation.code, analysis=analysis, defines=defines,
+            self.library = build(f"{head}\n{floats.prelude_lines()}{rest}", analysis=analysis,
+                                 defines=defines,
                                  source=source, lockstep=self.translation.lockstep,
                                  fmad=fmad_option(options or ()))
         except CompileError as exc:
@@ -190,7 +226,7 @@ class Function(FunctionAPI):
     def _launch_bound(self) -> int | None:
         for k in self.module.translation.kernels:
             if k.name == self._desc["name"]:
-                return launch_bound(mask(self.module.source), k)
+                return launch_bound(mask(self.module.source), k, self.module.defines)
         return None
 
     def launch_bound(self) -> int | None:
@@ -251,7 +287,7 @@ class Function(FunctionAPI):
         if report.stdout:
             sys.stdout.write(report.stdout)
             if report.stdout_truncated:
-                sys.stdout.write("\n[printf output truncated]\n")
+                sys.stdout.write(f"\n{PRINTF_CUT}\n")
             sys.stdout.flush()
         ctx = LaunchContext(self._desc, plan, lib.path, g, b, shared, limit)
         raise_for(outcome.report, outcome.child, ctx)

@@ -279,6 +279,13 @@ class AnalysisReport:
                    parse(data, params, lines), touch)
 
 
+#: What a launch's printf output says where the emulator cut it (``LaunchReport.printf_note``).
+PRINTF_CUT = ("[printf: the output past 1 MiB was cut here. A GPU's printf buffer "
+              "(cudaLimitPrintfFifoSize, 1 MiB unless the host raises it) drops what a launch "
+              "prints past it too, but it counts its records (a format and its arguments), not "
+              "the text, so a GPU may print more or fewer lines. Print less: from one thread, "
+              "or fewer times.]")
+
 @dataclass
 class LaunchReport:
     """What one launch produced besides its buffers."""
@@ -292,3 +299,11 @@ class LaunchReport:
     kernel_seconds: float = 0.0  # the grid's run time in the child
     wall_seconds: float = 0.0  # the whole launch, fork and copies included
     analysis: AnalysisReport | None = None
+
+    @property
+    def printf_note(self) -> str:
+        """What to say of the printf output: where the emulator cut it at 1 MiB, and how a
+        GPU's own limit differs ("" when nothing was cut)."""
+        if not self.stdout_truncated:
+            return ""
+        return PRINTF_CUT

@@ -80,6 +80,8 @@ class ResourceReport:
 
     def __init__(self, source: str, defines: tuple[str, ...], no_extern_c: bool,
                  arch: str | None, cache: Path) -> None:
+        """``defines``: the nvcc options the source is built with (``-D``\\ s, and any
+        other that changes the code: ``-maxrregcount=N`` sets the registers)."""
         self.arch = arch or os.environ.get("TILELAB_EMU_ARCH", DEFAULT_ARCH)
         self.kernels: dict[str, KernelResources] | None = None
         self.errors = ""

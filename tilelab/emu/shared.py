@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .lexer import Scope, enclosing, line_of, split_top
+from .errors import CompileError
+from .lexer import Scope, enclosing, line_of, matching, split_top
 
 Edit = tuple[int, int, str]
 
@@ -37,6 +38,9 @@ _QUALS = re.compile(r"((?:\b(?:extern|static|volatile|const)\b\s*)*)$")
 _ATTRS = re.compile(r"\b__align__\s*\([^()]*\)|\b__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)")
 
 
+_ALIGNAS = re.compile(r"\s*\balignas\s*\([^()]*\)\s*")
+
+
 def _declarators(body: str) -> tuple[str, list[tuple[str, tuple[str, ...], str]]]:
     """Split ``float a[2][3], *p`` into the type and (name, dims, pointer stars)."""
     parts = split_top(body)
@@ -53,6 +57,25 @@ def _declarators(body: str) -> tuple[str, list[tuple[str, tuple[str, ...], str]]
         if d:
             decls.append((d.group(2), tuple(re.findall(r"\[([^\]]*)\]", d.group(3))), d.group(1)))
     return type_, decls
+
+
+def check_initializers(body: str, line: int) -> None:
+    """nvcc's refusal of an initializer on a ``__shared__`` variable (``body``: the text of
+    the declaration after ``__shared__``), which g++ would take and run only once."""
+    for part in split_top(_ALIGNAS.sub(" ", _ATTRS.sub(" ", body))):
+        text = re.sub(r"\[[^\]]*\]", "[]", part)  # extents hold no initializer
+        init = re.search(r"[={(]", text)
+        if init is None:
+            continue
+        names = re.findall(r"[A-Za-z_]\w*", text[:init.start()])
+        name = names[-1] if names else "?"
+        index = "[0]" if text[:init.start()].rstrip().endswith("]") else ""
+        raise CompileError(
+            f"kernel.cu({line}): error: initializer not allowed for __shared__ variable "
+            f"\"{name}\" (nvcc refuses it: shared memory starts each block uninitialised, "
+            "and no initializer runs). Declare it without one and let the block's threads "
+            f"write it, then wait for them: if (threadIdx.x == 0) {name}{index} = ...; "
+            "__syncthreads();", lines=(line,))
 
 
 def rewrite_declarations(masked: str, all_scopes: list[Scope], analysis: bool
@@ -74,10 +97,11 @@ def rewrite_declarations(masked: str, all_scopes: list[Scope], analysis: bool
         type_, names = _declarators(body)
         keep = " ".join(x for x in quals if x in ("volatile", "const"))
         line = line_of(masked, m.start())
+        check_initializers(body, line)
         extern = "extern" in quals
         out = []
         if extern:
-            ptr_type = " ".join(_ATTRS.sub(" ", f"{keep} {type_}").split())
+            ptr_type = " ".join(_ALIGNAS.sub(" ", _ATTRS.sub(" ", f"{keep} {type_}")).split())
             for name, _dims, stars in names:
                 t = f"{ptr_type}{stars}"
                 if function_scope and not analysis:
@@ -86,7 +110,10 @@ def rewrite_declarations(masked: str, all_scopes: list[Scope], analysis: bool
                     out.append(f'static {t}* {name}; static tl_emu::DynReg tl_reg_{name}'
                                f'({name}, "{name}");')
         else:
-            out.append(" ".join(f"static TL_SHARED {keep} {body};".split()))
+            # alignas(n) leads the declaration (g++ takes no standard attribute after static)
+            lead = _ALIGNAS.match(body)
+            head, rest = (lead.group(0), body[lead.end():]) if lead else ("", body)
+            out.append(" ".join(f"{head} static TL_SHARED {keep} {rest};".split()))
             if analysis:
                 out += [f'static tl_emu::ShReg tl_reg_{n}({n}, "{n}");'
                         for n, dims, stars in names if not stars]
@@ -110,5 +137,21 @@ def rewrite_uses(masked: str, decls: list[SharedDecl]) -> list[Edit]:
             if before.endswith((".", "->", "::")) or re.search(r"\bsizeof\s*\(?$", before):
                 continue
             fn = "shp" if d.dynamic else "sh"
+            if not d.dynamic and (n := _subscripts(masked, m.end() - 1)) < len(d.dims):
+                fn = f"shr<{n}>"  # a row (buf[i] of buf[4][32]): the array itself, checked
             edits.append((m.start(), m.end(), f'tl_emu::{fn}({d.name}, "{d.name}", __LINE__)['))
     return edits
+
+
+def _subscripts(masked: str, open_pos: int) -> int:
+    """How many ``[...]`` follow one another from the ``[`` at ``open_pos``."""
+    n, pos = 0, open_pos
+    while pos < len(masked) and masked[pos] == "[":
+        close = matching(masked, pos)
+        if close < 0:
+            break
+        n += 1
+        pos = close + 1
+        while pos < len(masked) and masked[pos] in " \t\n":
+            pos += 1
+    return max(n, 1)

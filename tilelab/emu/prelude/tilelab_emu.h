@@ -113,17 +113,18 @@ constexpr int warpSize = 32;
 // ---- math and intrinsics ---------------------------------------------------------------
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
-// glibc already declares these names (as its own internals), so they are macros here.
-#define __expf(x) expf(x)
-#define __exp10f(x) powf(10.0f, (x))
-#define __logf(x) logf(x)
-#define __log2f(x) log2f(x)
-#define __log10f(x) log10f(x)
-#define __powf(x, y) powf((x), (y))
-#define __sinf(x) sinf(x)
-#define __cosf(x) cosf(x)
-#define __tanf(x) tanf(x)
-#define __sincosf(x, s, c) sincosf((x), (s), (c))
+// glibc already declares these names (as its own internals), so they are macros here, for
+// the functions of tilelab_emu_fast.h.
+#define __expf(x) tl_emu::fast_expf(x)
+#define __exp10f(x) tl_emu::fast_exp10f(x)
+#define __logf(x) tl_emu::fast_logf(x)
+#define __log2f(x) tl_emu::fast_log2f(x)
+#define __log10f(x) tl_emu::fast_log10f(x)
+#define __powf(x, y) tl_emu::fast_powf((x), (y))
+#define __sinf(x) tl_emu::fast_sinf(x)
+#define __cosf(x) tl_emu::fast_cosf(x)
+#define __tanf(x) tl_emu::fast_tanf(x)
+#define __sincosf(x, s, c) tl_emu::fast_sincosf((x), (s), (c))
 static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
 template <class To, class From> static inline To tl_bits(From v) {
   static_assert(sizeof(To) == sizeof(From), "size mismatch");
@@ -215,6 +216,7 @@ template <class T> inline auto value(const T& v) { return (typename Value<T>::ty
 }  // namespace tl_emu
 
 #include "tilelab_emu_math.h"
+#include "tilelab_emu_fast.h"
 #include "tilelab_emu_rt.h"
 #include "tilelab_emu_bounds.h"
 #ifdef TILELAB_ANALYSIS
@@ -248,8 +250,15 @@ template <class T> inline auto vararg(const T& v) {
   if constexpr (std::is_class_v<T>) return tl_emu::value(v);
   else return v;
 }
+// Bytes printed by the launch: past what the parent keeps (1 MiB) and a margin that tells it
+// the output was cut, nothing more is formatted (a GPU's printf buffer drops the rest too).
+TL_DEF unsigned long long g_printed TL_INIT(0);
+constexpr unsigned long long kPrintfKept = (1ull << 20) + (1ull << 16);
 template <class... A> inline int kprintf(const char* fmt, A... a) {
-  return ::printf(fmt, vararg(a)...);
+  if (g_printed > kPrintfKept) return 0;
+  const int k = ::printf(fmt, vararg(a)...);
+  if (k > 0) g_printed += (unsigned long long)k;
+  return k;
 }
 }  // namespace tl_emu
 

@@ -34,6 +34,23 @@ template <class A, int R = (int)std::rank_v<A>> struct Idx {
   operator E*() const { return *a; }
 };
 
+// `name[i]` of an array of more dimensions than the subscripts written (a row buf[i] of
+// float buf[4][32], passed on as a float* or a float (&)[32]): the first N indices checked,
+// then the sub-array itself, which converts and deduces as the row of a plain array does.
+template <int N, class A, int R = (int)std::rank_v<A>> struct RowIdx {
+  using E = std::remove_extent_t<A>;
+  A* a;
+  const char* name;
+  int line;
+  template <class I> decltype(auto) operator[](I i) const {
+    long long k = (long long)i;
+    if (__builtin_expect((unsigned long long)k >= std::extent_v<A>, 0))  // or negative
+      shared_oob(name, line, k, (long long)std::extent_v<A>, R - (int)std::rank_v<A> + 1);
+    if constexpr (N > 1) return RowIdx<N - 1, E, R>{&(*a)[k], name, line};
+    else return ((*a)[k]);
+  }
+};
+
 template <class T> struct PIdx {
   T* p;
   const char* name;
@@ -50,6 +67,9 @@ template <class T> struct PIdx {
 
 template <class A> inline Idx<A> sh(A& a, const char* name, int line) {
   return Idx<A>{&a, name, line};
+}
+template <int N, class A> inline RowIdx<N, A> shr(A& a, const char* name, int line) {
+  return RowIdx<N, A>{&a, name, line};
 }
 template <class T> inline PIdx<T> shp(T* p, const char* name, int line) {
   return PIdx<T>{p, name, line};

@@ -231,6 +231,14 @@ inline void memcpy_async(const G& g, T* dst, const T* src, size_t bytes) {
   const char* s = (const char*)src;
   for (size_t i = g.thread_rank(); i < bytes; i += g.num_threads()) d[i] = s[i];
 }
+// The element-count form: min(dstCount, srcCount) elements of T.
+template <class G, class T, class DstCount, class SrcCount,
+          std::enable_if_t<std::is_integral_v<DstCount> && std::is_integral_v<SrcCount>, int> = 0>
+inline void memcpy_async(const G& g, T* dst, DstCount dst_count, const T* src,
+                         SrcCount src_count) {
+  const size_t n = (size_t)dst_count < (size_t)src_count ? (size_t)dst_count : (size_t)src_count;
+  memcpy_async(g, dst, src, n * sizeof(T));
+}
 template <class G> inline void wait(const G& g, int line = __builtin_LINE()) { g.sync(line); }
 template <unsigned Stages, class G> inline void wait_prior(const G& g,
                                                             int line = __builtin_LINE()) {

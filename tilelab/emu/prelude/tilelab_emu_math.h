@@ -215,8 +215,6 @@ template <class F, class I> inline F from_int(I x, Rnd m) {
   static inline double __fma_##S(double a, double b, double c) { return tl_emu::dfma(a, b, c, M); }
 TL_RND4(TL_ARITH)
 static inline float __frsqrt_rn(float a) { return (float)(1.0 / __builtin_sqrt((double)a)); }
-static inline float __fdividef(float a, float b) { return a / b; }
-static inline float fdividef(float a, float b) { return a / b; }
 
 // ---- conversions -------------------------------------------------------------------------------
 #define TL_CONV(S, M)                                                                      \

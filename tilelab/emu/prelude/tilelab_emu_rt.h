@@ -748,6 +748,7 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
   an_launch();
   const uint64_t seed = order_seed();
   enter_grid_filter();
+  enter_float_mode();
   timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   run_grid(seed);

@@ -254,26 +254,82 @@ template <class T> inline unsigned match_all(int line, unsigned m, T v, int* pre
   return r;
 }
 
+// CUDA's overloads of the warp intrinsics, as the CUDA C++ Programming Guide declares them
+// (warp shuffle and match functions: "T can be int, unsigned int, long, unsigned long, long
+// long, unsigned long long, float or double"; __reduce_add/min/max_sync: unsigned and int;
+// __reduce_and/or/xor_sync: unsigned), as function objects of their names: C++ picks among
+// them as nvcc does, promoting a bool, char or short to int, converting a float to the one
+// unsigned of __reduce_and_sync, and refusing what nvcc refuses (a float2 or a struct: no
+// overload matches; a float or a 64-bit value given to __reduce_add_sync: two fit, neither
+// better), at the learner's line.
+namespace ov {
+#define TL_SHFL_T(NAME, OP, T, LANE) \
+  T operator()(unsigned m, T v, LANE a, int w = 32) const { return shuffle(OP, line, m, v, (int)a, w); }
+#define TL_SHFL(NAME, OP, LANE)                                                       \
+  struct NAME {                                                                       \
+    int line;                                                                         \
+    TL_SHFL_T(NAME, OP, int, LANE) TL_SHFL_T(NAME, OP, unsigned int, LANE)            \
+    TL_SHFL_T(NAME, OP, long, LANE) TL_SHFL_T(NAME, OP, unsigned long, LANE)          \
+    TL_SHFL_T(NAME, OP, long long, LANE) TL_SHFL_T(NAME, OP, unsigned long long, LANE) \
+    TL_SHFL_T(NAME, OP, float, LANE) TL_SHFL_T(NAME, OP, double, LANE)                \
+  };
+TL_SHFL(__shfl_sync, W_IDX, int)
+TL_SHFL(__shfl_up_sync, W_UP, unsigned int)
+TL_SHFL(__shfl_down_sync, W_DOWN, unsigned int)
+TL_SHFL(__shfl_xor_sync, W_XOR, int)
+#undef TL_SHFL
+#undef TL_SHFL_T
+#define TL_MATCH_T(T, ...) \
+  unsigned operator()(unsigned m, T v __VA_OPT__(, ) __VA_ARGS__) const
+#define TL_MATCH(NAME, CALL, ...)                                                           \
+  struct NAME {                                                                             \
+    int line;                                                                               \
+    TL_MATCH_T(int, __VA_ARGS__) CALL TL_MATCH_T(unsigned int, __VA_ARGS__) CALL            \
+    TL_MATCH_T(long, __VA_ARGS__) CALL TL_MATCH_T(unsigned long, __VA_ARGS__) CALL          \
+    TL_MATCH_T(long long, __VA_ARGS__) CALL TL_MATCH_T(unsigned long long, __VA_ARGS__) CALL \
+    TL_MATCH_T(float, __VA_ARGS__) CALL TL_MATCH_T(double, __VA_ARGS__) CALL                \
+  };
+TL_MATCH(__match_any_sync, { return tl_emu::match_any(line, m, v); })
+TL_MATCH(__match_all_sync, { return tl_emu::match_all(line, m, v, p); }, int* p)
+#undef TL_MATCH
+#undef TL_MATCH_T
+#define TL_REDUCE_S(NAME, OP, SOP)                                                          \
+  struct NAME {                                                                             \
+    int line;                                                                               \
+    unsigned operator()(unsigned m, unsigned v) const { return reduce32(OP, line, m, v); } \
+    int operator()(unsigned m, int v) const { return (int)reduce32(SOP, line, m, v); }     \
+  };
+#define TL_REDUCE_U(NAME, OP)                                                               \
+  struct NAME {                                                                             \
+    int line;                                                                               \
+    unsigned operator()(unsigned m, unsigned v) const { return reduce32(OP, line, m, v); } \
+  };
+TL_REDUCE_S(__reduce_add_sync, W_RADD, W_RADD)
+TL_REDUCE_S(__reduce_min_sync, W_RUMIN, W_RMIN)
+TL_REDUCE_S(__reduce_max_sync, W_RUMAX, W_RMAX)
+TL_REDUCE_U(__reduce_and_sync, W_RAND)
+TL_REDUCE_U(__reduce_or_sync, W_ROR)
+TL_REDUCE_U(__reduce_xor_sync, W_RXOR)
+#undef TL_REDUCE_S
+#undef TL_REDUCE_U
+}  // namespace ov
+
 }  // namespace tl_emu
 
-#define __shfl_sync(...) tl_emu::shfl_sync(__LINE__, __VA_ARGS__)
-#define __shfl_up_sync(...) tl_emu::shfl_up_sync(__LINE__, __VA_ARGS__)
-#define __shfl_down_sync(...) tl_emu::shfl_down_sync(__LINE__, __VA_ARGS__)
-#define __shfl_xor_sync(...) tl_emu::shfl_xor_sync(__LINE__, __VA_ARGS__)
+#define __shfl_sync(...) tl_emu::ov::__shfl_sync{__LINE__}(__VA_ARGS__)
+#define __shfl_up_sync(...) tl_emu::ov::__shfl_up_sync{__LINE__}(__VA_ARGS__)
+#define __shfl_down_sync(...) tl_emu::ov::__shfl_down_sync{__LINE__}(__VA_ARGS__)
+#define __shfl_xor_sync(...) tl_emu::ov::__shfl_xor_sync{__LINE__}(__VA_ARGS__)
 #define __ballot_sync(m, p) tl_emu::vote(tl_emu::W_BALLOT, __LINE__, (m), (p))
 #define __any_sync(m, p) ((int)tl_emu::vote(tl_emu::W_ANY, __LINE__, (m), (p)))
 #define __all_sync(m, p) ((int)tl_emu::vote(tl_emu::W_ALL, __LINE__, (m), (p)))
 #define __activemask() tl_emu::activemask(__COUNTER__)
 #define __syncwarp(...) tl_emu::SyncWarp{__LINE__}(__VA_ARGS__)
-#define __reduce_add_sync(m, v) tl_emu::reduce32(tl_emu::W_RADD, __LINE__, (m), (v))
-#define __reduce_min_sync(m, v) \
-  tl_emu::reduce32(std::is_signed_v<decltype(tl_emu::shfl_value(v))> ? tl_emu::W_RMIN \
-                   : tl_emu::W_RUMIN, __LINE__, (m), (v))
-#define __reduce_max_sync(m, v) \
-  tl_emu::reduce32(std::is_signed_v<decltype(tl_emu::shfl_value(v))> ? tl_emu::W_RMAX \
-                   : tl_emu::W_RUMAX, __LINE__, (m), (v))
-#define __reduce_and_sync(m, v) tl_emu::reduce32(tl_emu::W_RAND, __LINE__, (m), (v))
-#define __reduce_or_sync(m, v) tl_emu::reduce32(tl_emu::W_ROR, __LINE__, (m), (v))
-#define __reduce_xor_sync(m, v) tl_emu::reduce32(tl_emu::W_RXOR, __LINE__, (m), (v))
-#define __match_any_sync(m, v) tl_emu::match_any(__LINE__, (m), (v))
-#define __match_all_sync(m, v, p) tl_emu::match_all(__LINE__, (m), (v), (p))
+#define __reduce_add_sync(...) tl_emu::ov::__reduce_add_sync{__LINE__}(__VA_ARGS__)
+#define __reduce_min_sync(...) tl_emu::ov::__reduce_min_sync{__LINE__}(__VA_ARGS__)
+#define __reduce_max_sync(...) tl_emu::ov::__reduce_max_sync{__LINE__}(__VA_ARGS__)
+#define __reduce_and_sync(...) tl_emu::ov::__reduce_and_sync{__LINE__}(__VA_ARGS__)
+#define __reduce_or_sync(...) tl_emu::ov::__reduce_or_sync{__LINE__}(__VA_ARGS__)
+#define __reduce_xor_sync(...) tl_emu::ov::__reduce_xor_sync{__LINE__}(__VA_ARGS__)
+#define __match_any_sync(...) tl_emu::ov::__match_any_sync{__LINE__}(__VA_ARGS__)
+#define __match_all_sync(...) tl_emu::ov::__match_all_sync{__LINE__}(__VA_ARGS__)
