@@ -146,7 +146,21 @@ static inline long long clock64() {
 static inline void __threadfence() { asm volatile("" ::: "memory"); }
 static inline void __threadfence_block() { asm volatile("" ::: "memory"); }
 static inline void __threadfence_system() { asm volatile("" ::: "memory"); }
-template <class T> static inline T __ldg(const T* p) { return *p; }
+// Loads and stores with cache hints, plain accesses here: CUDA's overloads of each
+// (sm_32_intrinsics.h), no more; nvcc refuses another type (float3, int3, a struct) with "no
+// instance of overloaded function", g++ with "no matching function for call".
+#define TL_CACHED_TYPES(X)                                                                 \
+  X(char) X(signed char) X(unsigned char) X(short) X(unsigned short) X(int) X(unsigned int) \
+  X(long) X(unsigned long) X(long long) X(unsigned long long) X(float) X(double)            \
+  X(char2) X(char4) X(uchar2) X(uchar4) X(short2) X(short4) X(ushort2) X(ushort4) X(int2)   \
+  X(int4) X(uint2) X(uint4) X(longlong2) X(ulonglong2) X(float2) X(float4) X(double2)
+#define TL_LOAD_AS(NAME, T) static inline T NAME(const T* p) { return *p; }
+#define TL_STORE_AS(NAME, T) static inline void NAME(T* p, T v) { *p = v; }
+#define TL_LOADS(T)                                                                        \
+  TL_LOAD_AS(__ldg, T) TL_LOAD_AS(__ldcg, T) TL_LOAD_AS(__ldca, T) TL_LOAD_AS(__ldcs, T)    \
+  TL_LOAD_AS(__ldlu, T) TL_LOAD_AS(__ldcv, T)                                              \
+  TL_STORE_AS(__stcg, T) TL_STORE_AS(__stcs, T) TL_STORE_AS(__stwb, T) TL_STORE_AS(__stwt, T)
+TL_CACHED_TYPES(TL_LOADS)
 
 // ---- atomics: trivially atomic, since fibers never preempt one another -------------------
 // Not instrumented (no_sanitize_thread): two atomics are no race. An analysis build tells the
@@ -172,39 +186,51 @@ __attribute__((noinline, no_sanitize_thread)) void an_atomic(uintptr_t a, unsign
     *a = (EXPR);                                                                         \
     return old;                                                                          \
   }
-#define TL_ATOMIC_INT(NAME, EXPR)                                                        \
-  TL_ATOMIC(NAME, int, EXPR)                                                             \
-  TL_ATOMIC(NAME, unsigned int, EXPR)                                                    \
-  TL_ATOMIC(NAME, unsigned long long, EXPR)
+// CUDA's overloads, no more (sm_20, sm_32 and sm_60 atomic_functions.h): a type it has none
+// for is refused as nvcc refuses it. The _block and _system scopes (sm_60) have the same
+// overloads; on one emulated device every scope is the whole device.
+#define TL_ATOMIC_SCOPED(NAME, T, EXPR) \
+  TL_ATOMIC(NAME, T, EXPR)              \
+  TL_ATOMIC(NAME##_block, T, EXPR)      \
+  TL_ATOMIC(NAME##_system, T, EXPR)
+#define TL_ATOMIC_INT(NAME, EXPR)                 \
+  TL_ATOMIC_SCOPED(NAME, int, EXPR)               \
+  TL_ATOMIC_SCOPED(NAME, unsigned int, EXPR)      \
+  TL_ATOMIC_SCOPED(NAME, unsigned long long, EXPR)
 TL_ATOMIC_INT(atomicAdd, old + v)
-TL_ATOMIC(atomicAdd, float, old + v)
-TL_ATOMIC(atomicAdd, double, old + v)
-TL_ATOMIC(atomicSub, int, old - v)
-TL_ATOMIC(atomicSub, unsigned int, old - v)
+TL_ATOMIC_SCOPED(atomicAdd, float, old + v)
+TL_ATOMIC_SCOPED(atomicAdd, double, old + v)
+TL_ATOMIC_SCOPED(atomicSub, int, old - v)
+TL_ATOMIC_SCOPED(atomicSub, unsigned int, old - v)
 TL_ATOMIC_INT(atomicMax, old > v ? old : v)
-TL_ATOMIC(atomicMax, long long, old > v ? old : v)
+TL_ATOMIC_SCOPED(atomicMax, long long, old > v ? old : v)
 TL_ATOMIC_INT(atomicMin, old < v ? old : v)
-TL_ATOMIC(atomicMin, long long, old < v ? old : v)
+TL_ATOMIC_SCOPED(atomicMin, long long, old < v ? old : v)
 TL_ATOMIC_INT(atomicExch, v)
-TL_ATOMIC(atomicExch, float, v)
+TL_ATOMIC_SCOPED(atomicExch, float, v)
 TL_ATOMIC_INT(atomicAnd, old & v)
+TL_ATOMIC_SCOPED(atomicAnd, long long, old & v)
 TL_ATOMIC_INT(atomicOr, old | v)
+TL_ATOMIC_SCOPED(atomicOr, long long, old | v)
 TL_ATOMIC_INT(atomicXor, old ^ v)
-TL_ATOMIC(atomicInc, unsigned int, old >= v ? 0u : old + 1u)
-TL_ATOMIC(atomicDec, unsigned int, (old == 0u || old > v) ? v : old - 1u)
-#define TL_ATOMIC_CAS(T)                                                                 \
-  TL_ATOMIC_FN T atomicCAS(T* a, T cmp, T v) {                                           \
+TL_ATOMIC_SCOPED(atomicXor, long long, old ^ v)
+TL_ATOMIC_SCOPED(atomicInc, unsigned int, old >= v ? 0u : old + 1u)
+TL_ATOMIC_SCOPED(atomicDec, unsigned int, (old == 0u || old > v) ? v : old - 1u)
+#define TL_ATOMIC_CAS(NAME, T)                                                           \
+  TL_ATOMIC_FN T NAME(T* a, T cmp, T v) {                                                \
     TL_ATOMIC_SEEN(a, true);                                                             \
     T old = *a;                                                                          \
     if (old == cmp) *a = v;                                                              \
     return old;                                                                          \
   }
-TL_ATOMIC_CAS(int)
-TL_ATOMIC_CAS(unsigned int)
-TL_ATOMIC_CAS(unsigned long long)
-TL_ATOMIC_CAS(unsigned short)
-#define atomicAdd_block atomicAdd
-#define atomicAdd_system atomicAdd
+#define TL_ATOMIC_CAS_SCOPED(T)     \
+  TL_ATOMIC_CAS(atomicCAS, T)       \
+  TL_ATOMIC_CAS(atomicCAS_block, T) \
+  TL_ATOMIC_CAS(atomicCAS_system, T)
+TL_ATOMIC_CAS_SCOPED(int)
+TL_ATOMIC_CAS_SCOPED(unsigned int)
+TL_ATOMIC_CAS_SCOPED(unsigned long long)
+TL_ATOMIC_CAS(atomicCAS, unsigned short)
 
 // Value<T>: the arithmetic value behind T (analysis mode specialises it for its proxies).
 namespace tl_emu {

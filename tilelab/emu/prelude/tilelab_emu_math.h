@@ -650,9 +650,4 @@ static inline double cyl_bessel_i0(double x) { return (double)tl_emu::bessel_i(0
 static inline float cyl_bessel_i1f(float x) { return (float)tl_emu::bessel_i(1, x); }
 static inline double cyl_bessel_i1(double x) { return (double)tl_emu::bessel_i(1, x); }
 
-// ---- loads and stores with cache hints: plain accesses here ---------------------------------
-#define TL_LOAD(NAME) template <class T> static inline T NAME(const T* p) { return *p; }
-#define TL_STORE(NAME) template <class T> static inline void NAME(T* p, T v) { *p = v; }
-TL_LOAD(__ldcg) TL_LOAD(__ldca) TL_LOAD(__ldcs) TL_LOAD(__ldlu) TL_LOAD(__ldcv)
-TL_STORE(__stcg) TL_STORE(__stcs) TL_STORE(__stwb) TL_STORE(__stwt)
 static inline void __nanosleep(unsigned int) {}
