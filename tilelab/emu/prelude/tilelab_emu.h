@@ -240,6 +240,39 @@ using Common = std::common_type_t<typename Value<A>::type, typename Value<B>::ty
 template <class T> inline auto value(const T& v) { return (typename Value<T>::type)v; }
 }  // namespace tl_emu
 
+// Shifts as a GPU shifts (tilelab.emu.shifts sends `a << b` here where b is not a number):
+// PTX's shl and shr take the count as 32 bits and clamp it, so a count of the width or more
+// gives 0, or all sign bits for a right shift of a negative value (x86 masks the count).
+// Operands the operator does not take find no overload: g++ says so at the learner's line.
+namespace tl_emu {
+template <class A, class B>
+constexpr auto shl(const A& a, const B& b) -> decltype(a << b) {
+  using VA = std::remove_cv_t<typename Value<A>::type>;
+  using VB = std::remove_cv_t<typename Value<B>::type>;
+  if constexpr (std::is_integral_v<VA> && std::is_integral_v<VB>) {
+    using R = decltype(VA() << VB());
+    unsigned n = (unsigned)(VB)b;
+    return n >= sizeof(R) * 8 ? R(0) : R((std::make_unsigned_t<R>)(R)(VA)a << n);
+  } else {
+    return a << b;
+  }
+}
+template <class A, class B>
+constexpr auto shr(const A& a, const B& b) -> decltype(a >> b) {
+  using VA = std::remove_cv_t<typename Value<A>::type>;
+  using VB = std::remove_cv_t<typename Value<B>::type>;
+  if constexpr (std::is_integral_v<VA> && std::is_integral_v<VB>) {
+    using R = decltype(VA() >> VB());
+    unsigned n = (unsigned)(VB)b;
+    R x = (R)(VA)a;
+    if (n >= sizeof(R) * 8) return std::is_signed_v<R> && x < R(0) ? R(-1) : R(0);
+    return R(x >> n);
+  } else {
+    return a >> b;
+  }
+}
+}  // namespace tl_emu
+
 #include "tilelab_emu_math.h"
 #include "tilelab_emu_rt.h"
 #include "tilelab_emu_bounds.h"
