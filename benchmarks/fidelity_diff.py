@@ -375,11 +375,11 @@ def tally(verdicts: list[Verdict]) -> str:
             by[fam]["noreason"] += not v.reason
             by[fam]["unmeasured"] += v.gpu.startswith("expected")  # no GPU or nvcc answer
     cols = ("agree", "silent", "stricter", "other", "unknown", "noreason", "unmeasured")
-    lines = [f"{'family':22}" + "".join(f"{c:>10}" for c in (*cols, "cases"))]
+    lines = [f"{'family':22}" + "".join(f"{c:>11}" for c in (*cols, "cases"))]
     for fam in sorted(by, key=lambda f: (f == "TOTAL", f)):
         row = by[fam]
         total = sum(row[c] for c in cols[:5])
-        lines.append(f"{fam:22}" + "".join(f"{row[c]:>10}" for c in cols) + f"{total:>10}")
+        lines.append(f"{fam:22}" + "".join(f"{row[c]:>11}" for c in cols) + f"{total:>11}")
     return "\n".join(lines)
 
 
