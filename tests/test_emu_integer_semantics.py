@@ -30,12 +30,15 @@ def _rewritten(src: str) -> str:
     ("q = x ? a << b : c >> d;", "q = x ? tl_emu::shl(a , b) : tl_emu::shr(c , d);"),
     ("w = f(a, b) << g(c);", "w = tl_emu::shl(f(a, b) , g(c));"),
     ("m = p->v << s.d[i];", "m = tl_emu::shl(p->v , s.d[i]);"),
-    # left as they were: a constant count, a directive, template brackets, compound shifts
+    # left as they were: a constant count, a directive, template brackets
     ("v = a << 3;", "v = a << 3;"),
     ("#define SH(a, b) ((a) << (b))", "#define SH(a, b) ((a) << (b))"),
     ("z = Foo<Bar<int>>::v << n;", "z = Foo<Bar<int>>::v << n;"),
     ("z = static_cast<int>(a) << k;", "z = static_cast<int>(a) << k;"),
     ("for (int s = n >> 1; s > 0; s >>= 1) {}", "for (int s = n >> 1; s > 0; s >>= 1) {}"),
+    # compound shifts, their left side evaluated once
+    ("a[i++] <<= n + 1, b = 2;", "tl_emu::shl_to(a[i++] , n + 1), b = 2;"),
+    ("for (; s > 0; s >>= k) {}", "for (; s > 0; tl_emu::shr_to(s , k)) {}"),
 ])
 def test_shifts_by_a_variable_count_go_through_the_gpus_rule(src: str, want: str):
     assert _rewritten(src) == want
@@ -58,6 +61,10 @@ __global__ void ints(const int* a, const int* b, const long long* la, const long
   o[i * 10 + 7] = p / q;
   o[i * 10 + 8] = p % q;
   o[i * 10 + 9] = (long long)(x + y);
+  o[80 + i * 2] = (x <<= y);
+  long long r = p;
+  r >>= q;
+  o[80 + i * 2 + 1] = r;
 }
 """
 I32_MIN, I64_MIN = -2**31, -2**63
@@ -90,10 +97,10 @@ def test_shifts_division_and_overflow_compute_what_a_gpu_computes(analysis: bool
     b = np.array([0, 0, -1, 0, 33, 40, -3, 1], np.int32)
     la = np.array([65, -65, I64_MIN, 2**40, 7, 2**32 - 1, -1, 9], np.int64)
     lb = np.array([0, 0, -1, 0, 64, 2**32 + 1, 70, 2**63 - 1], np.int64)
-    o = np.zeros(80, np.int64)
+    o = np.zeros(96, np.int64)
     f = emu.SourceModule(SRC, analysis=analysis).get_function("ints")
     f(emu.In(a), emu.In(b), emu.In(la), emu.In(lb), emu.Out(o), block=(8, 1, 1))
-    got = o.reshape(8, 10)
+    got = o[:80].reshape(8, 10)
     for i in range(8):
         x, y, p, q = int(a[i]), int(b[i]), int(la[i]), int(lb[i])
         want = [_shift(x, y, 32, True, True), _shift(x, y, 32, False, True),
@@ -101,6 +108,7 @@ def test_shifts_division_and_overflow_compute_what_a_gpu_computes(analysis: bool
                 _shift(p, q, 64, False, True), *_div(x, y, 32), *_div(p, q, 64),
                 (x + y + 2**31) % 2**32 - 2**31]
         assert got[i].tolist() == want, (i, x, y, p, q)
+        assert o[80 + i * 2:82 + i * 2].tolist() == [want[0], want[4]], (i, x, y, p, q)
 
 
 def _rounded(exact: Fraction, up: bool) -> float:

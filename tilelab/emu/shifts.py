@@ -4,7 +4,8 @@ PTX's ``shl`` and ``shr`` take the count as 32 bits and clamp it: a count of the
 width or more gives 0 (all sign bits for an arithmetic right shift), where x86 masks the
 count (``x << 33`` is ``x << 1`` there). So each ``L << R`` and ``L >> R`` whose count is not
 a plain number becomes ``tl_emu::shl(L, R)`` (``shr``), which shifts integers by CUDA's rule
-and anything else as the operator did. Directives are left alone (an ``#if`` cannot call a
+and anything else as the operator did; ``L <<= R`` becomes ``tl_emu::shl_to(L, R)`` (``L``
+evaluated once). Directives are left alone (an ``#if`` cannot call a
 function), and so is a ``>>`` or ``<<`` that may sit among template brackets.
 """
 
@@ -103,6 +104,28 @@ def _right_end(toks: list[tuple[int, str]], k: int, pairs: dict[int, int]) -> in
     return j
 
 
+def _assigned_end(toks: list[tuple[int, str]], k: int, pairs: dict[int, int]) -> int:
+    """Index one past the last token of the assignment-expression right of ``k``, or -1."""
+    j, n, pending = k + 1, len(toks), 0
+    while j < n:
+        t = toks[j][1]
+        if t in ("(", "[", "{"):
+            c = pairs.get(j)
+            if c is None:
+                return -1
+            j = c + 1
+            continue
+        if t == "<" and re.fullmatch(r"[A-Za-z_]\w*", toks[j - 1][1]):
+            return -1  # maybe a template-id, whose commas would end the count
+        pending += t == "?"
+        if t == ":" and pending:
+            pending -= 1
+        elif t in (",", ";", ")", "]", "}", ":"):
+            return j
+        j += 1
+    return j
+
+
 def rewrite_shifts(masked: str) -> list[Edit]:
     """Edits sending every shift by a count that is not a plain number through
     ``tl_emu::shl``/``tl_emu::shr``."""
@@ -123,17 +146,18 @@ def rewrite_shifts(masked: str) -> list[Edit]:
                 stack.clear()
     edits: list[Edit] = []
     for k, (pos, t) in enumerate(toks):
-        if t not in ("<<", ">>") or any(a <= pos < b for a, b in skip):
+        if t not in ("<<", ">>", "<<=", ">>=") or any(a <= pos < b for a, b in skip):
             continue
         if k == 0 or toks[k - 1][1] == "operator":
             continue
-        lo, hi = _left_start(toks, k, close), _right_end(toks, k, pairs)
+        lo = _left_start(toks, k, close)
+        hi = _right_end(toks, k, pairs) if len(t) == 2 else _assigned_end(toks, k, pairs)
         if lo < 0 or hi <= k + 1:
             continue
         if hi == k + 2 and _NUMBER.fullmatch(toks[k + 1][1]):
             continue  # a constant count: x86 and a GPU agree below the width
         end_pos = toks[hi - 1][0] + len(toks[hi - 1][1])
-        name = "shl" if t == "<<" else "shr"
-        edits += [(toks[lo][0], toks[lo][0], f"tl_emu::{name}("), (pos, pos + 2, ","),
+        name = ("shl" if t[0] == "<" else "shr") + ("_to" if len(t) == 3 else "")
+        edits += [(toks[lo][0], toks[lo][0], f"tl_emu::{name}("), (pos, pos + len(t), ","),
                   (end_pos, end_pos, ")")]
     return edits

@@ -271,6 +271,11 @@ constexpr auto shr(const A& a, const B& b) -> decltype(a >> b) {
     return a >> b;
   }
 }
+// `a <<= b` and `a >>= b`, a evaluated once (a shared array's element proxy included).
+template <class A, class B>
+constexpr auto shl_to(A&& a, const B& b) -> decltype(a = shl(a, b)) { return a = shl(a, b); }
+template <class A, class B>
+constexpr auto shr_to(A&& a, const B& b) -> decltype(a = shr(a, b)) { return a = shr(a, b); }
 }  // namespace tl_emu
 
 #include "tilelab_emu_math.h"
