@@ -95,10 +95,9 @@ USES: dict[str, str] = {
     "__powf": "acc += __powf(xf, 2.0f);", "__fdividef": "acc += __fdividef(xf, 3.0f);",
     "__sincosf": "{ float s, c; __sincosf(xf, &s, &c); acc += s + c; }",
     **{n: f"atomicAdd(&cnt_u, 1u); acc += (float){n}(&cnt_u, 1u);"
-       for n in ("atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "atomicAnd",
-                 "atomicOr", "atomicXor", "atomicInc", "atomicDec", "atomicAdd_block",
-                 "atomicAdd_system")},
-    "atomicCAS": "acc += (float)atomicCAS(&cnt_u, 0u, 1u);",
+       for n in cuda_api.ATOMICS if not n.startswith("atomicCAS")},
+    **{n: f"acc += (float){n}(&cnt_u, 0u, 1u);"
+       for n in ("atomicCAS", "atomicCAS_block", "atomicCAS_system")},
     **{n: f"acc += (float){n}(FULL, xf, 1);"
        for n in ("__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync")},
     **{n: f"acc += (float){n}(FULL, lane & 1);"

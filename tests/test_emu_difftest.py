@@ -18,6 +18,7 @@ from fidelity.corpus import Arg, Case, Module, modules_of
 from fidelity.minimize import ddmin_cases
 from fidelity.outcome import (
     Outcome,
+    Verdict,
     from_emulator,
     from_pycuda,
     has_reason,
@@ -276,3 +277,28 @@ def test_a_case_that_hangs_the_gpu_is_killed_and_the_rest_is_kept_as_it_comes(
     truth = harness.read_truth(lines)
     assert set(truth) == {"ka", "spin", "kc"} and truth["spin"]["status"] == "timeout"
     assert harness.run_gpu([module], built, 1, deadline=0.0) == {}
+
+
+def test_a_gpu_run_takes_every_kind_of_module_in_turn():
+    """A run cut short by its deadline has measured some of every family: the modules go in
+    turns over their options and family, not in the corpus's order (rare options last)."""
+    harness = _harness()
+
+    def task(family: str, options: tuple[str, ...] = ()) -> tuple[list[Case], None]:
+        c = replace(_three_cases()[0], family=family, options=options)
+        return [c], None
+
+    tasks = [task("a"), task("a"), task("a"), task("b"), task("a", ("-O3",)), task("c")]
+    order = [(cs[0].family, cs[0].options) for cs, _ in harness.interleaved(tasks)]
+    assert order[:4] == [("a", ()), ("b", ()), ("a", ("-O3",)), ("c", ())]
+    assert sorted(order) == sorted((cs[0].family, cs[0].options) for cs, _ in tasks)
+
+
+def test_the_tally_counts_cases_judged_without_a_gpu_answer():
+    harness = _harness()
+    seen = Verdict("k1", "fam", "agree", "", "ok", "ok")
+    guessed = Verdict("k2", "fam", "unknown", "", "ok", "expected missing")
+    row = next(ln for ln in harness.tally([seen, guessed]).splitlines() if ln.split()[0] == "fam")
+    cols = dict(zip(("agree", "silent", "stricter", "other", "unknown", "noreason",
+                     "unmeasured", "cases"), map(int, row.split()[1:]), strict=True))
+    assert (cols["agree"], cols["unknown"], cols["unmeasured"], cols["cases"]) == (1, 1, 1, 2)

@@ -27,10 +27,12 @@ from .native import describe_library, run_forked, tagged
 from .translate import translate
 
 PRELUDE_DIR = Path(__file__).with_name("prelude")
+#: -fwrapv: signed arithmetic wraps as a GPU's 32-bit add and multiply do (else g++ may
+#: widen `(long long)(a + b)` past INT_MAX, which overflow allows it to).
 FLAGS = (
     "-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-shared", "-fvisibility=hidden",
     "-fno-threadsafe-statics", "-fno-strict-aliasing", "-fno-math-errno", "-fno-weak",
-    "-fstack-clash-protection", "-Wfloat-conversion", "-Wl,-z,defs",
+    "-fwrapv", "-fstack-clash-protection", "-Wfloat-conversion", "-Wl,-z,defs",
 )
 
 

@@ -48,10 +48,10 @@ MATH = frozenset({
     "__tanf", "__sincosf", "__fdividef", "__saturatef",
 })
 
-ATOMICS = frozenset({
-    "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "atomicAnd", "atomicOr",
-    "atomicXor", "atomicInc", "atomicDec", "atomicCAS", "atomicAdd_block", "atomicAdd_system",
-})
+# Atomics, each with its block and system scopes (sm_60): CUDA's overloads of each.
+_ATOMIC_OPS = ("atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "atomicAnd",
+               "atomicOr", "atomicXor", "atomicInc", "atomicDec", "atomicCAS")
+ATOMICS = frozenset(f"{op}{scope}" for op in _ATOMIC_OPS for scope in ("", "_block", "_system"))
 
 # Warp-level primitives, block barriers and memory fences.
 WARP = frozenset({

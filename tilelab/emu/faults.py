@@ -181,7 +181,9 @@ def _fault(report: dict, child: ChildResult, ctx: LaunchContext, where: str) -> 
         todo = "a pointer parameter or variable is NULL; check what was passed and computed."
     elif sig == "SIGFPE":
         what = "arithmetic exception"
-        todo = "an integer division or modulo by zero (or INT_MIN / -1)."
+        todo = ("an integer division the emulator could not compute as a GPU does (a GPU "
+                "never stops there: x / 0 and x % 0 give all ones, INT_MIN / -1 gives "
+                "INT_MIN); check the divisor.")
     elif sig in ("SIGSEGV", "SIGBUS") and report.get("code") == 128:
         what = "general protection fault"
         todo = ("most likely a misaligned vector access (float4 needs 16-byte, float2 8-byte "

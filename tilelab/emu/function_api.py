@@ -16,15 +16,15 @@ from .resources import REGS_PER_BLOCK, KernelResources
 
 def check_registers(res: KernelResources | None, threads: int, name: str, arch: str,
                     bound: int | None = None) -> None:
-    """``LaunchError`` (a GPU's 'too many resources requested for launch') when a block of
-    ``threads`` threads needs more registers than a multiprocessor has, or has more threads
-    than the kernel's ``__launch_bounds__`` allows."""
+    """``LogicError`` (PyCUDA's for CUDA_ERROR_INVALID_VALUE, where setting the block shape
+    fails) when a block of ``threads`` threads has more than the kernel's
+    ``__launch_bounds__`` allows; ``LaunchError`` (a GPU's 'too many resources requested for
+    launch') when it needs more registers than a multiprocessor has."""
     if bound is not None and threads > bound:
-        raise LaunchError(
-            "cuLaunchKernel failed: too many resources requested for launch: kernel "
-            f"'{name}' is compiled with __launch_bounds__({bound}), so a GPU runs blocks of "
-            f"at most {bound} threads, and this block has {threads}. Launch smaller blocks "
-            "or raise the bound.")
+        raise LogicError(
+            f"cuFuncSetBlockShape failed: invalid argument: kernel '{name}' is compiled with "
+            f"__launch_bounds__({bound}), so a GPU runs blocks of at most {bound} threads, "
+            f"and this block has {threads}. Launch smaller blocks or raise the bound.")
     if res is None or res.block_registers(threads) <= REGS_PER_BLOCK:
         return
     raise LaunchError(

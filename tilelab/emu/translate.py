@@ -19,6 +19,7 @@ from .errors import CompileError
 from .kernels import KernelSource, entry_code, find_kernels
 from .lexer import mask, scopes
 from .shared import SharedDecl, rewrite_declarations, rewrite_uses
+from .shifts import rewrite_shifts
 from .source import ReservedName, SourceTooComplex, check_reserved, prepare
 
 
@@ -44,6 +45,19 @@ def _apply(src: str, edits: list[tuple[int, int, str]]) -> str:
         last = end
     out.append(src[last:])
     return "".join(out)
+
+
+def _outside(new: list[tuple[int, int, str]], edits: list[tuple[int, int, str]]
+             ) -> list[tuple[int, int, str]]:
+    """``new`` (edits in threes, one rewrite each) less each rewrite that reaches inside a
+    span another edit replaces (a rewritten declaration, say)."""
+    spans = [(s, e) for s, e, _ in edits if e > s]
+    out = []
+    for k in range(0, len(new), 3):
+        three = new[k:k + 3]
+        if not any(s < p < e or s < q < e for p, q, _ in three for s, e in spans):
+            out += three
+    return out
 
 
 def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False,
@@ -72,6 +86,7 @@ def translate(source: str, *, analysis: bool = False, no_extern_c: bool = False,
     edits += decl_edits
     edits += rewrite_uses(masked, decls)
     edits += rewrite_casts(masked)
+    edits += _outside(rewrite_shifts(masked), edits)
     body = _apply(source, edits)
     if body.count("\n") != source.count("\n"):  # would misreport every line number
         raise CompileError("internal error: the emulator's source transform moved lines; "

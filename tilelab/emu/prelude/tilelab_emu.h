@@ -147,7 +147,21 @@ static inline long long clock64() {
 static inline void __threadfence() { asm volatile("" ::: "memory"); }
 static inline void __threadfence_block() { asm volatile("" ::: "memory"); }
 static inline void __threadfence_system() { asm volatile("" ::: "memory"); }
-template <class T> static inline T __ldg(const T* p) { return *p; }
+// Loads and stores with cache hints, plain accesses here: CUDA's overloads of each
+// (sm_32_intrinsics.h), no more; nvcc refuses another type (float3, int3, a struct) with "no
+// instance of overloaded function", g++ with "no matching function for call".
+#define TL_CACHED_TYPES(X)                                                                 \
+  X(char) X(signed char) X(unsigned char) X(short) X(unsigned short) X(int) X(unsigned int) \
+  X(long) X(unsigned long) X(long long) X(unsigned long long) X(float) X(double)            \
+  X(char2) X(char4) X(uchar2) X(uchar4) X(short2) X(short4) X(ushort2) X(ushort4) X(int2)   \
+  X(int4) X(uint2) X(uint4) X(longlong2) X(ulonglong2) X(float2) X(float4) X(double2)
+#define TL_LOAD_AS(NAME, T) static inline T NAME(const T* p) { return *p; }
+#define TL_STORE_AS(NAME, T) static inline void NAME(T* p, T v) { *p = v; }
+#define TL_LOADS(T)                                                                        \
+  TL_LOAD_AS(__ldg, T) TL_LOAD_AS(__ldcg, T) TL_LOAD_AS(__ldca, T) TL_LOAD_AS(__ldcs, T)    \
+  TL_LOAD_AS(__ldlu, T) TL_LOAD_AS(__ldcv, T)                                              \
+  TL_STORE_AS(__stcg, T) TL_STORE_AS(__stcs, T) TL_STORE_AS(__stwb, T) TL_STORE_AS(__stwt, T)
+TL_CACHED_TYPES(TL_LOADS)
 
 // ---- atomics: trivially atomic, since fibers never preempt one another -------------------
 // Not instrumented (no_sanitize_thread): two atomics are no race. An analysis build tells the
@@ -173,39 +187,51 @@ __attribute__((noinline, no_sanitize_thread)) void an_atomic(uintptr_t a, unsign
     *a = (EXPR);                                                                         \
     return old;                                                                          \
   }
-#define TL_ATOMIC_INT(NAME, EXPR)                                                        \
-  TL_ATOMIC(NAME, int, EXPR)                                                             \
-  TL_ATOMIC(NAME, unsigned int, EXPR)                                                    \
-  TL_ATOMIC(NAME, unsigned long long, EXPR)
+// CUDA's overloads, no more (sm_20, sm_32 and sm_60 atomic_functions.h): a type it has none
+// for is refused as nvcc refuses it. The _block and _system scopes (sm_60) have the same
+// overloads; on one emulated device every scope is the whole device.
+#define TL_ATOMIC_SCOPED(NAME, T, EXPR) \
+  TL_ATOMIC(NAME, T, EXPR)              \
+  TL_ATOMIC(NAME##_block, T, EXPR)      \
+  TL_ATOMIC(NAME##_system, T, EXPR)
+#define TL_ATOMIC_INT(NAME, EXPR)                 \
+  TL_ATOMIC_SCOPED(NAME, int, EXPR)               \
+  TL_ATOMIC_SCOPED(NAME, unsigned int, EXPR)      \
+  TL_ATOMIC_SCOPED(NAME, unsigned long long, EXPR)
 TL_ATOMIC_INT(atomicAdd, old + v)
-TL_ATOMIC(atomicAdd, float, old + v)
-TL_ATOMIC(atomicAdd, double, old + v)
-TL_ATOMIC(atomicSub, int, old - v)
-TL_ATOMIC(atomicSub, unsigned int, old - v)
+TL_ATOMIC_SCOPED(atomicAdd, float, old + v)
+TL_ATOMIC_SCOPED(atomicAdd, double, old + v)
+TL_ATOMIC_SCOPED(atomicSub, int, old - v)
+TL_ATOMIC_SCOPED(atomicSub, unsigned int, old - v)
 TL_ATOMIC_INT(atomicMax, old > v ? old : v)
-TL_ATOMIC(atomicMax, long long, old > v ? old : v)
+TL_ATOMIC_SCOPED(atomicMax, long long, old > v ? old : v)
 TL_ATOMIC_INT(atomicMin, old < v ? old : v)
-TL_ATOMIC(atomicMin, long long, old < v ? old : v)
+TL_ATOMIC_SCOPED(atomicMin, long long, old < v ? old : v)
 TL_ATOMIC_INT(atomicExch, v)
-TL_ATOMIC(atomicExch, float, v)
+TL_ATOMIC_SCOPED(atomicExch, float, v)
 TL_ATOMIC_INT(atomicAnd, old & v)
+TL_ATOMIC_SCOPED(atomicAnd, long long, old & v)
 TL_ATOMIC_INT(atomicOr, old | v)
+TL_ATOMIC_SCOPED(atomicOr, long long, old | v)
 TL_ATOMIC_INT(atomicXor, old ^ v)
-TL_ATOMIC(atomicInc, unsigned int, old >= v ? 0u : old + 1u)
-TL_ATOMIC(atomicDec, unsigned int, (old == 0u || old > v) ? v : old - 1u)
-#define TL_ATOMIC_CAS(T)                                                                 \
-  TL_ATOMIC_FN T atomicCAS(T* a, T cmp, T v) {                                           \
+TL_ATOMIC_SCOPED(atomicXor, long long, old ^ v)
+TL_ATOMIC_SCOPED(atomicInc, unsigned int, old >= v ? 0u : old + 1u)
+TL_ATOMIC_SCOPED(atomicDec, unsigned int, (old == 0u || old > v) ? v : old - 1u)
+#define TL_ATOMIC_CAS(NAME, T)                                                           \
+  TL_ATOMIC_FN T NAME(T* a, T cmp, T v) {                                                \
     TL_ATOMIC_SEEN(a, true);                                                             \
     T old = *a;                                                                          \
     if (old == cmp) *a = v;                                                              \
     return old;                                                                          \
   }
-TL_ATOMIC_CAS(int)
-TL_ATOMIC_CAS(unsigned int)
-TL_ATOMIC_CAS(unsigned long long)
-TL_ATOMIC_CAS(unsigned short)
-#define atomicAdd_block atomicAdd
-#define atomicAdd_system atomicAdd
+#define TL_ATOMIC_CAS_SCOPED(T)     \
+  TL_ATOMIC_CAS(atomicCAS, T)       \
+  TL_ATOMIC_CAS(atomicCAS_block, T) \
+  TL_ATOMIC_CAS(atomicCAS_system, T)
+TL_ATOMIC_CAS_SCOPED(int)
+TL_ATOMIC_CAS_SCOPED(unsigned int)
+TL_ATOMIC_CAS_SCOPED(unsigned long long)
+TL_ATOMIC_CAS(atomicCAS, unsigned short)
 
 // Value<T>: the arithmetic value behind T (analysis mode specialises it for its proxies).
 namespace tl_emu {
@@ -213,6 +239,44 @@ template <class T> struct Value { using type = T; };
 template <class A, class B>
 using Common = std::common_type_t<typename Value<A>::type, typename Value<B>::type>;
 template <class T> inline auto value(const T& v) { return (typename Value<T>::type)v; }
+}  // namespace tl_emu
+
+// Shifts as a GPU shifts (tilelab.emu.shifts sends `a << b` here where b is not a number):
+// PTX's shl and shr take the count as 32 bits and clamp it, so a count of the width or more
+// gives 0, or all sign bits for a right shift of a negative value (x86 masks the count).
+// Operands the operator does not take find no overload: g++ says so at the learner's line.
+namespace tl_emu {
+template <class A, class B>
+constexpr auto shl(const A& a, const B& b) -> decltype(a << b) {
+  using VA = std::remove_cv_t<typename Value<A>::type>;
+  using VB = std::remove_cv_t<typename Value<B>::type>;
+  if constexpr (std::is_integral_v<VA> && std::is_integral_v<VB>) {
+    using R = decltype(VA() << VB());
+    unsigned n = (unsigned)(VB)b;
+    return n >= sizeof(R) * 8 ? R(0) : R((std::make_unsigned_t<R>)(R)(VA)a << n);
+  } else {
+    return a << b;
+  }
+}
+template <class A, class B>
+constexpr auto shr(const A& a, const B& b) -> decltype(a >> b) {
+  using VA = std::remove_cv_t<typename Value<A>::type>;
+  using VB = std::remove_cv_t<typename Value<B>::type>;
+  if constexpr (std::is_integral_v<VA> && std::is_integral_v<VB>) {
+    using R = decltype(VA() >> VB());
+    unsigned n = (unsigned)(VB)b;
+    R x = (R)(VA)a;
+    if (n >= sizeof(R) * 8) return std::is_signed_v<R> && x < R(0) ? R(-1) : R(0);
+    return R(x >> n);
+  } else {
+    return a >> b;
+  }
+}
+// `a <<= b` and `a >>= b`, a evaluated once (a shared array's element proxy included).
+template <class A, class B>
+constexpr auto shl_to(A&& a, const B& b) -> decltype(a = shl(a, b)) { return a = shl(a, b); }
+template <class A, class B>
+constexpr auto shr_to(A&& a, const B& b) -> decltype(a = shr(a, b)) { return a = shr(a, b); }
 }  // namespace tl_emu
 
 #include "tilelab_emu_math.h"

@@ -139,6 +139,27 @@ inline float ffma(float a, float b, float c, Rnd m) {
   double p = (double)a * (double)b, s = p + (double)c;  // p exact
   return round_f(s, sgn(two_sum_err(p, c, s)), m);
 }
+#if defined(__x86_64__)
+// Double arithmetic in a directed mode on SSE's own rounding (MXCSR's RC field), with
+// flush-to-zero and denormals-are-zero off (-ftz=true leaves doubles alone on a GPU): exact
+// at denormal results too, where an error-free transformation's residual underflows. One
+// asm statement sets the mode, computes and restores it, so nothing moves across.
+#define TL_DOUBLE_IN_MODE(NAME, INSN)                                                      \
+  inline double NAME(double a, double b, Rnd m) {                                         \
+    static const unsigned rc[4] = {0u, 3u, 2u, 1u};  /* RN, RZ, RU, RD */                 \
+    unsigned saved, want;                                                                  \
+    __asm__ volatile("stmxcsr %0" : "=m"(saved));                                          \
+    want = (saved & ~0xE040u) | (rc[m] << 13);                                             \
+    __asm__ volatile("ldmxcsr %2\n\t" INSN " %1, %0\n\tldmxcsr %3"                         \
+                     : "+x"(a) : "x"(b), "m"(want), "m"(saved));                            \
+    return a;                                                                              \
+  }
+TL_DOUBLE_IN_MODE(dadd, "addsd")
+TL_DOUBLE_IN_MODE(dmul, "mulsd")
+TL_DOUBLE_IN_MODE(ddiv, "divsd")
+TL_DOUBLE_IN_MODE(dsqrt_of, "sqrtsd")  // sqrt of b (a is overwritten)
+inline double dsqrt(double a, Rnd m) { return dsqrt_of(0.0, a, m); }
+#else
 inline double dadd(double a, double b, Rnd m) {
   TL_OPAQUE(a); TL_OPAQUE(b);
   double s = a + b;
@@ -170,6 +191,7 @@ inline double dsqrt(double a, Rnd m) {
   if (m == RN) return q;
   return round_d(q, __builtin_isfinite(q) ? -sgn(__builtin_fma(q, q, -a)) : 0, m);
 }
+#endif
 inline double dfma(double a, double b, double c, Rnd m) {
   TL_OPAQUE(a); TL_OPAQUE(b); TL_OPAQUE(c);
   double r = __builtin_fma(a, b, c);
@@ -648,9 +670,4 @@ static inline double cyl_bessel_i0(double x) { return (double)tl_emu::bessel_i(0
 static inline float cyl_bessel_i1f(float x) { return (float)tl_emu::bessel_i(1, x); }
 static inline double cyl_bessel_i1(double x) { return (double)tl_emu::bessel_i(1, x); }
 
-// ---- loads and stores with cache hints: plain accesses here ---------------------------------
-#define TL_LOAD(NAME) template <class T> static inline T NAME(const T* p) { return *p; }
-#define TL_STORE(NAME) template <class T> static inline void NAME(T* p, T v) { *p = v; }
-TL_LOAD(__ldcg) TL_LOAD(__ldca) TL_LOAD(__ldcs) TL_LOAD(__ldlu) TL_LOAD(__ldcv)
-TL_STORE(__stcg) TL_STORE(__stcs) TL_STORE(__stwb) TL_STORE(__stwt)
 static inline void __nanosleep(unsigned int) {}

@@ -454,6 +454,125 @@ void on_fault(int sig, siginfo_t* si, void* ctx) {
   fatal(o);
 }
 #endif
+// ---- integer division as a GPU divides ----------------------------------------------------
+// x86's div and idiv trap on a zero divisor and on INT_MIN / -1; a GPU's division (PTX
+// div and rem, and nvcc's 64-bit routine) never faults. x / 0 and x % 0 give all ones
+// (32 bits: 0xffffffff; 64 bits: 0xffffffff where dividend and divisor both fit in 32 bits,
+// which nvcc's 64-bit division does in 32-bit arithmetic, else all 64 ones), and
+// INT_MIN / -1 gives INT_MIN, INT_MIN % -1 gives 0, as measured on an H200. The SIGFPE
+// handler decodes the faulting div or idiv, writes the GPU's quotient and remainder and
+// steps over it; anything else is reported as a fault.
+#if defined(__x86_64__)
+TL_NOSAN inline greg_t* x86_reg(ucontext_t* uc, int n) {
+  static const int map[16] = {REG_RAX, REG_RCX, REG_RDX, REG_RBX, REG_RSP, REG_RBP,
+                              REG_RSI, REG_RDI, REG_R8,  REG_R9,  REG_R10, REG_R11,
+                              REG_R12, REG_R13, REG_R14, REG_R15};
+  return &uc->uc_mcontext.gregs[map[n & 15]];
+}
+// Emulates the div/idiv at the context's RIP; false where it is not one.
+TL_NOSAN inline bool gpu_divide(ucontext_t* uc) {
+  const unsigned char* ip = (const unsigned char*)uc->uc_mcontext.gregs[REG_RIP];
+  const unsigned char* p = ip;
+  bool opsize = false;
+  unsigned rex = 0;
+  for (int k = 0; k < 8; ++k, ++p) {
+    unsigned char b = *p;
+    if (b == 0x66) opsize = true;
+    else if (b == 0xF0 || b == 0xF2 || b == 0xF3 || b == 0x2E || b == 0x36 || b == 0x3E ||
+             b == 0x26 || b == 0x64 || b == 0x65) continue;
+    else break;
+  }
+  if ((*p & 0xF0) == 0x40) rex = *p++;
+  unsigned char op = *p++;
+  if (op != 0xF6 && op != 0xF7) return false;
+  unsigned char modrm = *p++;
+  unsigned mod = modrm >> 6, reg = (modrm >> 3) & 7, rm = modrm & 7;
+  if (reg != 6 && reg != 7) return false;
+  bool is_signed = reg == 7;
+  int bits = op == 0xF6 ? 8 : (rex & 8) ? 64 : opsize ? 16 : 32;
+  unsigned long long divisor;
+  if (mod == 3) {
+    unsigned n = rm | ((rex & 1) << 3);
+    unsigned long long v = (unsigned long long)*x86_reg(uc, n);
+    if (bits == 8 && !rex && rm >= 4) v = (unsigned long long)*x86_reg(uc, rm - 4) >> 8;
+    divisor = v;
+  } else {
+    long long addr = 0;
+    if (rm == 4) {  // SIB
+      unsigned char sib = *p++;
+      unsigned scale = sib >> 6, index = ((sib >> 3) & 7) | ((rex & 2) << 2),
+               base = (sib & 7) | ((rex & 1) << 3);
+      if (index != 4) addr += (long long)*x86_reg(uc, index) << scale;
+      if ((sib & 7) == 5 && mod == 0) {
+        int d;
+        memcpy(&d, p, 4);
+        p += 4;
+        addr += d;
+      } else {
+        addr += (long long)*x86_reg(uc, base);
+      }
+    } else if (rm == 5 && mod == 0) {  // RIP-relative: from the next instruction
+      int d;
+      memcpy(&d, p, 4);
+      p += 4;
+      addr = (long long)(uintptr_t)p + d;
+    } else {
+      addr = (long long)*x86_reg(uc, rm | ((rex & 1) << 3));
+    }
+    if (mod == 1) {
+      addr += (signed char)*p++;
+    } else if (mod == 2) {
+      int d;
+      memcpy(&d, p, 4);
+      p += 4;
+      addr += d;
+    }
+    divisor = 0;
+    memcpy(&divisor, (const void*)(uintptr_t)addr, (size_t)(bits / 8));
+  }
+  unsigned long long mask = bits == 64 ? ~0ULL : (1ULL << bits) - 1;
+  divisor &= mask;
+  greg_t* rax = x86_reg(uc, 0);
+  greg_t* rdx = x86_reg(uc, 2);
+  unsigned long long low = (unsigned long long)*rax & (bits == 8 ? 0xFFULL : mask);
+  unsigned long long sign = 1ULL << (bits - 1);
+  unsigned long long q, r;
+  if (divisor == 0) {
+    q = r = mask;
+    if (bits == 64 && low <= 0xFFFFFFFFULL) q = r = 0xFFFFFFFFULL;
+  } else if (is_signed && divisor == mask && low == sign) {  // INT_MIN / -1
+    q = sign;
+    r = 0;
+  } else {
+    return false;  // an unsigned quotient that does not fit: not C's division
+  }
+  if (bits == 64) {
+    *rax = (greg_t)q;
+    *rdx = (greg_t)r;
+  } else if (bits == 32) {
+    *rax = (greg_t)(q & mask);
+    *rdx = (greg_t)(r & mask);
+  } else if (bits == 16) {
+    *rax = (greg_t)(((unsigned long long)*rax & ~0xFFFFULL) | q);
+    *rdx = (greg_t)(((unsigned long long)*rdx & ~0xFFFFULL) | r);
+  } else {
+    *rax = (greg_t)(((unsigned long long)*rax & ~0xFFFFULL) | (r << 8) | q);
+  }
+  uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)p;
+  return true;
+}
+#endif
+void on_divide(int sig, siginfo_t* si, void* ctx);
+#ifndef TILELAB_SPLIT
+TL_NOSAN void on_divide(int sig, siginfo_t* si, void* ctx) {
+#if defined(__x86_64__)
+  if ((si->si_code == FPE_INTDIV || si->si_code == FPE_INTOVF) &&
+      gpu_divide((ucontext_t*)ctx))
+    return;
+#endif
+  on_fault(sig, si, ctx);
+}
+#endif
 inline void install_handlers() {
   static char alt[128 * 1024];
   stack_t ss{};
@@ -464,8 +583,10 @@ inline void install_handlers() {
   sa.sa_sigaction = on_fault;
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
   sigemptyset(&sa.sa_mask);
-  for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS})
-    sigaction(s, &sa, nullptr);
+  for (int s : {SIGSEGV, SIGBUS, SIGILL, SIGABRT, SIGTRAP, SIGSYS}) sigaction(s, &sa, nullptr);
+  sa.sa_sigaction = on_divide;  // stays installed: every thread may divide by zero
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigaction(SIGFPE, &sa, nullptr);
   void* warm[2];
   backtrace(warm, 2);  // loads libgcc now, not inside the handler
   Dl_info info;
