@@ -31,6 +31,9 @@ FLAGS = (
     "-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-shared", "-fvisibility=hidden",
     "-fno-threadsafe-statics", "-fno-strict-aliasing", "-fno-math-errno", "-fno-weak",
     "-fstack-clash-protection", "-Wfloat-conversion", "-Wl,-z,defs",
+    # a misaligned load or store faults, as on a GPU (tilelab_emu_align.h): its handler is
+    # the prelude's, and UBSan's runtime is not linked
+    "-fsanitize=alignment", "-nodefaultlibs", "-lstdc++", "-lm", "-lc", "-lgcc", "-lgcc_s",
 )
 
 
@@ -151,7 +154,6 @@ def _prelude_digest() -> str:
 TSAN_FLAGS = (
     "-fsanitize=thread", "--param=tsan-distinguish-volatile=1",
     "--param=tsan-instrument-func-entry-exit=0", "-DTILELAB_TSAN",
-    "-nodefaultlibs", "-lstdc++", "-lm", "-lc", "-lgcc", "-lgcc_s",
 )
 
 

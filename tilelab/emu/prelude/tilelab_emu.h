@@ -217,6 +217,7 @@ template <class T> inline auto value(const T& v) { return (typename Value<T>::ty
 #include "tilelab_emu_math.h"
 #include "tilelab_emu_rt.h"
 #include "tilelab_emu_bounds.h"
+#include "tilelab_emu_align.h"
 #ifdef TILELAB_ANALYSIS
 #include "tilelab_emu_analysis.h"
 #endif
