@@ -4,6 +4,7 @@ the minimiser. The corpus itself is run by ``benchmarks/fidelity_diff.py``."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -42,12 +43,23 @@ def _harness():
 def test_the_corpus_is_the_same_every_time_and_covers_every_family():
     a, b = generate.corpus(400), generate.corpus(400)
     assert [c.digest() for c in a] == [c.digest() for c in b]
-    assert len({c.id for c in a}) == len(a) == 400
-    assert {c.family for c in a} == set(generate.FAMILIES)
+    later = sum(generate.later_count(400, f) for f in generate.LATER)
+    assert later and len({c.id for c in a}) == len(a) == 400 + later
+    assert {c.family for c in a} == set(generate.FAMILIES) | set(generate.LATER)
     expects = Counter(c.expect for c in a)
     assert expects["ok"] and expects["fault:misaligned"] and expects["refuse"]
     # a case depends on its index alone: a shorter corpus is a prefix of a longer one
-    assert [c.digest() for c in generate.corpus(50)] == [c.digest() for c in a[:50]]
+    assert [c.digest() for c in generate.corpus(50)[:50]] == [c.digest() for c in a[:50]]
+
+
+def test_families_added_later_leave_every_earlier_case_as_it_was():
+    """A GPU truth file is keyed by case and source: the families added after it was taken
+    come after the earlier ones' 2,400 cases, which keep their indices and sources (this
+    digest of them was taken before the first later family was added)."""
+    first = [c for c in generate.corpus(2400) if c.family in generate.FAMILIES]
+    assert len(first) == 2400
+    assert hashlib.sha256("".join(c.digest() for c in first).encode()).hexdigest()[:16] == \
+        "e5c4ee89a334a5a0"
 
 
 def test_cases_round_trip_through_json():

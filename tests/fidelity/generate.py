@@ -13,6 +13,8 @@ integer and floating edge values; math functions and intrinsics within their doc
 error bounds, under -use_fast_math, -ftz, -prec-div, -prec-sqrt; templates and
 __launch_bounds__; register limits (-maxrregcount); initialisers on __shared__ variables;
 printf's volume and argument limit; barriers with predicates; launch limits; memcpy_async.
+Added later (``LATER``, after all of those): global accesses before a buffer's start and just
+past its end.
 """
 
 from __future__ import annotations
@@ -1058,6 +1060,39 @@ def memcpy_async(rng: np.random.Generator, name: str) -> Case:
     return b.case((64,), source=src, no_extern_c=True, alone=True, note=f"memcpy_async {form}")
 
 
+# ---- accesses outside a buffer (a family added after the corpus above had a GPU truth) ------
+def global_bounds(rng: np.random.Generator, name: str) -> Case:
+    """A read before a buffer's start (``x[i - d]``, a halo without its guard), a read or
+    write a few elements past its end (a guard with ``<=``), through a scalar or a vector
+    type, or the same access in bounds. A GPU may fault (an illegal address), or read or
+    write a neighbouring allocation unseen (compute-sanitizer's memcheck reports it): only a
+    GPU says which, so the values the stray access reads are not compared."""
+    kind = pick(rng, ("before", "before", "past_read", "past_write", "inside"))
+    vt = pick(rng, ("float", "float", "int", "double", "float2", "float4"))
+    comp, w, _ = VECTORS[vt]
+    d = int(pick(rng, (1, 2, 3, 4, 8, 16)))
+    block, grid = int(pick(rng, (32, 64))), int(pick(rng, (1, 2)))
+    n = block * grid + int(pick(rng, (0, 1, 3)))  # elements of vt
+    b = Builder(name, "global_bounds")
+    x = b.buf(comp, "x", _random_of(rng, DTYPE[comp], n * w))
+    nn = b.scalar("int", "n", n)
+    got = b.out(comp, "got", n * w, compare="none")  # the stray value: not compared
+    y = b.out(comp, "y", n * w)
+    xv = f"reinterpret_cast<const {vt}*>({x})"
+    yv = f"reinterpret_cast<{vt}*>({y})"
+    b.body += ["int i = blockIdx.x * blockDim.x + threadIdx.x;", f"if (i >= {nn}) return;"]
+    at = {"before": f"i - {d}", "past_read": f"i + {d}", "inside": "i"}.get(kind, "i")
+    if kind == "past_write":  # element n + d - 1 of y's n: d - 1 past its last
+        b.body.append(f"{yv}[i] = {xv}[i];")
+        b.body.append(f"if (i == 0) {yv}[{nn} + {d - 1}] = {xv}[0];")
+    else:
+        b.body.append(f"{vt} v = {xv}[{at}];")
+        b.body += _store_parts(vt, "v", got, "i")
+        b.body.append(f"{yv}[i] = {xv}[i];")
+    expect = "ok" if kind == "inside" else "any"
+    return b.case((block,), (grid,), expect=expect, note=f"{kind} {vt} d={d} n={n}")
+
+
 #: Each family with its share of the corpus.
 FAMILIES: dict[str, tuple[Callable[[np.random.Generator, str], Case], int]] = {
     "vec_global": (vec_global, 14), "vec_rows": (vec_rows, 4), "vec_shared": (vec_shared, 8),
@@ -1072,7 +1107,13 @@ FAMILIES: dict[str, tuple[Callable[[np.random.Generator, str], Case], int]] = {
     "printf": (printf_volume, 3), "barriers": (barriers, 5), "launch_limits": (launch_limits, 2),
     "memcpy_async": (memcpy_async, 1),
 }
-SHORT = {f: "".join(w[0] for w in f.split("_")) + f[-1] for f in FAMILIES}
+#: Families added after a GPU truth was recorded for the corpus of :data:`FAMILIES`: their
+#: cases come after all of those, by their own shares, so that each earlier case keeps its
+#: index, name, source and module.
+LATER: dict[str, tuple[Callable[[np.random.Generator, str], Case], int]] = {
+    "global_bounds": (global_bounds, 6),
+}
+SHORT = {f: "".join(w[0] for w in f.split("_")) + f[-1] for f in (*FAMILIES, *LATER)}
 
 
 def schedule(count: int) -> list[str]:
@@ -1091,10 +1132,18 @@ def schedule(count: int) -> list[str]:
 def case(index: int, family: str, seed: int = SEED) -> Case:
     """Case number ``index`` (of family ``family``), from its own random stream."""
     rng = np.random.default_rng([seed, index, sum(map(ord, family))])
-    return FAMILIES[family][0](rng, f"{SHORT[family]}{index:05d}")
+    make = FAMILIES[family][0] if family in FAMILIES else LATER[family][0]
+    return make(rng, f"{SHORT[family]}{index:05d}")
+
+
+def later_count(count: int, family: str) -> int:
+    """How many cases of a :data:`LATER` family a corpus of ``count`` earlier ones has."""
+    return count * LATER[family][1] // sum(w for _, w in FAMILIES.values())
 
 
 def corpus(count: int = 2400, seed: int = SEED, families: tuple[str, ...] = ()) -> list[Case]:
-    """``count`` generated cases (only of ``families``, when given)."""
-    plan = schedule(count)
-    return [case(i, f, seed) for i, f in enumerate(plan) if not families or f in families]
+    """``count`` generated cases of :data:`FAMILIES`, then those of the :data:`LATER`
+    families in their shares of ``count`` (only of ``families``, when given)."""
+    plan = [(i, f) for i, f in enumerate(schedule(count))]
+    plan += [(j, f) for f in LATER for j in range(later_count(count, f))]
+    return [case(i, f, seed) for i, f in plan if not families or f in families]
