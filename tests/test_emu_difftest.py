@@ -4,6 +4,7 @@ the minimiser. The corpus itself is run by ``benchmarks/fidelity_diff.py``."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -49,6 +50,16 @@ def test_the_corpus_is_the_same_every_time_and_covers_every_family():
     assert expects["ok"] and expects["fault:misaligned"] and expects["refuse"]
     # a case depends on its index alone: a shorter corpus is a prefix of a longer one
     assert [c.digest() for c in generate.corpus(50)] == [c.digest() for c in a[:50]]
+
+
+def test_families_added_later_leave_every_earlier_case_as_it_was():
+    """A GPU truth file is keyed by case and source: the families added after it was taken
+    come after the earlier ones' 2,400 cases, which keep their indices and sources (this
+    digest of them was taken before the first later family was added)."""
+    first = generate.corpus(2400)
+    assert len(first) == 2400 and {c.family for c in first} <= set(generate.FIRST_FAMILIES)
+    assert hashlib.sha256("".join(c.digest() for c in first).encode()).hexdigest()[:16] == \
+        "e5c4ee89a334a5a0"
 
 
 def test_later_families_take_only_the_cases_past_the_first_round():

@@ -980,6 +980,39 @@ def cg_groups(d: types.SimpleNamespace) -> tuple:
     return np.concatenate(outs).astype(np.int64), np.concatenate([part, odd_sum, odd_rank])
 
 
+def misaligned_rows(k: int) -> Callable:
+    """float4 loads of a matrix's rows (no alignment test): right at K = 32, a
+    "misaligned address" at K = 33 (row 1 starts 4 bytes past a multiple of 16)."""
+    def run(d: types.SimpleNamespace) -> tuple:
+        a = _rng().standard_normal(4 * k).astype(np.float32)
+        out = np.zeros(4 * k, np.float32)
+        d.mod("misaligned.cu").get_function("rows_vec4")(
+            d.drv.In(a), d.drv.InOut(out), np.int32(k), block=(32, 1, 1), grid=(4, 1))
+        want = np.zeros(4 * k, np.float64)
+        for r in range(4):
+            for q in range(k // 4):
+                want[r * k + 4 * q] = a[r * k + 4 * q:r * k + 4 * q + 4].astype(np.float64).sum()
+        return out, want
+    return run
+
+
+def misaligned_carve(d: types.SimpleNamespace) -> tuple:
+    x = _rng().standard_normal(64).astype(np.float32)
+    out = np.zeros(64, np.float32)
+    d.mod("misaligned.cu").get_function("carved_double")(
+        d.drv.In(x), d.drv.Out(out), block=(64, 1, 1), shared=100 + 64 * 8)
+    return out, np.roll(x, -1).astype(np.float64) + 1
+
+
+def misaligned_tile(d: types.SimpleNamespace) -> tuple:
+    x = _rng().standard_normal(8 * 33).astype(np.float32)
+    out = np.zeros(64, np.float32)
+    d.mod("misaligned.cu").get_function("padded_tile_vec4")(
+        d.drv.In(x), d.drv.Out(out), block=(64, 1, 1))
+    t = x.reshape(8, 33)[:, :32].reshape(8, 8, 4).sum(2).ravel()
+    return out, t.astype(np.float64)
+
+
 CASES = [
     Case("shuffle_reduce", "warp", shuffle_reduce, atol=1e-2),
     Case("xor_and_scan", "warp", xor_and_scan),
@@ -1049,6 +1082,13 @@ CASES = [
     Case("cg_block_sum_tiles", "cooperative_groups", cg_block_sum),
     Case("cg_tiles_16_8_4_2", "cooperative_groups", cg_tiles, rtol=0, atol=0),
     Case("cg_dynamic_partition_coalesced", "cooperative_groups", cg_groups, rtol=0, atol=0),
+    Case("vec4_rows_k32_aligned", "misaligned", misaligned_rows(32)),
+    Case("vec4_rows_k33_misaligned", "misaligned", misaligned_rows(33),
+         refuse=r"misaligned address"),
+    Case("double_after_char100_dynamic", "misaligned", misaligned_carve,
+         refuse=r"misaligned address"),
+    Case("float4_from_tile_padded_by_one", "misaligned", misaligned_tile,
+         refuse=r"misaligned address"),
 ]
 
 

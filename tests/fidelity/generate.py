@@ -17,7 +17,8 @@ Later families (``LATER_FAMILIES``, only in the cases past ``FIRST_ROUND``): the
 zero of -ftz and --use_fast_math, fast intrinsics at wide arguments within the special
 function unit's own error, every warp intrinsic with every kind of operand type, templated
 kernels with __launch_bounds__ where it may be written, rows of shared arrays passed to
-templates and filled by memcpy_async.
+templates and filled by memcpy_async; global accesses before a buffer's start
+and just past its end.
 """
 
 from __future__ import annotations
@@ -1269,6 +1270,38 @@ def shared_rows(rng: np.random.Generator, name: str) -> Case:
                   note=f"rows {dims} {fill} {'ref' if by_ref else 'ptr'}")
 
 
+def global_bounds(rng: np.random.Generator, name: str) -> Case:
+    """A read before a buffer's start (``x[i - d]``, a halo without its guard), a read or
+    write a few elements past its end (a guard with ``<=``), through a scalar or a vector
+    type, or the same access in bounds. A GPU may fault (an illegal address), or read or
+    write a neighbouring allocation unseen (compute-sanitizer's memcheck reports it): only a
+    GPU says which, so the values the stray access reads are not compared."""
+    kind = pick(rng, ("before", "before", "past_read", "past_write", "inside"))
+    vt = pick(rng, ("float", "float", "int", "double", "float2", "float4"))
+    comp, w, _ = VECTORS[vt]
+    d = int(pick(rng, (1, 2, 3, 4, 8, 16)))
+    block, grid = int(pick(rng, (32, 64))), int(pick(rng, (1, 2)))
+    n = block * grid + int(pick(rng, (0, 1, 3)))  # elements of vt
+    b = Builder(name, "global_bounds")
+    x = b.buf(comp, "x", _random_of(rng, DTYPE[comp], n * w))
+    nn = b.scalar("int", "n", n)
+    got = b.out(comp, "got", n * w, compare="none")  # the stray value: not compared
+    y = b.out(comp, "y", n * w)
+    xv = f"reinterpret_cast<const {vt}*>({x})"
+    yv = f"reinterpret_cast<{vt}*>({y})"
+    b.body += ["int i = blockIdx.x * blockDim.x + threadIdx.x;", f"if (i >= {nn}) return;"]
+    at = {"before": f"i - {d}", "past_read": f"i + {d}", "inside": "i"}.get(kind, "i")
+    if kind == "past_write":  # element n + d - 1 of y's n: d - 1 past its last
+        b.body.append(f"{yv}[i] = {xv}[i];")
+        b.body.append(f"if (i == 0) {yv}[{nn} + {d - 1}] = {xv}[0];")
+    else:
+        b.body.append(f"{vt} v = {xv}[{at}];")
+        b.body += _store_parts(vt, "v", got, "i")
+        b.body.append(f"{yv}[i] = {xv}[i];")
+    expect = "ok" if kind == "inside" else "any"
+    return b.case((block,), (grid,), expect=expect, note=f"{kind} {vt} d={d} n={n}")
+
+
 #: Each family with its share of the corpus.
 FAMILIES: dict[str, tuple[Callable[[np.random.Generator, str], Case], int]] = {
     "vec_global": (vec_global, 14), "vec_rows": (vec_rows, 4), "vec_shared": (vec_shared, 8),
@@ -1289,7 +1322,7 @@ FAMILIES: dict[str, tuple[Callable[[np.random.Generator, str], Case], int]] = {
 LATER_FAMILIES: dict[str, tuple[Callable[[np.random.Generator, str], Case], int]] = {
     "ftz_flush": (ftz_flush, 24), "fast_intrinsics": (fast_intrinsics, 24),
     "warp_operands": (warp_operands, 20), "template_bounds": (template_bounds, 12),
-    "shared_rows": (shared_rows, 12),
+    "shared_rows": (shared_rows, 12), "global_bounds": (global_bounds, 12),
 }
 FIRST_ROUND = 2400
 FIRST_FAMILIES = dict(FAMILIES)
@@ -1324,6 +1357,6 @@ def case(index: int, family: str, seed: int = SEED) -> Case:
 
 
 def corpus(count: int = 2400, seed: int = SEED, families: tuple[str, ...] = ()) -> list[Case]:
-    """``count`` generated cases (only of ``families``, when given)."""
-    plan = schedule(count)
-    return [case(i, f, seed) for i, f in enumerate(plan) if not families or f in families]
+    """``count`` generated cases (:func:`schedule`; only of ``families``, when given)."""
+    return [case(i, f, seed) for i, f in enumerate(schedule(count))
+            if not families or f in families]

@@ -24,6 +24,7 @@ from .errors import (
     LaunchError,
     LaunchStopped,
     LogicError,
+    MisalignedAccess,
     OutOfBoundsAccess,
     UnsupportedConstruct,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "LaunchReport",
     "LaunchStopped",
     "LogicError",
+    "MisalignedAccess",
     "Out",
     "OutOfBoundsAccess",
     "Race",

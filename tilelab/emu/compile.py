@@ -27,12 +27,20 @@ from .native import describe_library, run_forked, tagged
 from .translate import translate
 
 PRELUDE_DIR = Path(__file__).with_name("prelude")
+#: g++'s check of each load's and store's alignment (tilelab_emu_align.h)
+ALIGNMENT = "-fsanitize=alignment"
 #: -fwrapv: signed arithmetic wraps as a GPU's 32-bit add and multiply do (else g++ may
 #: widen `(long long)(a + b)` past INT_MAX, which overflow allows it to).
 FLAGS = (
     "-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-shared", "-fvisibility=hidden",
     "-fno-threadsafe-statics", "-fno-strict-aliasing", "-fno-math-errno", "-fno-weak",
     "-fwrapv", "-fstack-clash-protection", "-Wfloat-conversion", "-Wl,-z,defs",
+    # a misaligned load or store faults, as on a GPU (tilelab_emu_align.h): its handler is
+    # the prelude's, and UBSan's runtime is not linked (nor TSan's, in analysis mode); the
+    # libraries come after the objects (see _gxx), each linked only where it is used (else
+    # the link takes twice as long)
+    ALIGNMENT, "-nodefaultlibs", "-Wl,--as-needed", "-lstdc++", "-lm",
+    "-lgcc_s", "-lc", "-lgcc",
 )
 
 
@@ -153,7 +161,6 @@ def _prelude_digest() -> str:
 TSAN_FLAGS = (
     "-fsanitize=thread", "--param=tsan-distinguish-volatile=1",
     "--param=tsan-instrument-func-entry-exit=0", "-DTILELAB_TSAN",
-    "-nodefaultlibs", "-lstdc++", "-lm", "-lc", "-lgcc", "-lgcc_s",
 )
 
 
@@ -203,8 +210,9 @@ def _gxx(cxx: str, flags: list[str], code: str, tmp: str, limited: bool = True,
     (Path(tmp) / "kernel.cpp").write_text(code)
     first = ["-I", str(pch)] if pch is not None else []
     linked = [str(runtime)] if runtime is not None else []
-    proc = _run_gxx([cxx, *flags, "-H", *first, "-I", str(PRELUDE_DIR), "kernel.cpp", *linked,
-                     "-o", "lib.so"], tmp, limited)
+    libs = [f for f in flags if f.startswith("-l")]  # after what needs them
+    proc = _run_gxx([cxx, *(f for f in flags if f not in libs), "-H", *first, "-I",
+                     str(PRELUDE_DIR), "kernel.cpp", *linked, *libs, "-o", "lib.so"], tmp, limited)
     headers, rest, guards = set(), [], False
     for line in proc.stderr.splitlines():
         m = re.match(r"^[.!x]+ (.+)$", line)  # -H: one line per file read
@@ -324,7 +332,10 @@ def runtime_object(flags: list[str], make: bool | None = None) -> Path | None:
     """The prelude's out-of-line code and variables compiled once with ``flags`` (the
     header alone), for a kernel's build to link instead of compiling them again: most of a
     build's time, whatever the kernel (see :func:`_made_once` for where it is found and
-    when made). None where there is none: the kernel's build then compiles it too."""
+    when made). None where there is none: the kernel's build then compiles it too. The
+    runtime's own loads and stores (the scheduler's, a fiber switch's) are not checked for
+    their alignment: only the kernel's unit is."""
+    flags = [f for f in flags if f != ALIGNMENT]
     found = _made_once("rt", flags, RUNTIME,
                        [*_compile_only(flags), "-include", str(PRELUDE_DIR / "tilelab_emu.h"),
                         "-x", "c++", "-c", os.devnull, "-o", RUNTIME], make)

@@ -62,6 +62,25 @@ class OutOfBoundsAccess(LaunchError):
         self.thread = thread
 
 
+class MisalignedAccess(LaunchError):
+    """A load or store at an address that is not a multiple of its type's alignment (a
+    float4 off 16 bytes): a GPU stops the kernel with "misaligned address"."""
+
+    def __init__(self, msg: str, *, buffer: str = "", access: str = "",
+                 offset: int | None = None, align: int = 0, type_name: str = "",
+                 line: int | None = None, block: tuple[int, ...] | None = None,
+                 thread: tuple[int, ...] | None = None) -> None:
+        super().__init__(msg)
+        self.buffer = buffer
+        self.access = access
+        self.offset = offset  # bytes from the start of the buffer or shared memory
+        self.align = align
+        self.type_name = type_name
+        self.line = line
+        self.block = block
+        self.thread = thread
+
+
 class BarrierDivergence(LaunchError):
     """A ``__syncthreads()`` was not reached by every thread of a block at the same line."""
 

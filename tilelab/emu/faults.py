@@ -17,6 +17,7 @@ from .errors import (
     KernelCrash,
     KernelTimeout,
     LaunchStopped,
+    MisalignedAccess,
     OutOfBoundsAccess,
 )
 from .kernels import param_name
@@ -98,6 +99,8 @@ def raise_for(report: dict, child: ChildResult, ctx: LaunchContext) -> None:
         _warp(report, name)
     if status == "shared_oob":
         _shared_oob(report, name, where, ctx)
+    if status == "misaligned":
+        _misaligned(report, ctx, where)
     if status in ("assert", "trap"):
         line = report.get("line")
         what = (f"assertion `{report.get('expr')}` failed" if status == "assert"
@@ -147,17 +150,21 @@ def _fault(report: dict, child: ChildResult, ctx: LaunchContext, where: str) -> 
         off = ctx.plan.pointers.get(p, (b, 0))[1] // buf.elem
         if index >= count:
             side = f"{index - count + 1} element(s) past the end"
+            fix = ("Check the bounds test that should guard this access (e.g. `if (row < M && "
+                   "col < N)`, every bound tested, joined with &&) and the index arithmetic, "
+                   "and that the buffer passed is as large as the kernel assumes.")
         else:
             side = f"{-index} element(s) before the start"
+            fix = ("The index is below 0: a neighbour or halo read such as `x[i - 2]` needs a "
+                   "test that keeps it at 0 or above for the first elements (`if (i >= 2)`), "
+                   "or a clamped index (`x[max(i - 2, 0)]`); check the index arithmetic.")
         who = (f"by {where}" if kind == "global" else
                "found only after the kernel ended, so the thread and line are unknown")
         rel = f"{label}[{index - off}]" if off else f"{label}[{index}]"
         raise OutOfBoundsAccess(
             f"Out-of-bounds {access} in kernel '{name}'{at}: {rel}, {side} of `{text}` "
             f"(parameter #{p}), which holds {count - off} elements of {buf.elem} bytes; "
-            f"{who}. Check the bounds test that should guard this access (e.g. "
-            "`if (row < M && col < N)`) and the index arithmetic, and that the buffer passed "
-            "is as large as the kernel assumes.",
+            f"{who}. {fix}",
             buffer=label, access=access, index=index - off, line=line, block=block,
             thread=thread)
     if kind == "dynamic_shared":
@@ -260,3 +267,62 @@ def _shared_oob(report: dict, name: str, where: str, ctx: LaunchContext) -> None
         buffer=str(array), access="access", index=index, line=line,
         block=tuple(report.get("block") or ()), thread=tuple(report.get("thread") or ()))
 
+
+
+def _type_name(report: dict) -> str:
+    """The accessed type as the source spells it (UBSan writes ``'const struct float4'``)."""
+    name = str(report.get("type", "?")).strip("'")
+    return re.sub(r"\b(?:const|volatile|struct|union)\s+", "", name).strip() or "?"
+
+
+def _misaligned(report: dict, ctx: LaunchContext, where: str) -> None:
+    """A load or store off its type's alignment: where it was, and a fix for that memory."""
+    name, access = ctx.kernel["name"], report.get("access", "access")
+    align, tname = int(report.get("align") or 0), _type_name(report)
+    line = report.get("line") or source_line(ctx.library, report.get("pcs", []))
+    at = f" at kernel.cu line {line}" if line else ""
+    space, off = report.get("space"), report.get("byte_offset")
+    past = f"{off % align} bytes past a multiple of {align}" if off is not None and align \
+        else f"not a multiple of {align}"
+    words = max(align // 4, 1)
+    label = space or "memory"
+    if space == "global":
+        b = int(report["buffer"])
+        label, text, p = _buffer_name(ctx, b)
+        buf = ctx.plan.buffers[b]
+        start = ctx.plan.pointers.get(p, (b, 0))[1]
+        rel = int(off) - start
+        elem = f", element {label}[{rel // buf.elem}]" if rel % buf.elem == 0 else ""
+        what = (f"byte {rel} of `{text}` (parameter #{p}{elem}), {past} from the start of "
+                "its allocation")
+        per = max(align // buf.elem, 1)
+        if start % align:
+            fix = (f"the pointer passed for {label} points {start} bytes into its allocation, "
+                   f"not a multiple of {align}: pass an aligned pointer (an offset that is a "
+                   f"multiple of {align} bytes), or read {label} one element at a time")
+        else:
+            fix = (f"read a {tname} only where its first element's index is a multiple of "
+                   f"{per} (for a row-major matrix: the row length, such as K, and the column "
+                   f"offset both multiples of {per}); test that (e.g. `if (K % {per} == 0)`) "
+                   "and load the other rows or elements one at a time")
+    elif space == "shared":
+        what = f"byte {off} of the block's static __shared__ arrays, {past}"
+        fix = (f"a row of a tile padded by one element (such as [32][33]) starts off a "
+               f"{align}-byte boundary in every other row: pad by a multiple of {words} "
+               f"floats (e.g. [32][{32 + words}]) and declare the array __align__({align}), "
+               "or read it one element at a time")
+    elif space == "dynamic_shared":
+        what = f"byte {off} of the dynamic shared memory (extern __shared__), {past}"
+        fix = (f"carve each array at a byte offset that is a multiple of its type's alignment "
+               f"(round up: `offset = (offset + {align - 1}) / {align} * {align}`), or carve "
+               "the widest types first")
+    else:
+        what = f"address {int(report.get('addr', 0)):#x}, {past}"
+        fix = f"cast to {tname}* only a pointer that is a multiple of {align} bytes"
+    raise MisalignedAccess(
+        f"Misaligned address in kernel '{name}'{at}: a {tname} {access} by {where} at "
+        f"{what}; a GPU stops the kernel there with \"misaligned address\" (a {tname} load "
+        f"or store needs an address that is a multiple of {align} bytes). Fix: {fix}.",
+        buffer=label, access=access, offset=off, align=align, type_name=tname, line=line,
+        block=tuple(report["block"]) if report.get("block") else None,
+        thread=tuple(report["thread"]) if report.get("thread") else None)

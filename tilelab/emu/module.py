@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import re
 import sys
 import threading
@@ -16,7 +18,13 @@ from .args import plan_arguments
 from .attributes import function_attribute as _FA
 from .compile import build
 from .compile import cache_dir as cache_dir_
-from .errors import CompileError, LogicError, UnsupportedConstruct
+from .errors import (
+    CompileError,
+    EmulatorError,
+    LogicError,
+    OutOfBoundsAccess,
+    UnsupportedConstruct,
+)
 from .fastmath import float_options, warn_differences
 from .faults import LaunchContext, raise_for, source_lines
 from .function_api import FunctionAPI, check_registers
@@ -108,6 +116,7 @@ class SourceModule:
                  code: str | None = None, cache_dir: str | None = None,
                  include_dirs: Sequence[str] = (), *, analysis: bool = False) -> None:
         self.source = source
+        self.options = tuple(options or ())
         self.analysis = analysis
         self.no_extern_c = no_extern_c
         self.defines = defines = tuple(o for o in (options or ()) if _DEFINE.fullmatch(o))
@@ -289,9 +298,33 @@ class Function(FunctionAPI):
             if report.stdout_truncated:
                 sys.stdout.write(f"\n{PRINTF_CUT}\n")
             sys.stdout.flush()
+        if outcome.report.get("kind") == "canary":
+            self._locate(args, b, g, shared, limit)
         ctx = LaunchContext(self._desc, plan, lib.path, g, b, shared, limit)
         raise_for(outcome.report, outcome.child, ctx)
         return report.kernel_seconds if time_kernel else None
+
+    def _locate(self, args: tuple, block: tuple[int, int, int], grid: tuple[int, int, int],
+                shared: int, timeout: float) -> None:
+        """A launch whose out-of-bounds write was seen only after it ended (a changed
+        canary: no thread, no line) run again in the analysis build, which checks every
+        global access as it is made: raise its fault, naming the thread, line and index.
+        Returns where that build cannot be made or does not fault (the canary's error
+        stands); not for a module with device globals (a second run would start from
+        other values) nor an analysis build (it checked every access already)."""
+        m = self.module
+        if m.analysis or not self.stateless:
+            return
+        try:
+            probe = SourceModule(m.source, list(m.options), no_extern_c=m.no_extern_c,
+                                 analysis=True).get_function(self.name)
+            with contextlib.redirect_stdout(io.StringIO()):  # its printf was shown once
+                probe(*args, block=block, grid=grid, shared=shared, timeout=timeout)
+        except OutOfBoundsAccess as exc:
+            if exc.thread:
+                raise exc from None
+        except EmulatorError:
+            return
 
 
 def analyze(source: str, name: str, *args: object, block: Sequence[int] = (1, 1, 1),

@@ -17,6 +17,7 @@ import numpy as np
 from tilelab.catalog.exercises import Exercise
 from tilelab.device.backend import Backend
 from tilelab.device.runtime import get_runtime
+from tilelab.emu.errors import OutOfBoundsAccess
 from tilelab.grading import race_shapes, scoring, traffic
 from tilelab.grading.correctness import check_function, fmt_shape, lanes
 from tilelab.grading.judge import Kind
@@ -72,9 +73,9 @@ def _check(run: Run, pool: ThreadPoolExecutor | None) -> None:
     if run.shared_memory:  # the races tell the diagnosis
         run.report = take_analysis(run, explaining=True)
         find_wrong(run, results, list(run.report.races) if run.report is not None else None)
-    else:
+    else:  # the picture of what it touched, or an access out of bounds it stopped at
+        take_analysis(run, explaining=True)
         find_wrong(run, results)
-        take_analysis(run, explaining=True)  # only the picture of what it touched
 
 
 def take_analysis(run: Run, explaining: bool) -> Any | None:
@@ -88,6 +89,8 @@ def take_analysis(run: Run, explaining: bool) -> Any | None:
         fn, checked = run.analysing.result() if run.analysing is not None else \
             analysis_launch(run.rt, ex, run.text, ex.problem.analysis_shape, run.rng)
     except run.rt.launch_errors as exc:
+        if explaining and isinstance(exc, OutOfBoundsAccess) and exc.thread:
+            run.fault = exc
         if shared:
             run.find(Kind.NOTE, analysis={"error": (str(exc) or repr(exc)).splitlines()[0][:300]})
         if not explaining:

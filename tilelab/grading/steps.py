@@ -23,8 +23,14 @@ from tilelab.device.runtime import Runtime
 from tilelab.emu import errors
 from tilelab.grading import counters
 from tilelab.grading.ahead import Ahead
-from tilelab.grading.correctness import ShapeResult, check_function, check_shapes, explain
-from tilelab.grading.diagnosis import diagnose, launch_failure, telling
+from tilelab.grading.correctness import (
+    ShapeResult,
+    check_function,
+    check_shapes,
+    explain,
+    fmt_shape,
+)
+from tilelab.grading.diagnosis import Diagnosis, diagnose, launch_failure, telling
 from tilelab.grading.judge import Findings, Kind, judge
 from tilelab.grading.sanitizer import Sanitizers
 from tilelab.grading.source_checks import SourceRejected, check_signature, validate_source
@@ -51,6 +57,8 @@ class Run:
     timeline: dict[str, float] = field(default_factory=dict)  # see Verdict.timeline
     launched: bool = True  # False once a launch failed (the kernel did not run to its end)
     report: Any = None  # the emulator's analysis, once taken (for a diagnosis)
+    fault: Any = None  # where the emulator's analysed build, which checks every access,
+    # stopped at one out of bounds (for a diagnosis: the graded build may not see it)
     analysing: Future | None = None  # the emulator's analysis launch, run beside the checks
     ahead: Ahead | None = None  # tools the worker started before CUDA (tilelab.grading.ahead)
     sanitizing: Sanitizers | None = None  # the sanitizer's tools while they run
@@ -187,8 +195,14 @@ def find_wrong(run: Run, results: list[ShapeResult], races: list | None = None) 
     passed = [r.shape for r in results if r.ok]
     failed = [r.attempt for r in results if not r.ok and r.attempt is not None]
     rerun = res.cause.startswith("race") and races is None  # the GPU's second run differed
-    why = diagnose(ex.problem, ex.launch, worst, tiled=run.shared_memory, races=races,
-                   rerun_differs=rerun, passed=passed, failed=failed, source=run.text)
+    if run.fault is not None:  # an access out of bounds (a read before a buffer's start,
+        # or in the bytes after its end) that the graded build let through: the cause
+        at = fmt_shape(ex.problem, ex.problem.analysis_shape)
+        why = Diagnosis("out of bounds", "the emulator's analysed build, which checks every "
+                        f"global access, stopped at one (at {at}): {run.fault}")
+    else:
+        why = diagnose(ex.problem, ex.launch, worst, tiled=run.shared_memory, races=races,
+                       rerun_differs=rerun, passed=passed, failed=failed, source=run.text)
     others = f" Wrong at {len(failed)} of {len(results)} shapes" + (
         f"; correct at {', '.join(str(s) for s in passed)}." if passed else ".")
     explain(res, ex.problem, ex.launch, why, others)

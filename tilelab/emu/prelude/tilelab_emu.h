@@ -283,6 +283,7 @@ constexpr auto shr_to(A&& a, const B& b) -> decltype(a = shr(a, b)) { return a =
 #include "tilelab_emu_fast.h"
 #include "tilelab_emu_rt.h"
 #include "tilelab_emu_bounds.h"
+#include "tilelab_emu_align.h"
 #ifdef TILELAB_ANALYSIS
 #include "tilelab_emu_analysis.h"
 #endif

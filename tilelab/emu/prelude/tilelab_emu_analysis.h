@@ -520,6 +520,38 @@ TL_NOINLINE TL_NOSAN void record(uintptr_t a, unsigned size, uint32_t pc, int ki
 }
 #endif
 
+// ---- global bounds: an access outside its buffer, found at the access ---------------------------
+// The graded build finds one only where it reaches a guard region, or (a write into the few
+// bytes between the data's end and the guard, or into the slack before its start) by a changed
+// canary after the kernel ended; a read there went unseen. Here every access that lies in a
+// buffer's mapping but not within its bytes stops the launch with its thread and line.
+TL_DEF uintptr_t g_maps_lo, g_maps_span;  // the hull of the buffers' mappings, guards included
+
+TL_NOINLINE TL_NOSAN void global_bounds(uintptr_t a, unsigned size, uintptr_t pc, int kind);
+#ifndef TILELAB_SPLIT
+TL_NOINLINE TL_NOSAN void global_bounds(uintptr_t a, unsigned size, uintptr_t pc, int kind) {
+  int hit = -1;
+  for (int b = 0; b < g_nbuf; ++b) {
+    const Buf& B = g_bufs[b];
+    uintptr_t d = (uintptr_t)B.data;
+    if (a >= d && a + size <= d + B.n) return;  // within a buffer
+    if (a < (uintptr_t)B.map + B.map_len && a + size > (uintptr_t)B.map) hit = b;
+  }
+  if (hit < 0) return;  // in no buffer's mapping: not a buffer's access
+  const Buf& B = g_bufs[hit];
+  uintptr_t d = (uintptr_t)B.data, first = a >= d && a < d + B.n ? d + B.n : a;
+  long long off = (long long)(first - d), el = (long long)B.elem;
+  long long idx = off >= 0 ? off / el : -((-off + el - 1) / el);
+  Out o{g_fault_buf, 0, sizeof g_fault_buf, true};
+  o.f("{\"status\":\"fault\",\"kind\":\"global\",\"access\":\"%s\",\"buffer\":%d,"
+      "\"index\":%lld,\"byte_offset\":%lld,\"size\":%u,\"in_block\":true",
+      kind == K_R ? "read" : "write", hit, idx, off, size);
+  where(o);
+  pcs(o, pc - 1);
+  fatal(o);
+}
+#endif
+
 TL_NOINLINE TL_NOSAN void global_race(uintptr_t a, unsigned size, uint32_t pc, int kind);
 
 // An atomic of the kernel (tilelab_emu.h), called by it: ``ret`` is in the kernel's line.
@@ -528,6 +560,7 @@ TL_NOINLINE TL_NOSAN void an_atomic(uintptr_t a, unsigned size, uintptr_t ret, b
   if (!g_cur || !g_in_block) return;
   uint32_t pc = (uint32_t)(ret - 1 - g_self_base);
   int kind = cas ? K_A | K_C : K_A;
+  if (!in_shared(a) && a - g_maps_lo < g_maps_span) global_bounds(a, size, ret, kind);
   if (!in_shared(a)) return global_race(a, size, pc, kind);
   unsigned t = g_cur->linear;
   for (uintptr_t w = a & ~(uintptr_t)3; w < a + size; w += 4)
@@ -564,11 +597,12 @@ TL_NOINLINE TL_NOSAN void global_race(uintptr_t a, unsigned size, uint32_t pc, i
 TL_NOSAN inline __attribute__((always_inline)) void an_access(uintptr_t a, unsigned size,
                                                               int kind, uintptr_t pc) {
   bool shared = in_shared(a);
-  if (__builtin_expect(!shared && a - g_glob_lo >= g_glob_span && a - g_dev_lo >= g_dev_span, 1))
+  if (__builtin_expect(!shared && a - g_maps_lo >= g_maps_span && a - g_dev_lo >= g_dev_span, 1))
     return;
   if (!g_cur || !g_in_block) return;
   uint32_t at = (uint32_t)(pc - 1 - g_self_base);
   if (shared) return record(a, size, at, kind);
+  if (a - g_maps_lo < g_maps_span) global_bounds(a, size, pc, kind);
   if (a - g_glob_lo < g_glob_span) global_record(a, size, at, kind);
   global_race(a, size, at, kind);
 }
@@ -587,6 +621,12 @@ TL_NOSAN void an_launch() {
   g_stat_index = (Table<1024>*)calloc(1, sizeof(Table<1024>));
   g_counts->cur = g_groups->cur = g_stat_index->cur = 1;
   traffic_launch();
+  uintptr_t maps_lo = UINTPTR_MAX, maps_hi = 0;
+  for (int b = 0; b < g_nbuf; ++b) {
+    uintptr_t m = (uintptr_t)g_bufs[b].map, e = m + g_bufs[b].map_len;
+    maps_lo = m < maps_lo ? m : maps_lo, maps_hi = e > maps_hi ? e : maps_hi;
+  }
+  g_maps_lo = maps_hi ? maps_lo : 0, g_maps_span = maps_hi ? maps_hi - maps_lo : 0;
   size_t words = 0;
   for (int r = 0; r < g_nregions; ++r) words += (g_regions[r].hi - g_regions[r].lo) / 4 + 1;
   uintptr_t lo = UINTPTR_MAX, hi = 0;

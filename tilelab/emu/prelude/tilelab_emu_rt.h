@@ -20,7 +20,8 @@
 #define TL_ASM_SWITCH 1  // our own context switch; ucontext elsewhere (far slower)
 #endif
 #define TL_NOINLINE __attribute__((noinline))
-#define TL_NOSAN __attribute__((no_sanitize_thread))  // runtime code the TSan hooks may run
+// runtime code the TSan hooks may run (and that no alignment check slows)
+#define TL_NOSAN __attribute__((no_sanitize_thread, no_sanitize("alignment")))
 
 namespace tl_emu {
 
