@@ -187,11 +187,12 @@ SPINE = {"naive", "tiled", "transpose_shared", "transpose_padded", "matmul_at_pa
 
 
 def test_the_mistakes_cover_every_cause_and_exercise():
-    """These and the thirty of ``tests/data/mistakes`` (test_mistakes.py) name every cause
-    but the catch-all and the time limit (tested in test_no_gpu_answers.py)."""
+    """These and the cases of ``tests/data/mistakes/*.json`` (test_mistakes.py) name every
+    cause but the catch-all and the time limit (tested in test_no_gpu_answers.py)."""
     assert len(CASES) >= 15
     assert {c[0] for c in CASES} == SPINE
-    manifest = json.loads((Path(__file__).parent / "data/mistakes/mistakes.json").read_text())
+    manifest = [c for f in sorted((Path(__file__).parent / "data/mistakes").glob("*.json"))
+                for c in json.loads(f.read_text())]
     named = {m.group(1) for c in manifest
              if (m := re.match(r"Likely cause: ([a-z/ -]+?)(?::|$)", c["cause"]))}
     assert {c[3] for c in CASES} | named == set(CAUSES) - {"indexing", "timed out"}

@@ -241,9 +241,11 @@ def compare(ex: Exercise, source: str, a: Attempt) -> Diagnosis | None:
             return Diagnosis("wrong index", f"{who} should store {out_lay.at(e)} and stores "
                              f"{out_lay.at(y.elem)} instead" + (f": {how}" if how else "")
                              + kern.at(y.line) + ".")
-        guard = kern.guard_before(line)
         done = (f"stored {len(mine)} of the {len(ref_w[owner])} elements it owns, not "
                 if mine else "stored nothing, not ")
+        if var := _variable_note(kern, ex, shape, owner, block):  # the guard tested it
+            return Diagnosis("wrong index", f"{who} {done}{out_lay.at(e)}: {var}.")
+        guard = kern.guard_before(line)
         if guard:
             return Diagnosis("boundary", f"{who} {done}{out_lay.at(e)}, which lies inside "
                              f"the {rows} x {cols} output: the condition{kern.at(guard)} kept "
@@ -332,6 +334,10 @@ _DECODED = re.compile(r"steps .* per row, but|is read column-major|place\(s\) (p
                       r"the one needed|where it should be")
 
 
+#: the output model's causes that say only that something is wrong somewhere
+_CATCH_ALL = ("indexing", "never written")
+
+
 def decoded(why: Diagnosis) -> bool:
     """Whether ``why`` decodes an index (a stride, a layout, an offset, a variable)."""
     return bool(_DECODED.search(why.advice))
@@ -365,6 +371,11 @@ def refine(ex: Exercise, source: str, why: Diagnosis | None,
         return why
     a = smallest(attempts)
     found = compare(ex, source, a) if a is not None else None
+    if why is not None and why.cause not in _CATCH_ALL and not _VAGUE.search(why.advice):
+        # a cause the output's model names, without a line: the threads place it, where
+        # they show an index (a variable, a stride, a layout); else it stands as it is
+        return Diagnosis(why.cause, found.advice) if found is not None and decoded(
+            found) else why
     if found is None and why is not None and why.cause == "indexing":
         found = accumulator_fault(Kernel(source))
     if found is not None and why is not None and why.cause == "out of bounds":
