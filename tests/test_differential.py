@@ -89,6 +89,35 @@ def test_an_assigned_product_and_a_missing_first_value_are_told_on_their_lines()
     assert accumulator_fault(right) is None
 
 
+REGISTERS = """void f() {
+    float acc[4][4];
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j)
+            acc[i][j] = 0.0f;
+    for (int t = 0; t < K; t += 8) {
+        for (int k = 0; k < 8; ++k)
+            for (int i = 0; i < 4; ++i)
+                for (int j = 0; j < 4; ++j)
+                    acc[i][j] += a[i] * b[j];
+    }
+}
+"""
+
+
+def test_a_register_blocked_accumulator_is_followed_too():
+    assert accumulator_fault(Kernel(REGISTERS)) is None  # set to 0 before the loop: right
+    reset = REGISTERS.replace("        for (int k = 0; k < 8; ++k)\n",
+                              "        for (int k = 0; k < 8; ++k) {\n"
+                              "            acc[0][0] = 0.0f;\n", 1).replace(
+        "acc[i][j] += a[i] * b[j];\n", "acc[i][j] += a[i] * b[j];\n        }\n")
+    why = accumulator_fault(Kernel(reset))
+    assert why.cause == "accumulator reset" and "(line 8:" in why.advice
+    assigned = accumulator_fault(Kernel(REGISTERS.replace("acc[i][j] +=", "acc[i][j] =")))
+    assert assigned.cause == "one term only" and "(line 10:" in assigned.advice
+    never = REGISTERS.replace("            acc[i][j] = 0.0f;\n", "            ;\n")
+    assert accumulator_fault(Kernel(never)).cause == "never initialised"
+
+
 def line(kind, requests, sectors, bytes_):
     return TrafficLine(26, "A", kind, requests, sectors, 32 * requests, bytes_, 16)
 

@@ -363,8 +363,11 @@ def refine(ex: Exercise, source: str, why: Diagnosis | None,
     shows more."""
     from tilelab.grading.value_path import accumulator_fault
 
-    if why is not None and why.cause in ("one term only", "accumulator reset", "start value"):
-        return accumulator_fault(Kernel(source)) or why
+    if why is not None and why.cause in (
+            "one term only", "accumulator reset", "start value", "zeros stored",
+            "stale shared data", "boundary") and (
+            found := accumulator_fault(Kernel(source))) is not None:
+        return found  # the values' path first: a sum reset, assigned or never set
     if why is not None and why.cause == "tile index":
         return tile_side(ex, source) or why
     if not vague(why):

@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from tilelab.grading.diagnosis import Diagnosis
 from tilelab.grading.kernel_lines import Kernel
 
-_ADD = re.compile(r"^(?:\w+\s+)*?(\w+)\s*(\+=|=)\s*(.*\]\s*\*\s*.*\[.*);")
+_ADD = re.compile(r"^(?:\w+\s+)*?(\w+)((?:\s*\[[^\]]*\])*)\s*(\+=|=)\s*(.*);")
+_MUL = re.compile(r"\w(?:\s*\[[^\]]*\])*\s*\*\s*\w")
 
 
 def _indent(kern: Kernel, line: int) -> int:
@@ -45,34 +46,42 @@ def _enclosing_loops(kern: Kernel, line: int) -> list[int]:
 def accumulator_fault(kern: Kernel) -> Diagnosis | None:
     """Where a sum's accumulator goes wrong in the source: reset inside the loop that adds
     to it, the product assigned instead of added, or never given a first value; None
-    where the source shows none of them."""
+    where the source shows none of them. An accumulator is a local (a scalar or a register
+    array such as ``acc[i][j]``) that a loop adds a product to."""
     for n, code in enumerate(kern.lines, 1):
         m = _ADD.match(code)
-        if not m or m.group(1) in kern.shared:
+        if not m or m.group(1) in kern.shared or not _MUL.search(m.group(4)):
             continue
-        acc, op = m.group(1), m.group(2)
+        acc, subs, op, rhs = m.group(1), m.group(2), m.group(3), m.group(4)
+        if not kern.find(rf"^(?:float|double)\s+(?:[^;]*[\s,])?{acc}\b", 1, n):
+            continue  # not a local the kernel declares (an output, a parameter)
         loops = _enclosing_loops(kern, n)
-        if op == "=" and not re.search(rf"\b{acc}\b", m.group(3)) and loops:
+        if not loops:
+            continue
+        target = acc + subs.replace(" ", "")
+        if op == "=" and not re.search(rf"\b{acc}\b", rhs) and not kern.find(
+                rf"\+=.*\b{acc}\b|\b{acc}\b[^;=]*\+="):
             return Diagnosis("one term only", f"each pass of the loop{kern.at(loops[0])} "
-                             f"assigns the product to {acc} (=) instead of adding it (+=), so "
-                             f"each element holds a single product{kern.at(n)}.")
+                             f"assigns the product to {target} (=) instead of adding it (+=), "
+                             f"so each element holds a single product{kern.at(n)}.")
         if op != "+=":
             continue
+        zero = rf"^(?:(?:float|double|const)\s+)*{acc}\b(?:\s*\[[^\]]*\])*\s*=\s*0*\.?0*f?\s*;"
         for loop in loops:
-            reset = kern.find(rf"^(?:(?:float|double|const)\s+)*{acc}\s*=\s*0*\.?0*f?\s*;",
-                              loop + 1, n - 1)
+            reset = kern.find(zero, loop + 1, n - 1)
             if reset and _indent(kern, reset) > _indent(kern, loop):
                 return Diagnosis("accumulator reset", f"{acc} is set to 0{kern.at(reset)} "
                                  f"inside the loop{kern.at(loop)}, so each pass throws away "
                                  f"what the passes before added and each element keeps only "
                                  f"the last pass's part; the += itself{kern.at(n)} is right: "
                                  f"set {acc} to 0 once, before the loop.")
-        decl = kern.last_before(rf"^(?:float|double)\s+(?:\w+\s*,\s*)*{acc}\s*(?:,|;)", n)
-        if decl:
+        decl = kern.last_before(rf"^(?:float|double)\s+(?:\w+\s*,\s*)*{acc}\s*(?:\[[^\]]*\]\s*)*"
+                                r"(?:,|;)", n)
+        if decl and not kern.find(rf"\b{acc}\b(?:\s*\[[^\]]*\])*\s*=[^=]", decl + 1, n - 1):
             return Diagnosis("never initialised", f"{acc} is declared without a value"
                              f"{kern.at(decl)} and then added to{kern.at(n)}: it starts from "
-                             f"whatever the register held; declare it as `float {acc} = "
-                             "0.0f;`.")
+                             "whatever the register held; give it 0.0f first (`float "
+                             f"{acc} = 0.0f;`, or a loop setting each element to 0.0f).")
     return None
 
 
