@@ -88,8 +88,11 @@ def run_traced(ex: Exercise, source: str, shape: Sequence[int],
     from tilelab.device.runtime import get_runtime
     from tilelab.grading.steps import compile_kernel
 
-    rt = get_runtime(Backend.EMU)
-    built = compile_kernel(rt, source, ex.kernel, analysis=True)
+    try:
+        rt = get_runtime(Backend.EMU)
+        built = compile_kernel(rt, source, ex.kernel, analysis=True)
+    except Exception:  # no emulator here: the explanation goes without (never the grade)
+        return None
     if built.fn is None:
         return None
     problem = ex.problem
@@ -258,6 +261,24 @@ def compare(ex: Exercise, source: str, a: Attempt) -> Diagnosis | None:
                              f"{kern.at(loop)} ends before it reaches every element the "
                              "thread owns.")
         return None
+    for x in got.accesses:  # outside a buffer: what a GPU reads there is anyone's
+        name = params[x.param] if x.param < len(params) else ""
+        size = a.inputs[name].size if name in a.inputs else rows * cols if x.param == out_p \
+            else None
+        if size is None or 0 <= x.elem < size or x.block != block:
+            continue
+        side = (f"{-x.elem} element(s) before the start" if x.elem < 0
+                else f"{x.elem - size + 1} element(s) past the end")
+        guard = kern.guard_before(x.line)
+        values = _guard_note(kern, guard, ex, shape, x.thread, block, True) if guard else ""
+        return Diagnosis("out of bounds", f"thread {_xyz(x.thread, launch.block)} of {where} "
+                         f"{'writes' if x.kind & WRITE else 'reads'} {name}[{x.elem}], {side} "
+                         f"of {name}, on line {x.line} (a GPU reads or overwrites whatever lies "
+                         "there): " + (f"the condition{kern.at(guard)} lets it through; it "
+                                       "must test the very index the access uses"
+                                       + (f" ({values})" if values else "")
+                                       if guard else "no condition stops it")
+                         + kern.at(x.line) + ".")
     for p, name in enumerate(params):
         if p == out_p or name not in a.inputs:
             continue
@@ -313,7 +334,7 @@ def _variable_note(kern: Kernel, ex: Exercise, shape: Sequence[int], thread: int
 
 
 def _guard_note(kern: Kernel, guard: int, ex: Exercise, shape: Sequence[int], thread: int,
-                block: int) -> str:
+                block: int, holds: bool = False) -> str:
     """The guard's condition with this thread's values (:mod:`tilelab.grading.value_path`),
     or "" where they cannot be worked out from the source alone."""
     from tilelab.grading.value_path import condition_values
@@ -321,13 +342,14 @@ def _guard_note(kern: Kernel, guard: int, ex: Exercise, shape: Sequence[int], th
     sizes = ex.problem.sizes(tuple(shape))
     grid = ex.launch.grid(sizes)
     return condition_values(kern, guard, sizes, _xyz(thread, ex.launch.block),
-                            _block_xyz(block, grid), ex.launch.block)
+                            _block_xyz(block, grid), ex.launch.block, holds)
 
 
 #: what the output-model diagnosis says when it has no model of the mistake: the
 #: differential is asked instead
 _VAGUE = re.compile(r"check the row and column formulas|the index expression is wrong|"
-                    r"kept the poison value|NaN computed: a value was read")
+                    r"kept the poison value|NaN computed: a value was read|"
+                    r"was never written in this block")
 
 
 _DECODED = re.compile(r"steps .* per row, but|is read column-major|place\(s\) (past|before) "
@@ -436,7 +458,7 @@ def fault(ex: Exercise, source: str, shape: Sequence[int], exc: BaseException
     same = [x.elem for x in before] == [x.elem for x in theirs[:n]]
     if same and n >= len(theirs):
         guard = kern.guard_before(oob.line)
-        values = _guard_note(kern, guard, ex, shape, oob.thread, block) if guard else ""
+        values = _guard_note(kern, guard, ex, shape, oob.thread, block, True) if guard else ""
         return Diagnosis("out of bounds", f"{who} makes {verb} number {n + 1} of {name} on "
                          f"line {oob.line}, where the reference's same thread makes "
                          f"{len(theirs)}" + (" (the same elements up to there)" if n else "")

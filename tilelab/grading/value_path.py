@@ -98,7 +98,19 @@ def _condition(code: str) -> str | None:
             i += 1
         return code[m.end():i - 1] if not depth else None
     m = re.search(r"[^=!<>]=\s*(.*?)\?", code)
-    return m.group(1).strip() if m else None
+    cond = m.group(1).strip() if m else None
+    while cond and cond[0] == "(" and cond[-1] == ")" and _balanced(cond[1:-1]):
+        cond = cond[1:-1].strip()
+    return cond
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for ch in text:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def _py(expr: str) -> str:
@@ -130,10 +142,11 @@ def _split_top(cond: str) -> list[str]:
 
 def condition_values(kern: Kernel, line: int, sizes: Mapping[str, int],
                      thread: Sequence[int], block: Sequence[int],
-                     block_dim: Sequence[int]) -> str:
+                     block_dim: Sequence[int], holds: bool = False) -> str:
     """The terms of line ``line``'s condition that are false for this thread, with the
-    values they compare (e.g. "`row < M - 1` is false: row = 36, M = 37"); "" where a
-    value cannot be worked out from the source (a loop's variable)."""
+    values they compare (e.g. "`row < M - 1` is false: row = 36, M = 37"); with ``holds``,
+    the terms that hold instead (a guard that let an access through); "" where a value
+    cannot be worked out from the source (a loop's variable)."""
     cond = _condition(kern.lines[line - 1]) if 0 < line <= len(kern.lines) else None
     if not cond:
         return ""
@@ -161,10 +174,10 @@ def condition_values(kern: Kernel, line: int, sizes: Mapping[str, int],
             ok = _value(_py(_dotted(term)), env)
         except ValueError:
             return ""
-        if not ok:
+        if bool(ok) == holds:
             used = dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", _dotted(term)))
             vals = ", ".join(f"{_undotted(v)} = {env[v]}" for v in used if v in env)
-            false.append(f"`{term}` is false ({vals})")
+            false.append(f"`{term}` {'holds' if holds else 'is false'} ({vals})")
     return "; ".join(false)
 
 
