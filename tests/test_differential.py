@@ -112,6 +112,17 @@ def test_a_register_blocked_accumulator_is_followed_too():
         "acc[i][j] += a[i] * b[j];\n", "acc[i][j] += a[i] * b[j];\n        }\n")
     why = accumulator_fault(Kernel(reset))
     assert why.cause == "accumulator reset" and "(line 8:" in why.advice
+    one_line = REGISTERS.replace("    for (int t = 0; t < K; t += 8) {",
+                                 "    for (int t = 0; t < K; t += 8) { acc[0][0] = 0.0f;")
+    assert "(line 6:" in accumulator_fault(Kernel(one_line)).advice
+    loads = REGISTERS.replace("acc[i][j] += a[i] * b[j];", "a[i] = As[ty + 16 * i][k];\n"
+                              "                    acc[i][j] += a[i] * b[j];")
+    assert accumulator_fault(Kernel(loads)) is None  # a product inside a subscript is none
+    pragma = REGISTERS.replace("        for (int k = 0; k < 8; ++k)\n",
+                               "#pragma unroll\n        for (int k = 0; k < 8; ++k)\n")
+    assert accumulator_fault(Kernel(pragma.replace(
+        "    for (int t = 0; t < K; t += 8) {",
+        "    for (int t = 0; t < K; t += 8) { acc[0][0] = 0.0f;"))).cause == "accumulator reset"
     assigned = accumulator_fault(Kernel(REGISTERS.replace("acc[i][j] +=", "acc[i][j] =")))
     assert assigned.cause == "one term only" and "(line 10:" in assigned.advice
     never = REGISTERS.replace("            acc[i][j] = 0.0f;\n", "            ;\n")

@@ -32,7 +32,7 @@ def _enclosing_loops(kern: Kernel, line: int) -> list[int]:
     loops, depth = [], _indent(kern, line)
     for n in range(line - 1, 0, -1):
         code = kern.lines[n - 1]
-        if not code or code in ("{", "}"):
+        if not code or code in ("{", "}") or code.startswith("#"):  # `#pragma unroll`
             continue
         if _indent(kern, n) < depth:
             depth = _indent(kern, n)
@@ -50,7 +50,8 @@ def accumulator_fault(kern: Kernel) -> Diagnosis | None:
     array such as ``acc[i][j]``) that a loop adds a product to."""
     for n, code in enumerate(kern.lines, 1):
         m = _ADD.match(code)
-        if not m or m.group(1) in kern.shared or not _MUL.search(m.group(4)):
+        if not m or m.group(1) in kern.shared or not _MUL.search(
+                re.sub(r"\[[^\]]*\]", "[]", m.group(4))):  # a product, not one in a subscript
             continue
         acc, subs, op, rhs = m.group(1), m.group(2), m.group(3), m.group(4)
         if not kern.find(rf"^(?:float|double)\s+(?:[^;]*[\s,])?{acc}\b", 1, n):
@@ -66,10 +67,14 @@ def accumulator_fault(kern: Kernel) -> Diagnosis | None:
                              f"so each element holds a single product{kern.at(n)}.")
         if op != "+=":
             continue
-        zero = rf"^(?:(?:float|double|const)\s+)*{acc}\b(?:\s*\[[^\]]*\])*\s*=\s*0*\.?0*f?\s*;"
+        zero = (rf"(?:^|[{{;)]\s*)(?:(?:float|double|const)\s+)*{acc}\b(?:\s*\[[^\]]*\])*"
+                r"\s*=\s*0*\.?0*f?\s*;")
         for loop in loops:
-            reset = kern.find(zero, loop + 1, n - 1)
-            if reset and _indent(kern, reset) > _indent(kern, loop):
+            reset = kern.find(zero, loop, n - 1)  # the loop's own line: after its `{`
+            here = re.search(zero, kern.lines[loop - 1]) if reset == loop else None
+            if here is not None and "{" not in kern.lines[loop - 1][:here.start() + 1]:
+                reset = kern.find(zero, loop + 1, n - 1)
+            if reset and (reset == loop or _indent(kern, reset) > _indent(kern, loop)):
                 return Diagnosis("accumulator reset", f"{acc} is set to 0{kern.at(reset)} "
                                  f"inside the loop{kern.at(loop)}, so each pass throws away "
                                  f"what the passes before added and each element keeps only "
