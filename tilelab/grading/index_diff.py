@@ -305,18 +305,21 @@ def compare(ex: Exercise, source: str, a: Attempt) -> Diagnosis | None:
                              f"{lay.at(x.elem)}" + (f": {how}" if how else "")
                              + kern.at(y.line) + ".")
         missing = sorted(set(r_all) - set(g_all))
-        if missing and set(g_all) <= set(r_all):
+        if missing and g_all and set(g_all) <= set(r_all):
             m = missing[0]
             t = next(t for t, xs in r_reads.items() if any(x.elem == m for x in xs))
             lines = [x.line for xs in g_reads.values() for x in xs]
             line = lines[0] if lines else kern.load(name)
             guard = kern.guard_before(line)
+            values = _guard_note(kern, guard, ex, shape, t, block) if guard else ""
             return Diagnosis("boundary", f"{where} never loads {lay.at(m)}, which the sums "
                              f"of its outputs need (the reference's thread "
                              f"{_xyz(t, launch.block)} loads it): "
                              + (f"the condition{kern.at(guard)} keeps the load out; it must "
-                                "hold for every element inside the matrix" if guard else
-                                "the load" + kern.at(line) + " does not reach it") + ".")
+                                "hold for every element inside the matrix"
+                                + (f" (for that thread {values})" if values else "")
+                                if guard else "the load" + kern.at(line) + " does not reach it")
+                             + ".")
     return None
 
 
@@ -392,6 +395,11 @@ def refine(ex: Exercise, source: str, why: Diagnosis | None,
         return found  # the values' path first: a sum reset, assigned or never set
     if why is not None and why.cause == "tile index":
         return tile_side(ex, source) or why
+    if why is not None and why.cause == "zeros stored" and (a := smallest(attempts)):
+        # zeros where a load was skipped: the threads show which load and its guard
+        found = compare(ex, source, a)
+        return found if found is not None and (
+            "the condition" in found.advice or decoded(found)) else why
     if not vague(why):
         return why
     a = smallest(attempts)
