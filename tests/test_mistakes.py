@@ -50,7 +50,7 @@ def rate(case: dict[str, Any], v: Verdict) -> tuple[str, str]:
             return "wrong", f"says {bad!r}"
     if not re.search(case["cause"], text, re.S):
         return "vague", f"no {case['cause']!r}"
-    if not any(re.search(rf"\bline {n}\b", text) for n in case["lines"]):
+    if case["lines"] and not any(re.search(rf"\bline {n}\b", text) for n in case["lines"]):
         return "vague", f"names none of lines {case['lines']}"
     return "right", ""
 

@@ -48,9 +48,12 @@ def _round(n: int) -> int:
 
 def run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
         block: tuple[int, int, int], shared: int, timeout: float,
-        globals_: Sequence[np.ndarray] = (), stop: threading.Event | None = None) -> Outcome:
+        globals_: Sequence[np.ndarray] = (), stop: threading.Event | None = None,
+        trace_block: int | None = None) -> Outcome:
     """Launch kernel ``index`` of ``lib``; copy results into the plan's sinks on success.
     Setting ``stop`` ends the launch at once (:func:`~tilelab.emu.native.run_forked`).
+    ``trace_block``: an analysis build logs every global access of this block's threads
+    (its linear index; see ``prelude/tilelab_emu_touch.h``).
 
     ``globals_`` holds the bytes of each of the library's device globals (uint8 arrays):
     they are copied in before the grid runs and updated after it succeeds.
@@ -65,7 +68,7 @@ def run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
         view = np.frombuffer(region, dtype=np.uint8)
         try:
             return _run(lib, index, plan, grid, block, shared, timeout, globals_, first_global,
-                        offsets, view, base, stop)
+                        offsets, view, base, stop, trace_block)
         finally:
             del view
 
@@ -73,7 +76,8 @@ def run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
 def _run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
          block: tuple[int, int, int], shared: int, timeout: float,
          globals_: Sequence[np.ndarray], first_global: int, offsets: list[int],
-         view: np.ndarray, base: int, stop: threading.Event | None) -> Outcome:
+         view: np.ndarray, base: int, stop: threading.Event | None,
+         trace_block: int | None = None) -> Outcome:
     """:func:`run`, its buffers laid out at ``offsets`` of ``view``, the shared mapping at
     address ``base``."""
     for b, off in zip(plan.buffers, offsets, strict=True):
@@ -114,6 +118,8 @@ def _run(lib: Library, index: int, plan: ArgPlan, grid: tuple[int, int, int],
         so = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
         if grid is not None:
             ctypes.c_void_p.in_dll(so, "tilelab_grid_filter").value = grid.address
+        if trace_block is not None:
+            ctypes.c_long.in_dll(so, "tilelab_trace_block").value = trace_block
         table = ctypes.addressof(KernelDesc.in_dll(so, "tilelab_kernels"))
         entry = so.tilelab_launch
         entry.argtypes = [ctypes.c_void_p, ctypes.c_void_p]

@@ -267,8 +267,11 @@ class Function(FunctionAPI):
     def __call__(self, *args: object, block: Sequence[int] = (1, 1, 1),
                  grid: Sequence[int] = (1, 1), shared: int = 0, stream: object = None,
                  time_kernel: bool = False, timeout: float | None = None,
-                 stop: threading.Event | None = None) -> float | None:
+                 stop: threading.Event | None = None,
+                 trace_block: int | None = None) -> float | None:
         """Launch on the CPU; returns the kernel's run time in seconds if ``time_kernel``.
+        ``trace_block`` (an analysis build's launch): log every global access of that block
+        (its linear index), per thread, into ``last_report.analysis.touch["trace"]``.
         ``timeout``: seconds (see :func:`~tilelab.emu.geometry.timeout_seconds`); setting
         ``stop`` (from another thread) ends the launch at once with
         :class:`~tilelab.emu.errors.LaunchStopped`."""
@@ -280,13 +283,19 @@ class Function(FunctionAPI):
                         self.module.resources.arch, self.launch_bound())
         plan = plan_arguments(self._desc, args)
         limit = timeout_seconds(timeout)
+        if trace_block is not None and not self.module.analysis:
+            raise ValueError("only an analysis build (analysis=True) logs its accesses")
         outcome = launch.run(lib, self._index, plan, g, b, shared, limit,
-                             self.module.global_bytes(), stop)
+                             self.module.global_bytes(), stop, trace_block)
         report = LaunchReport(self.name, g, b, shared,
                               outcome.child.stdout.decode("utf-8", errors="replace"),
                               outcome.child.stdout_truncated,
                               float(outcome.report.get("kernel_seconds", 0.0)),
                               time.perf_counter() - t0)
+        if "analysis" not in outcome.report and "trace" in outcome.report:
+            # a traced launch that failed: its log up to the failure (index_diff reads it)
+            outcome.report["analysis"] = {"touch": {
+                k: outcome.report[k] for k in ("trace", "trace_dropped")}}
         if "analysis" in outcome.report:
             data = outcome.report["analysis"]
             lines = source_lines(lib.path, AnalysisReport.code_addresses(data))

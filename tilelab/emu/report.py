@@ -211,7 +211,8 @@ class AnalysisReport:
         """The code addresses the runtime's JSON names (to be turned into source lines)."""
         pcs = [p for r in data.get("races", []) for p in r.get("pcs", ())]
         return pcs + [b["pc"] for key in ("banks", "traffic") for b in data.get(key, [])
-                      if "pc" in b] + [w["pc"] for w in data.get("touch", {}).get("warps", [])]
+                      if "pc" in b] + [w["pc"] for w in data.get("touch", {}).get("warps", [])] \
+            + sorted(set(data.get("touch", {}).get("trace", [])[1::6]))
 
     @classmethod
     def from_json(cls, kernel: str, data: dict, lines: dict[int, int] | None = None,
@@ -274,7 +275,13 @@ class AnalysisReport:
                             else f"#{g['param']}") for g in t.get("global", [])],
             "warps": [{"line": line(w["pc"]), "array": name(w["array"]), "kind": w["kind"],
                        "words": w["words"]} for w in t.get("warps", [])],
-        } if t else {}
+        } if t and "global" in t else {}
+        if t and "trace" in t:  # flat: thread, code address, parameter, kind, element, block
+            flat = t["trace"]
+            touch.setdefault("block", [0, 0, 0])
+            touch["trace"] = [(flat[i], line(flat[i + 1]), *flat[i + 2:i + 6])
+                              for i in range(0, len(flat), 6)]
+            touch["trace_dropped"] = t.get("trace_dropped", 0)
         return cls(kernel, list(races.values()), banks, data.get("races_dropped", 0),
                    parse(data, params, lines), touch)
 

@@ -30,7 +30,8 @@ RTOL = 1e-5  # per element, relative to sum_k |A_ik| |B_kj|; float32 sums land n
 CAUSES = ("never written", "never initialised", "swapped row/column", "partial tile dropped",
           "boundary", "out of bounds", "race", "stale shared data", "off-by-one", "missing term",
           "one term only", "accumulator reset", "start value", "int truncation", "zeros stored",
-          "tile index", "misplaced rows", "loop stops early", "timed out", "indexing")
+          "tile index", "misplaced rows", "loop stops early", "timed out", "wrong index",
+          "indexing")
 CAUSES += race_shapes.CAUSES
 
 

@@ -21,6 +21,7 @@ from tilelab.emu.errors import OutOfBoundsAccess
 from tilelab.grading import race_shapes, scoring, traffic
 from tilelab.grading.correctness import check_function, fmt_shape, lanes
 from tilelab.grading.judge import Kind
+from tilelab.grading.kernel_lines import Kernel
 from tilelab.grading.steps import (
     Run,
     analysis_launch,
@@ -31,6 +32,7 @@ from tilelab.grading.steps import (
     say_correct,
     take_shapes,
 )
+from tilelab.grading.value_path import accumulator_fault
 from tilelab.grading.verdict import Verdict
 
 #: what the emulator's race analysis is said to find
@@ -112,9 +114,19 @@ def take_analysis(run: Run, explaining: bool) -> Any | None:
         else {}))
     if not checked.ok and not explaining:
         run.find(Kind.WRONG, "the build analysed for races and bank conflicts computed a "
-                 f"wrong result: {checked.message}")
+                 f"wrong result: {build_dependent(run.text, checked.message)}")
         return None
     return report
+
+
+def build_dependent(text: str, message: str) -> str:
+    """``message`` (a wrong result of the analysed build only), its likely cause the
+    source's accumulator where one is never given a value: a result that depends on the
+    build is what a value read before it was set gives."""
+    why = accumulator_fault(Kernel(text))
+    if why is None or why.cause != "never initialised" or "Likely cause:" not in message:
+        return message
+    return message.split("Likely cause:")[0] + f"Likely cause: {why}"
 
 
 def analyse(run: Run) -> None:

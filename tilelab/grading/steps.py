@@ -31,6 +31,7 @@ from tilelab.grading.correctness import (
     fmt_shape,
 )
 from tilelab.grading.diagnosis import Diagnosis, diagnose, launch_failure, telling
+from tilelab.grading.index_diff import decoded, fault, refine, vague
 from tilelab.grading.judge import Findings, Kind, judge
 from tilelab.grading.sanitizer import Sanitizers
 from tilelab.grading.source_checks import SourceRejected, check_signature, validate_source
@@ -172,9 +173,17 @@ def take_shapes(run: Run, checked: Iterator[tuple[Sequence[int], ShapeResult | E
             if not isinstance(res, run.rt.launch_errors):
                 raise res
             why = launch_failure(ex.problem, ex.launch, shape, res, run.text)
+            said = one_line(res, 1500)
+            if isinstance(res, errors.OutOfBoundsAccess):
+                why = out_of_bounds_told(run, shape, res, why, results)
+                if why is not None and not getattr(res, "thread", None):
+                    said = said.replace("; found only after the kernel ended, so the thread "
+                                        "and line are unknown", "; found after the kernel "
+                                        "ended (the emulator's log of each access names the "
+                                        "thread and line below)")
             shapes.append({"shape": list(shape), "ok": False, "message": str(res)[:1500]})
             run.find(Kind.CHECKED, shapes=shapes)
-            run.find(Kind.WRONG, f"shape {shape}: the launch failed: {one_line(res, 1500)}"
+            run.find(Kind.WRONG, f"shape {shape}: the launch failed: {said}"
                      + (f" Likely cause: {why}" if why else ""))
             run.launched = False
             checked.close()
@@ -203,10 +212,46 @@ def find_wrong(run: Run, results: list[ShapeResult], races: list | None = None) 
     else:
         why = diagnose(ex.problem, ex.launch, worst, tiled=run.shared_memory, races=races,
                        rerun_differs=rerun, passed=passed, failed=failed, source=run.text)
+        if why.cause != "race":  # the threads' accesses against the reference's, where vague
+            why = refine(ex, run.text, why, failed) or why
     others = f" Wrong at {len(failed)} of {len(results)} shapes" + (
         f"; correct at {', '.join(str(s) for s in passed)}." if passed else ".")
     explain(res, ex.problem, ex.launch, why, others)
     run.find(Kind.WRONG, res.message)
+
+
+def out_of_bounds_told(run: Run, shape: Sequence[int], exc: BaseException,
+                       why: Diagnosis | None, results: list[ShapeResult]) -> Diagnosis | None:
+    """An access out of bounds told from the thread's own accesses: a write caught only
+    after the kernel ended, from the thread and line the emulator's log shows made it;
+    where the launch's own diagnosis is a catch-all, what the thread did against the
+    reference's (:func:`~tilelab.grading.index_diff.fault`), or a stride seen at a smaller
+    shape where the kernel stayed inside its buffers (:func:`~tilelab.grading.index_diff.
+    refine`). A precise diagnosis of the launch stays."""
+    ex = run.ex
+    if why is not None and not vague(why) and "past K - 1" not in why.advice:
+        return why
+    told, access = fault(ex, run.text, shape, exc)
+    if why is not None and not vague(why):  # "k past K - 1": unless it is a stride
+        return told if told is not None and decoded(told) else why
+    if access is not None and not getattr(exc, "thread", None):
+        grid = ex.launch.grid(ex.problem.sizes(tuple(shape)))
+        made = errors.OutOfBoundsAccess(
+            str(exc), buffer=ex.problem.arg_order[access.param], access="write",
+            index=access.elem, line=access.line,
+            block=(access.block % grid[0], access.block // grid[0], 0),
+            thread=tuple(int(v) for v in np.unravel_index(access.thread,
+                                                          ex.launch.block[::-1])[::-1]))
+        return launch_failure(ex.problem, ex.launch, shape, made, run.text) or told or why
+    if told is not None and (decoded(told) or "lets it through" in told.advice):
+        return told
+    if why is not None:
+        smaller = refine(ex, run.text, why, [r.attempt for r in results
+                                             if r.attempt is not None])
+        if smaller is not None and smaller is not why and (
+                decoded(smaller) or smaller.cause != why.cause):
+            return smaller
+    return told or why
 
 
 def say_correct(run: Run) -> None:

@@ -363,6 +363,9 @@ inline void* map_guarded(size_t before, size_t body, size_t after, char** rw) {
 
 // ---- the fault handler -----------------------------------------------------------------------
 TL_DEF char g_fault_buf[16384];
+// What the analysis adds to a fault's report (the traced block's log), when it asks to.
+TL_DEF void (*g_fault_extra)(Out& o);
+TL_DEF long g_first_block_plus1;  // a block the analysis runs first (its index + 1), or 0
 TL_DEF uintptr_t g_self_base;
 
 inline const char* signame(int sig) {
@@ -452,6 +455,12 @@ void on_fault(int sig, siginfo_t* si, void* ctx) {
   o.f(",\"kind\":\"%s\",\"in_block\":%s", kind, g_in_block ? "true" : "false");
   where(o);
   pcs(o, pc);
+  if (g_fault_extra) {  // the process ends here: a growing buffer is safe enough
+    Out d{};
+    d.put(o.p, o.n);
+    g_fault_extra(d);
+    fatal(d);
+  }
   fatal(o);
 }
 #endif
@@ -722,7 +731,7 @@ inline bool check_slack(int b, Out& o) {
     if (!poisoned(p, 1, phase)) {
       long long off = (long long)(p - B.data);
       o.f("{\"status\":\"fault\",\"kind\":\"canary\",\"access\":\"write\",\"buffer\":%d,"
-          "\"index\":%lld,\"byte_offset\":%lld}",
+          "\"index\":%lld,\"byte_offset\":%lld",
           b, -((-off + (long long)B.elem - 1) / (long long)B.elem), off);
       return false;
     }
@@ -732,7 +741,7 @@ inline bool check_slack(int b, Out& o) {
     if (!poisoned(p, 1, phase)) {
       long long off = (long long)(p - B.data);
       o.f("{\"status\":\"fault\",\"kind\":\"canary\",\"access\":\"write\",\"buffer\":%d,"
-          "\"index\":%lld,\"byte_offset\":%lld}",
+          "\"index\":%lld,\"byte_offset\":%lld",
           b, off / (long long)B.elem, off);
       return false;
     }
@@ -755,6 +764,8 @@ inline uint64_t order_seed() {  // before the system-call filter: it calls getpi
 inline void run_grid(uint64_t seed) {
   const uint64_t gx = gridDim.x, gy = gridDim.y, n = gx * gy * gridDim.z;
   uint64_t start = n ? seed % n : 0, step = n > 1 ? 1 + (seed >> 17) % (n - 1) : 1;
+  if (g_first_block_plus1 > 0 && (uint64_t)g_first_block_plus1 <= n)
+    start = (uint64_t)g_first_block_plus1 - 1;  // a traced block runs first
   while (gcd(step, n) != 1) ++step;
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t b = (uint64_t)(((unsigned __int128)i * step + start) % n);
@@ -879,6 +890,8 @@ TL_EXPORT int tilelab_launch(const tl_emu::LaunchSpec* s, const tl_emu::KernelDe
   Out o{};
   for (int b = 0; b < g_nbuf; ++b)
     if (!check_slack(b, o)) {
+      if (g_fault_extra) g_fault_extra(o);
+      o.s("}");
       report(o);
       if (tilelab_grid_filter) _exit(0);  // nothing but exit is left to do under the filter
       return 1;

@@ -25,9 +25,40 @@ struct TouchWarp {
 TL_DEF TouchWarp g_touch_warps[64];
 TL_DEF int g_ntouch_warps;
 
+// A per-thread log of the traced block's global accesses, on request only: the Python side
+// sets tilelab_trace_block to the linear index of the block to trace before the launch
+// (-1: no log, the block above traced). One record per access: the thread (its linear
+// index in the block), the code address, the parameter, read or write, and the element
+// (in 4-byte words from the parameter's pointer). For tilelab.grading.index_diff, which
+// sets a learner's threads against the reference's.
+#ifdef TILELAB_SPLIT
+extern "C" long tilelab_trace_block;
+#else
+extern "C" __attribute__((visibility("default"))) long tilelab_trace_block = -1;
+#endif
+struct TraceRec {
+  uint32_t thread, pc;
+  int32_t param, kind;
+  int64_t elem;
+  int64_t block;  // the block's linear index: an access outside its buffer is logged
+                  // from any block (and is then the first of its kind to look at)
+};
+enum : uintptr_t { TL_TRACE_SLACK = 1u << 20 };  // bytes either side of a buffer
+TL_NOSAN void trace_write(Out& o);
+enum : long { TL_TRACE_CAP = 1L << 17 };
+TL_DEF TraceRec* g_trace;
+TL_DEF long g_ntrace, g_trace_dropped;
+
 TL_NOSAN inline void touch_launch() {
   long blocks = (long)gridDim.x * gridDim.y * gridDim.z;
   g_touch_target = blocks > 1 ? 1 : 0;
+  if (tilelab_trace_block >= 0 && tilelab_trace_block < blocks) {
+    g_touch_target = tilelab_trace_block;
+    if (!g_trace) g_trace = (TraceRec*)calloc(TL_TRACE_CAP, sizeof(TraceRec));
+    if (g_trace) g_fault_extra = trace_write;
+    g_first_block_plus1 = tilelab_trace_block + 1;  // its log is whole up to any fault
+  }
+  g_ntrace = g_trace_dropped = 0;
   g_touch_on = false;
   g_ntouch_warps = 0;
 }
@@ -57,6 +88,21 @@ TL_NOSAN inline void touch_global(int param, uintptr_t lo, uintptr_t hi, uintptr
     for (uintptr_t e = (a - lo) / 4; e <= (a + size - 1 - lo) / 4 && (long)e < m.n; ++e)
       m.mask[e] |= 1ull << g_touch_phase;
   }
+}
+
+// One access of the traced block to the log (when a log was asked for); ``any``: an
+// access outside every buffer, logged from whichever block made it.
+TL_NOSAN inline void trace_global(int param, uintptr_t ptr, uintptr_t a, uint32_t pc,
+                                  unsigned thread, int kind, bool any = false) {
+  if (!g_trace || !(g_touch_on || any)) return;
+  if (g_ntrace == TL_TRACE_CAP) {
+    ++g_trace_dropped;
+    return;
+  }
+  intptr_t off = (intptr_t)a - (intptr_t)ptr;
+  long linear = blockIdx.x + (long)gridDim.x * (blockIdx.y + (long)gridDim.y * blockIdx.z);
+  g_trace[g_ntrace++] = TraceRec{thread, pc, param, kind,
+                                 (int64_t)(off >= 0 ? off / 4 : -((-off + 3) / 4)), linear};
 }
 
 // A shared-memory warp request of the traced block (called as its warp is finished).
@@ -105,6 +151,19 @@ TL_NOSAN void touch_write(Out& o) {
     for (int l = 0; l < 32; ++l) o.f("%s%lld", l ? "," : "", t.word[l]);
     o.s("]}");
   }
-  o.s("]}");
+  o.s("]");
+  trace_write(o);
+  o.s("}");
+}
+// The log, as `,"trace_dropped":n,"trace":[thread,pc,param,kind,elem,block,...]`.
+TL_NOSAN void trace_write(Out& o) {
+  if (!g_trace) return;
+  o.f(",\"trace_dropped\":%ld,\"trace\":[", g_trace_dropped);
+  for (long i = 0; i < g_ntrace; ++i) {
+    const TraceRec& r = g_trace[i];
+    o.f("%s%u,%u,%d,%d,%lld,%lld", i ? "," : "", r.thread, r.pc, r.param, r.kind,
+        (long long)r.elem, (long long)r.block);
+  }
+  o.s("]");
 }
 #endif

@@ -43,6 +43,10 @@ TL_NOSAN inline void traffic_launch() {
   g_glob_lo = g_nregions ? lo : 0;
   g_glob_span = g_nregions ? hi - lo : 0;
   touch_launch();
+  if (g_trace && g_nregions) {  // a traced launch sees accesses just outside the buffers too
+    g_glob_lo = lo > TL_TRACE_SLACK ? lo - TL_TRACE_SLACK : 0;
+    g_glob_span = hi + TL_TRACE_SLACK - g_glob_lo;
+  }
 }
 
 // The parameter whose buffer holds `a`: of several pointing into one buffer, the one that
@@ -70,9 +74,19 @@ TL_NOINLINE TL_NOSAN void global_record(uintptr_t a, unsigned size, uint32_t pc,
 #ifndef TILELAB_SPLIT
 TL_NOINLINE TL_NOSAN void global_record(uintptr_t a, unsigned size, uint32_t pc, int kind) {
   int p = param_at(a);
+  if (p < 0 && g_trace && g_cur) {  // outside every buffer: the nearest, when traced
+    for (int r = 0; r < g_nregions; ++r) {
+      const ParamRegion& R = g_regions[r];
+      if ((a >= R.hi && a - R.hi < TL_TRACE_SLACK) || (a < R.lo && R.lo - a <= TL_TRACE_SLACK))
+        return trace_global(R.param, R.ptr, a, pc, g_cur->linear, kind, true);
+    }
+  }
   if (p < 0) return;
   for (int r = 0; r < g_nregions; ++r)
-    if (g_regions[r].param == p) touch_global(p, g_regions[r].lo, g_regions[r].hi, a, size, kind);
+    if (g_regions[r].param == p) {
+      touch_global(p, g_regions[r].lo, g_regions[r].hi, a, size, kind);
+      if (g_trace && g_cur) trace_global(p, g_regions[r].ptr, a, pc, g_cur->linear, kind);
+    }
   if (kind & K_R) bank_add(a, size, pc, TL_GLOBAL_BASE + p, 0);
   if (kind & K_W) bank_add(a, size, pc, TL_GLOBAL_BASE + p, 1);
 }
