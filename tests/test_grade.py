@@ -240,16 +240,16 @@ def test_a_speed_run_that_goes_wrong_at_the_speed_shape_scores_nothing():
     src = KERNELS["tiled32"].source().replace(
         "float acc = 0.0f;", f"float acc = 0.0f;\n    if (M > {beyond}) return;")
     v = grade_source("tiled", src, backend_name="gpu", sanitize=False)
-    assert v.points_correct == 0 and v.points_speed == 0, v.report()
+    assert v.points_correct == 0 and v.points_speed == 0, scoring.report(v)
     assert re.search(r"the speed run's launch \d+ of \d+ at M=\d+.* computed a wrong result",
-                     "\n".join(v.messages)), v.report()
+                     "\n".join(v.messages)), scoring.report(v)
 
 
 @pytest.mark.gpu
 def test_a_naive_kernel_as_the_padded_matmul_earns_no_speed_points():
     src = KERNELS["naive"].source().replace("matmul_naive(", "matmul_tiled_at(")
     v = grade_source("matmul_at_padded", src, backend_name="gpu", sanitize=False)
-    assert v.correct and not v.speed_passed, v.report()
+    assert v.correct and not v.speed_passed, scoring.report(v)
 
 
 # ------------------------------------------------ speed runs that cannot be replayed
