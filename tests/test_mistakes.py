@@ -65,14 +65,7 @@ def test_thirty_mistakes_across_every_exercise():
     assert len({c["file"] for c in CASES}) == len(CASES)
 
 
-def _param(case: dict[str, Any]):
-    """A case, or one whose ``gap`` names why today's feedback still misses it: expected to
-    fail (strictly: the day it is told right, the mark must go)."""
-    marks = [pytest.mark.xfail(strict=True, reason=case["gap"])] if "gap" in case else []
-    return pytest.param(case, marks=marks, id=case["file"][:-3])
-
-
-@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[c["file"][:-3] for c in CASES])
 def test_each_mistake_gets_its_cause_and_line(tmp_path, case):
     source = (DATA / case["file"]).read_text()
     v = evaluate(case["exercise"], source, "emu", speed=False)

@@ -66,7 +66,7 @@ TL_NOSAN inline void space_of(Out& o, uintptr_t a) {
   space_of(o, a);
   where(o);
   pcs(o, pc - 1);
-  fatal(o);
+  fatal_logged(o);
 }
 #endif
 

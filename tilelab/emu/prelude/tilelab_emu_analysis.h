@@ -548,7 +548,7 @@ TL_NOINLINE TL_NOSAN void global_bounds(uintptr_t a, unsigned size, uintptr_t pc
       kind == K_R ? "read" : "write", hit, idx, off, size);
   where(o);
   pcs(o, pc - 1);
-  fatal(o);
+  fatal_logged(o);
 }
 #endif
 
@@ -602,8 +602,9 @@ TL_NOSAN inline __attribute__((always_inline)) void an_access(uintptr_t a, unsig
   if (!g_cur || !g_in_block) return;
   uint32_t at = (uint32_t)(pc - 1 - g_self_base);
   if (shared) return record(a, size, at, kind);
-  if (a - g_maps_lo < g_maps_span) global_bounds(a, size, pc, kind);
+  // logged first (a traced block's log ends with the access that stops it), then checked
   if (a - g_glob_lo < g_glob_span) global_record(a, size, at, kind);
+  if (a - g_maps_lo < g_maps_span) global_bounds(a, size, pc, kind);
   global_race(a, size, at, kind);
 }
 

@@ -365,6 +365,17 @@ inline void* map_guarded(size_t before, size_t body, size_t after, char** rw) {
 TL_DEF char g_fault_buf[16384];
 // What the analysis adds to a fault's report (the traced block's log), when it asks to.
 TL_DEF void (*g_fault_extra)(Out& o);
+
+// A fault's report, and the traced block's log after it where the analysis asked for one.
+[[noreturn]] inline void fatal_logged(Out& o) {
+  if (g_fault_extra) {  // the process ends here: a growing buffer is safe enough
+    Out d{};
+    d.put(o.p, o.n);
+    g_fault_extra(d);
+    fatal(d);
+  }
+  fatal(o);
+}
 TL_DEF long g_first_block_plus1;  // a block the analysis runs first (its index + 1), or 0
 TL_DEF uintptr_t g_self_base;
 
@@ -455,13 +466,7 @@ void on_fault(int sig, siginfo_t* si, void* ctx) {
   o.f(",\"kind\":\"%s\",\"in_block\":%s", kind, g_in_block ? "true" : "false");
   where(o);
   pcs(o, pc);
-  if (g_fault_extra) {  // the process ends here: a growing buffer is safe enough
-    Out d{};
-    d.put(o.p, o.n);
-    g_fault_extra(d);
-    fatal(d);
-  }
-  fatal(o);
+  fatal_logged(o);
 }
 #endif
 // ---- integer division as a GPU divides ----------------------------------------------------
