@@ -28,6 +28,9 @@ NEVER_IMPORTS = {
 }
 #: No function of the grader is longer than this, the diagnosis's rules aside.
 GRADER_FUNCTION_LINES = 60
+#: The diagnosis's modules: its rules, and the differential comparison of a thread's
+#: accesses with the reference's, one case after another.
+DIAGNOSIS = ("diagnosis", "index_diff")
 #: Modules that may import the package inside a function: the command line (each command
 #: imports what it needs), the grading worker (it imports the grader only once its sandbox
 #: is up) and the Sphinx extension's entry point (Sphinx imports it to find ``setup``).
@@ -181,7 +184,7 @@ def long_grader_functions(root: Path, limit: int = GRADER_FUNCTION_LINES) -> lis
     outside the diagnosis (its rules, one after another)."""
     rows = longest_functions(modules(root), ("grading",), top=1 << 30)
     return [f"{n} {where}" for n, where in rows if n > limit
-            and not where.startswith(f"{root.name}.grading.diagnosis:")]
+            and not where.startswith(tuple(f"{root.name}.grading.{m}:" for m in DIAGNOSIS))]
 
 
 def collapse(graph: dict[str, set[str]], units: tuple[str, ...]) -> dict[str, set[str]]:

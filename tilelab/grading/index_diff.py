@@ -27,8 +27,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from tilelab.catalog.exercises import Exercise
+from tilelab.device.backend import Backend
+from tilelab.device.runtime import get_runtime
 from tilelab.grading.diagnosis import Attempt, Diagnosis
 from tilelab.grading.kernel_lines import Kernel
+from tilelab.grading.value_path import accumulator_fault, condition_values, variable_fault
 
 READ, WRITE = 1, 2
 
@@ -84,30 +87,24 @@ def run_traced(ex: Exercise, source: str, shape: Sequence[int],
     """``source``'s analysis build launched at ``shape`` on ``inputs`` (output poisoned
     with NaN), block ``block`` logged; a launch that fails keeps its log up to the
     failure (``failed``). None where it does not build or left no log."""
-    from tilelab.device.backend import Backend
-    from tilelab.device.runtime import get_runtime
-    from tilelab.grading.steps import compile_kernel
-
     try:
         rt = get_runtime(Backend.EMU)
-        built = compile_kernel(rt, source, ex.kernel, analysis=True)
-    except Exception:  # no emulator here: the explanation goes without (never the grade)
-        return None
-    if built.fn is None:
-        return None
+        fn = rt.SourceModule(source, analysis=True).get_function(ex.kernel)
+    except Exception:  # no emulator here, no build, no such kernel: the explanation goes
+        return None  # without (never the grade)
     problem = ex.problem
     shape = tuple(shape)
     bufs = {n: rt.to_device(np.ascontiguousarray(a)) for n, a in inputs.items()}
     bufs[problem.output] = rt.to_device(np.full(problem.output_shape(shape), np.nan,
                                                 np.float32))
     failed = False
-    built.fn.last_report = None
+    fn.last_report = None
     try:
-        built.fn(*problem.arguments(bufs, shape), block=ex.launch.block,
+        fn(*problem.arguments(bufs, shape), block=ex.launch.block,
                  grid=ex.launch.grid(problem.sizes(shape)), trace_block=block)
     except rt.launch_errors:
         failed = True
-    report = built.fn.last_report
+    report = fn.last_report
     touch = report.analysis.touch if report is not None and report.analysis else {}
     if "trace" not in touch:
         return None
@@ -327,7 +324,6 @@ def _variable_note(kern: Kernel, ex: Exercise, shape: Sequence[int], thread: int
                    block: int) -> str | None:
     """A variable of the kernel whose value for this thread differs from the reference's
     same variable (:func:`tilelab.grading.value_path.variable_fault`)."""
-    from tilelab.grading.value_path import variable_fault
 
     sizes = ex.problem.sizes(tuple(shape))
     grid = ex.launch.grid(sizes)
@@ -340,7 +336,6 @@ def _guard_note(kern: Kernel, guard: int, ex: Exercise, shape: Sequence[int], th
                 block: int, holds: bool = False) -> str:
     """The guard's condition with this thread's values (:mod:`tilelab.grading.value_path`),
     or "" where they cannot be worked out from the source alone."""
-    from tilelab.grading.value_path import condition_values
 
     sizes = ex.problem.sizes(tuple(shape))
     grid = ex.launch.grid(sizes)
@@ -386,7 +381,6 @@ def refine(ex: Exercise, source: str, why: Diagnosis | None,
     """``why``, or where it is vague, what the threads' accesses against the reference's
     show (:func:`compare`), or the accumulator's path in the source; ``why`` where neither
     shows more."""
-    from tilelab.grading.value_path import accumulator_fault
 
     if why is not None and why.cause in (
             "one term only", "accumulator reset", "start value", "zeros stored",
